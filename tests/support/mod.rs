@@ -1,0 +1,218 @@
+//! Real peers for interop tests: a `redis-server` of the test's own, and a minimal client.
+//!
+//! A server gets ports of its own on 127.0.0.1 and a scratch directory, and is killed by PID when
+//! its [`RedisServer`] is dropped, which happens on a failing assertion too. Every read from it is
+//! bounded in time. A missing `redis-server` fails the test: `.ci/test` installs it.
+
+#![allow(dead_code, unreachable_pub)] // each test binary uses a different part of this module
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// How long a server may take to answer PING after it is started.
+const START_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long any one reply may take.
+const READ_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A `redis-server` child process, killed on drop.
+pub struct RedisServer {
+    child: Child,
+    port: u16,
+    dir: PathBuf,
+}
+
+impl RedisServer {
+    /// Starts a cluster-enabled server with no persistence, plus `extra` config arguments
+    /// (`["--name", "value", ...]`). Retries with new ports if another process took them.
+    pub fn start_cluster(extra: &[&str]) -> Self {
+        let binary = std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".into());
+        let mut last_error = String::new();
+        for attempt in 0..5 {
+            let (port, bus_port) = (free_port(), free_port());
+            let dir = std::env::temp_dir().join(format!(
+                "redis-cluster-proto-test-{}-{port}-{attempt}",
+                std::process::id()
+            ));
+            std::fs::create_dir_all(&dir).expect("create the server's scratch directory");
+            let child = Command::new(&binary)
+                .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+                .args([
+                    "--cluster-enabled",
+                    "yes",
+                    "--cluster-port",
+                    &bus_port.to_string(),
+                ])
+                .args([
+                    "--cluster-config-file",
+                    "nodes.conf",
+                    "--save",
+                    "",
+                    "--appendonly",
+                    "no",
+                ])
+                .args(["--daemonize", "no", "--logfile", "redis.log"])
+                .arg("--dir")
+                .arg(&dir)
+                .args(extra)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap_or_else(|e| {
+                    panic!("cannot run {binary:?} ({e}); `bash .ci/test` installs redis-server")
+                });
+            let mut server = Self { child, port, dir };
+            match server.wait_ready() {
+                Ok(()) => return server,
+                Err(e) => last_error = e,
+            }
+        }
+        panic!("redis-server did not start: {last_error}");
+    }
+
+    /// The client port.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// A new client connection.
+    pub fn client(&self) -> Client {
+        Client::connect(self.port)
+    }
+
+    fn wait_ready(&mut self) -> Result<(), String> {
+        let deadline = Instant::now() + START_TIMEOUT;
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                let mut stderr = String::new();
+                if let Some(mut pipe) = self.child.stderr.take() {
+                    let _ = pipe.read_to_string(&mut stderr);
+                }
+                let log = std::fs::read_to_string(self.dir.join("redis.log")).unwrap_or_default();
+                return Err(format!("exited with {status}: {stderr}{log}"));
+            }
+            if let Ok(stream) = TcpStream::connect(("127.0.0.1", self.port)) {
+                let mut client = Client::from_stream(stream);
+                if client.command(&[b"PING"]) == Reply::Simple(b"PONG".to_vec()) {
+                    return Ok(());
+                }
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Err(format!(
+            "no PONG on port {} within {START_TIMEOUT:?}",
+            self.port
+        ))
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        // `Child::kill` sends SIGKILL to this child's PID; `wait` reaps it.
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A port that was free a moment ago.
+fn free_port() -> u16 {
+    TcpListener::bind(("127.0.0.1", 0))
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("bind an ephemeral port on 127.0.0.1")
+}
+
+/// A reply of the kinds these tests read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reply {
+    Simple(Vec<u8>),
+    Error(Vec<u8>),
+    Integer(i64),
+    Bulk(Option<Vec<u8>>),
+}
+
+/// A blocking RESP2 client for tests: commands out, replies of the scalar kinds in.
+pub struct Client {
+    reader: BufReader<TcpStream>,
+    writer: TcpStream,
+}
+
+impl Client {
+    fn connect(port: u16) -> Self {
+        Self::from_stream(TcpStream::connect(("127.0.0.1", port)).expect("connect to redis-server"))
+    }
+
+    fn from_stream(stream: TcpStream) -> Self {
+        stream
+            .set_read_timeout(Some(READ_TIMEOUT))
+            .expect("set read timeout");
+        stream
+            .set_write_timeout(Some(READ_TIMEOUT))
+            .expect("set write timeout");
+        let writer = stream.try_clone().expect("clone the stream");
+        Self {
+            reader: BufReader::new(stream),
+            writer,
+        }
+    }
+
+    /// Sends one command and reads its reply.
+    pub fn command(&mut self, argv: &[&[u8]]) -> Reply {
+        self.send(&[argv]);
+        self.read_reply()
+    }
+
+    /// Sends commands back to back, without reading.
+    pub fn send(&mut self, commands: &[&[&[u8]]]) {
+        let mut out = Vec::new();
+        for argv in commands {
+            out.extend_from_slice(format!("*{}\r\n", argv.len()).as_bytes());
+            for arg in *argv {
+                out.extend_from_slice(format!("${}\r\n", arg.len()).as_bytes());
+                out.extend_from_slice(arg);
+                out.extend_from_slice(b"\r\n");
+            }
+        }
+        self.writer.write_all(&out).expect("write to redis-server");
+    }
+
+    /// Reads one reply.
+    pub fn read_reply(&mut self) -> Reply {
+        let mut line = Vec::new();
+        self.reader
+            .read_until(b'\n', &mut line)
+            .expect("read a reply line");
+        let body = line
+            .strip_suffix(b"\r\n")
+            .unwrap_or_else(|| panic!("reply line without CRLF: {line:?}"));
+        let (kind, rest) = body.split_first().expect("empty reply line");
+        let number = || -> i64 {
+            std::str::from_utf8(rest)
+                .ok()
+                .and_then(|s| s.parse().ok())
+                .unwrap_or_else(|| panic!("bad number in reply {line:?}"))
+        };
+        match kind {
+            b'+' => Reply::Simple(rest.to_vec()),
+            b'-' => Reply::Error(rest.to_vec()),
+            b':' => Reply::Integer(number()),
+            b'$' => {
+                let Ok(len) = usize::try_from(number()) else {
+                    return Reply::Bulk(None);
+                };
+                let mut payload = vec![0; len + 2];
+                self.reader
+                    .read_exact(&mut payload)
+                    .expect("read bulk payload");
+                assert_eq!(&payload[len..], b"\r\n", "bulk payload without CRLF");
+                payload.truncate(len);
+                Reply::Bulk(Some(payload))
+            }
+            _ => panic!("reply type this client does not read: {line:?}"),
+        }
+    }
+}
