@@ -1,0 +1,397 @@
+//! The request fast path: a client command straight into its arguments.
+
+use alloc::vec::Vec;
+
+use bytes::{Buf, Bytes, BytesMut};
+
+use crate::{
+    error::{DecodeError, ErrorKind},
+    frame::Kind,
+    limits::Config,
+    parse::int_line,
+};
+
+/// Arguments kept inline before spilling to the heap.
+const INLINE_ARGS: usize = 8;
+
+/// A client command: its arguments as slices of one buffer.
+///
+/// Up to eight arguments are stored without a heap allocation; the bytes are the decoder's,
+/// split off without copying (an inline command with quotes is the one case that copies, to
+/// undo its escapes).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Command {
+    bytes: Bytes,
+    args: Args,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Args {
+    Inline {
+        len: usize,
+        spans: [(usize, usize); INLINE_ARGS],
+    },
+    Heap(Vec<(usize, usize)>),
+}
+
+impl Command {
+    fn new(bytes: Bytes, spans: &[(usize, usize)]) -> Self {
+        let args = match spans.len() {
+            len @ 0..=INLINE_ARGS => {
+                let mut inline = [(0, 0); INLINE_ARGS];
+                inline
+                    .iter_mut()
+                    .zip(spans)
+                    .for_each(|(slot, span)| *slot = *span);
+                Args::Inline { len, spans: inline }
+            }
+            _ => Args::Heap(spans.to_vec()),
+        };
+        Self { bytes, args }
+    }
+
+    fn spans(&self) -> &[(usize, usize)] {
+        match &self.args {
+            Args::Inline { len, spans } => spans.get(..*len).unwrap_or_default(),
+            Args::Heap(spans) => spans,
+        }
+    }
+
+    /// The number of arguments, the command name included. Never 0.
+    pub fn len(&self) -> usize {
+        self.spans().len()
+    }
+
+    /// Always `false`: empty commands are skipped by the decoder.
+    pub fn is_empty(&self) -> bool {
+        self.spans().is_empty()
+    }
+
+    /// Argument `i` (0 is the command name).
+    pub fn arg(&self, i: usize) -> Option<&[u8]> {
+        let &(start, end) = self.spans().get(i)?;
+        self.bytes.get(start..end)
+    }
+
+    /// Argument `i` as a [`Bytes`] that shares the decoder's buffer.
+    pub fn arg_bytes(&self, i: usize) -> Option<Bytes> {
+        let &(start, end) = self.spans().get(i)?;
+        (end <= self.bytes.len()).then(|| self.bytes.slice(start..end))
+    }
+
+    /// The arguments in order.
+    pub fn args(&self) -> impl ExactSizeIterator<Item = &[u8]> + DoubleEndedIterator {
+        self.spans()
+            .iter()
+            .map(|&(start, end)| self.bytes.get(start..end).unwrap_or_default())
+    }
+}
+
+/// Progress through one command, kept between calls.
+#[derive(Debug, Default)]
+pub(crate) struct CommandScanner {
+    /// The first byte not yet scanned (multibulk), or searched for `\n` (inline).
+    pos: usize,
+    /// Arguments still to come, once the `*` line has been read.
+    remaining: Option<u64>,
+    /// A bulk payload waiting for its bytes: (payload start, index past its CRLF).
+    pending: Option<(usize, usize)>,
+    spans: Vec<(usize, usize)>,
+}
+
+impl CommandScanner {
+    fn reset(&mut self) {
+        self.pos = 0;
+        self.remaining = None;
+        self.pending = None;
+        self.spans.clear();
+    }
+
+    pub(crate) fn decode(
+        &mut self,
+        buf: &mut BytesMut,
+        config: &Config,
+    ) -> Result<Option<Command>, DecodeError> {
+        let result = self.decode_inner(buf, config);
+        if result.is_err() {
+            self.reset();
+        }
+        result
+    }
+
+    fn decode_inner(
+        &mut self,
+        buf: &mut BytesMut,
+        config: &Config,
+    ) -> Result<Option<Command>, DecodeError> {
+        let limits = &config.limits;
+        loop {
+            let remaining = match self.remaining {
+                Some(n) => n,
+                None => {
+                    let Some(&first) = buf.first() else {
+                        return Ok(None);
+                    };
+                    if first != b'*' {
+                        match self.inline(buf, config)? {
+                            Inline::Incomplete => return Ok(None),
+                            Inline::Empty => continue,
+                            Inline::Command(command) => return Ok(Some(command)),
+                        }
+                    }
+                    let Some((count, next)) = int_line(buf, 1)? else {
+                        if buf.len() > limits.max_inline_len {
+                            let max = limits.max_inline_len;
+                            return Err(DecodeError::new(0, ErrorKind::InlineTooLong { max }));
+                        }
+                        return Ok(None);
+                    };
+                    if count <= 0 {
+                        // The server ignores `*0` and `*-1` (and any count <= 0) in requests.
+                        buf.advance(next);
+                        continue;
+                    }
+                    let count = count as u64; // > 0
+                    if count > limits.max_elements {
+                        let max = limits.max_elements;
+                        return Err(DecodeError::new(
+                            1,
+                            ErrorKind::TooManyElements { len: count, max },
+                        ));
+                    }
+                    self.pos = next;
+                    self.remaining = Some(count);
+                    count
+                }
+            };
+            if remaining == 0 {
+                let bytes = buf.split_to(self.pos).freeze();
+                let command = Command::new(bytes, &self.spans);
+                self.reset();
+                return Ok(Some(command));
+            }
+            if let Some((start, end)) = self.pending {
+                if buf.len() < end {
+                    return Ok(None);
+                }
+                if buf.get(end - 2..end) != Some(b"\r\n") {
+                    return Err(DecodeError::new(end - 2, ErrorKind::BadPayloadEnd));
+                }
+                self.spans.push((start, end - 2));
+                self.pending = None;
+                self.pos = end;
+                self.remaining = Some(remaining - 1);
+                continue;
+            }
+            let at = self.pos;
+            let Some(&byte) = buf.get(at) else {
+                return Ok(None);
+            };
+            if byte != b'$' {
+                return Err(DecodeError::new(at, ErrorKind::ExpectedBulk(Kind(byte))));
+            }
+            let Some((len, next)) = int_line(buf, at + 1)? else {
+                return Ok(None);
+            };
+            let len = u64::try_from(len)
+                .map_err(|_| DecodeError::new(at + 1, ErrorKind::NegativeLength(len)))?;
+            if len > limits.max_bulk_len {
+                let max = limits.max_bulk_len;
+                return Err(DecodeError::new(
+                    at + 1,
+                    ErrorKind::BulkTooLong { len, max },
+                ));
+            }
+            let end = usize::try_from(len)
+                .ok()
+                .and_then(|len| next.checked_add(len)?.checked_add(2))
+                .filter(|&end| end <= limits.max_frame_len)
+                .ok_or(DecodeError::new(
+                    at,
+                    ErrorKind::FrameTooLong {
+                        max: limits.max_frame_len,
+                    },
+                ))?;
+            self.pending = Some((next, end));
+        }
+    }
+
+    /// An inline command: one line, split with the server's quoting rules.
+    fn inline(&mut self, buf: &mut BytesMut, config: &Config) -> Result<Inline, DecodeError> {
+        let max = config.limits.max_inline_len;
+        let searched = self.pos.min(buf.len());
+        let Some(newline) = buf
+            .get(searched..)
+            .and_then(|rest| rest.iter().position(|&b| b == b'\n'))
+            .map(|at| searched + at)
+        else {
+            if buf.len() > max {
+                return Err(DecodeError::new(max, ErrorKind::InlineTooLong { max }));
+            }
+            self.pos = buf.len();
+            return Ok(Inline::Incomplete);
+        };
+        if newline > max {
+            return Err(DecodeError::new(max, ErrorKind::InlineTooLong { max }));
+        }
+        self.pos = 0;
+        let line = buf.get(..newline).unwrap_or_default();
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        let mut spans = core::mem::take(&mut self.spans);
+        spans.clear();
+        let quoted = line.iter().any(|&b| b == b'"' || b == b'\'');
+        let unescaped = if quoted {
+            let mut out = Vec::new();
+            split_quoted(line, &mut out, &mut spans)
+                .map_err(|at| DecodeError::new(at, ErrorKind::UnbalancedQuotes))?;
+            Some(Bytes::from(out))
+        } else {
+            split_plain(line, &mut spans);
+            None
+        };
+        let wire = buf.split_to(newline + 1).freeze();
+        let result = if spans.is_empty() {
+            Inline::Empty
+        } else {
+            Inline::Command(Command::new(unescaped.unwrap_or(wire), &spans))
+        };
+        spans.clear();
+        self.spans = spans;
+        Ok(result)
+    }
+}
+
+enum Inline {
+    Incomplete,
+    Empty,
+    Command(Command),
+}
+
+/// What the server's `isspace` skips between arguments.
+fn is_space(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\n' | b'\x0b' | b'\x0c' | b'\r')
+}
+
+/// What ends an unquoted argument in the server's `sdssplitargs` (a NUL ends the whole line).
+fn ends_token(b: u8) -> bool {
+    matches!(b, b' ' | b'\n' | b'\r' | b'\t')
+}
+
+/// The part of an inline line that the server reads: it stops at a NUL byte.
+fn until_nul(line: &[u8]) -> &[u8] {
+    let end = line.iter().position(|&b| b == 0).unwrap_or(line.len());
+    line.get(..end).unwrap_or_default()
+}
+
+/// Splits a line without quotes: arguments are runs between separators.
+fn split_plain(line: &[u8], spans: &mut Vec<(usize, usize)>) {
+    let line = until_nul(line);
+    let mut i = 0;
+    while i < line.len() {
+        while line.get(i).is_some_and(|&b| is_space(b)) {
+            i += 1;
+        }
+        if i == line.len() {
+            break;
+        }
+        let start = i;
+        while line.get(i).is_some_and(|&b| !ends_token(b)) {
+            i += 1;
+        }
+        spans.push((start, i));
+    }
+}
+
+/// Splits a line with quotes the way `sdssplitargs` does, writing the unescaped arguments to
+/// `out`. Returns the offset of the problem for unbalanced quotes, or for a closing quote
+/// followed by something other than a space.
+fn split_quoted(
+    line: &[u8],
+    out: &mut Vec<u8>,
+    spans: &mut Vec<(usize, usize)>,
+) -> Result<(), usize> {
+    let line = until_nul(line);
+    let at = |i: usize| line.get(i).copied();
+    let mut i = 0;
+    loop {
+        while at(i).is_some_and(is_space) {
+            i += 1;
+        }
+        if at(i).is_none() {
+            return Ok(());
+        }
+        let start = out.len();
+        let (mut double, mut single) = (false, false);
+        loop {
+            let Some(b) = at(i) else {
+                if double || single {
+                    return Err(i);
+                }
+                break;
+            };
+            if double {
+                match (b, at(i + 1)) {
+                    (b'\\', Some(b'x'))
+                        if at(i + 2).is_some_and(|c| c.is_ascii_hexdigit())
+                            && at(i + 3).is_some_and(|c| c.is_ascii_hexdigit()) =>
+                    {
+                        out.push(hex(at(i + 2)) << 4 | hex(at(i + 3)));
+                        i += 3;
+                    }
+                    (b'\\', Some(c)) => {
+                        out.push(match c {
+                            b'n' => b'\n',
+                            b'r' => b'\r',
+                            b't' => b'\t',
+                            b'b' => 0x08,
+                            b'a' => 0x07,
+                            other => other,
+                        });
+                        i += 1;
+                    }
+                    (b'"', next) => {
+                        if next.is_some_and(|c| !is_space(c)) {
+                            return Err(i + 1);
+                        }
+                        i += 1;
+                        break;
+                    }
+                    _ => out.push(b),
+                }
+            } else if single {
+                match (b, at(i + 1)) {
+                    (b'\\', Some(b'\'')) => {
+                        out.push(b'\'');
+                        i += 1;
+                    }
+                    (b'\'', next) => {
+                        if next.is_some_and(|c| !is_space(c)) {
+                            return Err(i + 1);
+                        }
+                        i += 1;
+                        break;
+                    }
+                    _ => out.push(b),
+                }
+            } else {
+                match b {
+                    _ if ends_token(b) => break,
+                    b'"' => double = true,
+                    b'\'' => single = true,
+                    _ => out.push(b),
+                }
+            }
+            i += 1;
+        }
+        spans.push((start, out.len()));
+    }
+}
+
+fn hex(digit: Option<u8>) -> u8 {
+    match digit {
+        Some(d @ b'0'..=b'9') => d - b'0',
+        Some(d @ b'a'..=b'f') => d - b'a' + 10,
+        Some(d @ b'A'..=b'F') => d - b'A' + 10,
+        _ => 0,
+    }
+}

@@ -1,0 +1,192 @@
+//! [`Decoder`]: resumable decoding from a [`BytesMut`], and the one-shot slice path.
+
+use bytes::BytesMut;
+
+use crate::{
+    build::build,
+    command::{Command, CommandScanner},
+    error::DecodeError,
+    frame::{Frame, Kind},
+    limits::Config,
+    scan::{Scanned, Scanner},
+};
+
+/// The outcome of decoding that did not fail.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Status<T> {
+    /// A whole value.
+    Complete(T),
+    /// The input ends inside a value. `needed` is how many more bytes are certainly needed,
+    /// when the decoder knows (inside a bulk payload, say).
+    Incomplete {
+        /// At least this many more bytes, when known.
+        needed: Option<usize>,
+    },
+}
+
+/// A frame borrowed from the input, and how many bytes of the input it took.
+pub type Borrowed<'a> = (Frame<&'a [u8]>, usize);
+
+/// A complete frame's place in the input, for forwarding it untouched.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Span {
+    /// Its length in bytes, from the start of the input.
+    pub len: usize,
+    /// Its first byte.
+    pub kind: Kind,
+}
+
+/// Decodes frames and commands from a buffer that fills as bytes arrive.
+///
+/// The decoder remembers how far it got inside a frame, so a frame that arrives in many small
+/// reads is still scanned once: call again with the same buffer, more bytes appended. A decoded
+/// frame or command is split off the front of the buffer, and its strings are [`Bytes`] slices
+/// of it: no copy.
+///
+/// ```
+/// use bytes::BytesMut;
+/// use redis_resp::{Decoder, Frame};
+///
+/// let mut decoder = Decoder::new();
+/// let mut buf = BytesMut::from(&b"*2\r\n$3\r\nfoo\r\n:4"[..]);
+/// assert_eq!(decoder.decode(&mut buf)?, None); // not all here yet
+/// buf.extend_from_slice(b"2\r\n+OK\r\n");
+/// let frame = decoder.decode(&mut buf)?.expect("complete");
+/// assert_eq!(frame, Frame::Array(vec![Frame::BulkString("foo".into()), Frame::Integer(42)]));
+/// assert_eq!(&buf[..], b"+OK\r\n"); // the next frame stays in the buffer
+/// # Ok::<(), redis_resp::DecodeError>(())
+/// ```
+#[derive(Debug, Default)]
+pub struct Decoder {
+    config: Config,
+    scanner: Scanner,
+    command: CommandScanner,
+}
+
+impl Decoder {
+    /// A decoder with the default [`Config`]: strict, default limits.
+    pub fn new() -> Self {
+        Self::with_config(Config::default())
+    }
+
+    /// A decoder with `config`.
+    pub fn with_config(config: Config) -> Self {
+        Self {
+            config,
+            ..Self::default()
+        }
+    }
+
+    /// The decoder's configuration.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Decodes the frame at the front of `buf` and splits it off, or returns `None` (leaving
+    /// `buf` as it is) until all of it has arrived.
+    ///
+    /// After an error the decoder starts afresh at the next call; `buf` is untouched, and the
+    /// error's offset says where in it the bad byte is.
+    pub fn decode(&mut self, buf: &mut BytesMut) -> Result<Option<Frame>, DecodeError> {
+        self.scanner.record = true;
+        let Scanned::Complete { len, .. } = self.scan(buf)? else {
+            return Ok(None);
+        };
+        let bytes = buf.split_to(len).freeze();
+        let frame = build(&self.scanner.tape, &bytes);
+        self.scanner.reset();
+        Ok(Some(frame))
+    }
+
+    /// Finds the end of the frame at the front of `buf` without building it: a proxy can
+    /// then forward `buf[..span.len]` byte for byte. Resumable like [`Decoder::decode`]; it
+    /// consumes nothing, so after `Complete` the caller drops `span.len` bytes itself.
+    ///
+    /// ```
+    /// use redis_resp::{Decoder, Kind, Span, Status};
+    ///
+    /// let mut decoder = Decoder::new();
+    /// let input = b"%1\r\n+a\r\n:1\r\n+next\r\n";
+    /// let status = decoder.decode_span(input)?;
+    /// assert_eq!(status, Status::Complete(Span { len: 12, kind: Kind::MAP }));
+    /// # Ok::<(), redis_resp::DecodeError>(())
+    /// ```
+    pub fn decode_span(&mut self, buf: &[u8]) -> Result<Status<Span>, DecodeError> {
+        self.scanner.record = false;
+        match self.scan(buf)? {
+            Scanned::Complete { len, kind } => {
+                self.scanner.reset();
+                Ok(Status::Complete(Span { len, kind }))
+            }
+            Scanned::Incomplete { needed } => Ok(Status::Incomplete { needed }),
+        }
+    }
+
+    /// Decodes the frame at the start of `input` in one go, borrowing its strings from
+    /// `input`; returns the frame and how many bytes it took. Not resumable: an incomplete
+    /// frame is scanned again from its start at the next call. The decoder's scratch space is
+    /// reused, so a frame without aggregates allocates nothing.
+    pub fn decode_slice<'a>(
+        &mut self,
+        input: &'a [u8],
+    ) -> Result<Status<Borrowed<'a>>, DecodeError> {
+        self.scanner.reset();
+        self.scanner.record = true;
+        let scanned = self.scanner.scan(input, &self.config);
+        let result = match scanned {
+            Ok(Scanned::Complete { len, .. }) => {
+                let frame = build(&self.scanner.tape, &input.get(..len).unwrap_or_default());
+                Ok(Status::Complete((frame, len)))
+            }
+            Ok(Scanned::Incomplete { needed }) => Ok(Status::Incomplete { needed }),
+            Err(e) => Err(e),
+        };
+        self.scanner.reset();
+        result
+    }
+
+    /// Decodes the client command at the front of `buf`, a RESP array of bulk strings or an
+    /// inline command line, straight into its arguments, and splits it off. Empty commands
+    /// (`*0`, `*-1`, blank inline lines) are consumed and skipped, as the server does.
+    ///
+    /// ```
+    /// use bytes::BytesMut;
+    /// use redis_resp::Decoder;
+    ///
+    /// let mut decoder = Decoder::new();
+    /// let mut buf = BytesMut::from(&b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\nPING\r\n"[..]);
+    /// let set = decoder.decode_command(&mut buf)?.expect("complete");
+    /// assert_eq!(set.args().collect::<Vec<_>>(), [&b"SET"[..], b"k", b"v"]);
+    /// let ping = decoder.decode_command(&mut buf)?.expect("inline");
+    /// assert_eq!(ping.arg(0), Some(&b"PING"[..]));
+    /// # Ok::<(), redis_resp::DecodeError>(())
+    /// ```
+    pub fn decode_command(&mut self, buf: &mut BytesMut) -> Result<Option<Command>, DecodeError> {
+        self.command.decode(buf, &self.config)
+    }
+
+    fn scan(&mut self, buf: &[u8]) -> Result<Scanned, DecodeError> {
+        let scanned = self.scanner.scan(buf, &self.config);
+        if scanned.is_err() {
+            self.scanner.reset();
+        }
+        scanned
+    }
+}
+
+/// Decodes the frame at the start of `input` with the default [`Config`], borrowing its
+/// strings; returns it and how many bytes it took.
+///
+/// ```
+/// use redis_resp::{Frame, Status, decode};
+///
+/// let Status::Complete((frame, used)) = decode(b"$5\r\nhello\r\n+OK\r\n")? else {
+///     panic!("complete")
+/// };
+/// assert_eq!((frame, used), (Frame::BulkString(&b"hello"[..]), 11));
+/// assert_eq!(decode(b"$5\r\nhel")?, Status::Incomplete { needed: Some(4) });
+/// # Ok::<(), redis_resp::DecodeError>(())
+/// ```
+pub fn decode(input: &[u8]) -> Result<Status<Borrowed<'_>>, DecodeError> {
+    Decoder::new().decode_slice(input)
+}

@@ -1,0 +1,58 @@
+//! RESP2 and RESP3, the Redis serialization protocol: decoding and encoding.
+//!
+//! This crate reads and writes every RESP2 and RESP3 type byte for byte as the real server
+//! does, for clients, proxies and servers alike. Its [`Decoder`] resumes where the last read
+//! stopped and hands out [`Frame`]s whose strings are slices of the input (no copy), with a
+//! request fast path ([`Decoder::decode_command`]) and a passthrough span for proxies
+//! ([`Decoder::decode_span`]). It is strict by default, bounded by [`Limits`] against hostile
+//! peers, and does no I/O: bytes come in as buffers and go out into buffers.
+//!
+//! ```
+//! use bytes::BytesMut;
+//! use redis_resp::{Decoder, Frame, encode};
+//!
+//! let mut decoder = Decoder::new();
+//! let mut buf = BytesMut::from(&b"%1\r\n+server\r\n+redis\r\n"[..]);
+//! let frame = decoder.decode(&mut buf)?.expect("a whole frame");
+//! assert!(matches!(&frame, Frame::Map(pairs) if pairs.len() == 1));
+//! let mut out = Vec::new();
+//! encode(&frame, &mut out);
+//! assert_eq!(out, b"%1\r\n+server\r\n+redis\r\n");
+//! # Ok::<(), redis_resp::DecodeError>(())
+//! ```
+//!
+//! The two central types are [`Decoder`] (bytes in) and [`Frame`] (values out, and in again
+//! through [`encode`]). The errors name the rule that was broken and the offset of the byte
+//! that broke it ([`DecodeError`]).
+//!
+//! # Features
+//! - `std` (default): `std` support in `bytes`. Without it the crate needs only `alloc`.
+//! - `codec`: [`codec::RespCodec`], a `tokio-util` decoder and encoder of frames.
+#![no_std]
+
+extern crate alloc;
+#[cfg(feature = "std")]
+extern crate std;
+
+mod build;
+mod command;
+mod decoder;
+mod encode;
+mod error;
+mod frame;
+mod limits;
+mod parse;
+mod scan;
+
+#[cfg(feature = "codec")]
+pub mod codec;
+
+pub use command::Command;
+pub use decoder::{Borrowed, Decoder, Span, Status, decode};
+pub use encode::{
+    encode, encode_ask, encode_bulk, encode_command, encode_error, encode_integer, encode_moved,
+    encode_null, encode_null_bulk, encode_ok, encoded_len,
+};
+pub use error::{DecodeError, ErrorKind, IntegerError};
+pub use frame::{Frame, Kind};
+pub use limits::{Config, Limits};

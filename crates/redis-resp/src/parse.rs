@@ -1,0 +1,142 @@
+//! The line-level rules: integers, line ends, doubles, big numbers.
+
+use crate::error::{DecodeError, ErrorKind, IntegerError};
+
+/// Reads the integer that starts at `start` and its CRLF, by the server's `string2ll` rules:
+/// an optional `-`, then `0` alone or digits without a leading zero, within `i64`.
+/// `Ok(None)` when the input ends first; `Ok(Some((value, index after the LF)))` otherwise.
+#[inline]
+pub(crate) fn int_line(buf: &[u8], start: usize) -> Result<Option<(i64, usize)>, DecodeError> {
+    let mut i = start;
+    let negative = buf.get(i) == Some(&b'-');
+    if negative {
+        i += 1;
+    }
+    let digits = i;
+    let mut value: u64 = 0;
+    loop {
+        let Some(&b) = buf.get(i) else {
+            return Ok(None);
+        };
+        match b {
+            b'0'..=b'9' => {
+                if value == 0 && i > digits {
+                    return Err(int_error(i, IntegerError::LeadingZero));
+                }
+                value = value
+                    .checked_mul(10)
+                    .and_then(|v| v.checked_add(u64::from(b - b'0')))
+                    .ok_or(int_error(i, IntegerError::Overflow))?;
+                i += 1;
+            }
+            b'\r' => break,
+            _ => return Err(int_error(i, IntegerError::NotDigit)),
+        }
+    }
+    if i == digits {
+        return Err(int_error(i, IntegerError::Empty));
+    }
+    let value = if negative {
+        if value == 0 {
+            return Err(int_error(digits, IntegerError::LeadingZero));
+        }
+        0i64.checked_sub_unsigned(value)
+    } else {
+        i64::try_from(value).ok()
+    }
+    .ok_or(int_error(i - 1, IntegerError::Overflow))?;
+    match buf.get(i + 1) {
+        None => Ok(None),
+        Some(b'\n') => Ok(Some((value, i + 2))),
+        Some(_) => Err(DecodeError::new(i + 1, ErrorKind::BadLineEnd)),
+    }
+}
+
+const fn int_error(offset: usize, e: IntegerError) -> DecodeError {
+    DecodeError::new(offset, ErrorKind::Integer(e))
+}
+
+/// Where the line whose bytes are searched from `from` ends.
+pub(crate) enum LineEnd {
+    /// The CR of the line's CRLF is at this index.
+    Found(usize),
+    /// No CRLF yet; a later search can start again from this index.
+    Incomplete(usize),
+}
+
+/// Finds the CRLF that ends a line. Strictly, the line may hold neither CR nor LF; with
+/// `lenient` it ends at the first CRLF whatever comes before.
+#[inline]
+pub(crate) fn line_end(buf: &[u8], from: usize, lenient: bool) -> Result<LineEnd, DecodeError> {
+    let mut i = from;
+    loop {
+        let rest = buf.get(i..).unwrap_or_default();
+        let found = if lenient {
+            rest.iter().position(|&b| b == b'\r')
+        } else {
+            rest.iter().position(|&b| b == b'\r' || b == b'\n')
+        };
+        let Some(at) = found.map(|at| i + at) else {
+            return Ok(LineEnd::Incomplete(buf.len()));
+        };
+        match (buf.get(at), buf.get(at + 1)) {
+            (Some(b'\r'), Some(b'\n')) => return Ok(LineEnd::Found(at)),
+            (Some(b'\r'), None) => return Ok(LineEnd::Incomplete(at)),
+            _ if lenient => i = at + 1,
+            _ => {
+                let bad = if buf.get(at) == Some(&b'\n') {
+                    at
+                } else {
+                    at + 1
+                };
+                return Err(DecodeError::new(bad, ErrorKind::BadLineEnd));
+            }
+        }
+    }
+}
+
+/// Whether `text` is a double as the servers print it: an optional `-`, then `inf`, `nan`, or
+/// digits with an optional fraction and exponent (Redis before 7.2 printed `%.17g`, so
+/// `1e+300` and `-nan` occur).
+pub(crate) fn is_strict_double(text: &[u8]) -> bool {
+    let body = text.strip_prefix(b"-").unwrap_or(text);
+    if body == b"inf" || body == b"nan" {
+        return true;
+    }
+    let digits = |s: &[u8]| s.iter().take_while(|b| b.is_ascii_digit()).count();
+    let mut i = digits(body);
+    if i == 0 {
+        return false;
+    }
+    if body.get(i) == Some(&b'.') {
+        let n = digits(body.get(i + 1..).unwrap_or_default());
+        if n == 0 {
+            return false;
+        }
+        i += 1 + n;
+    }
+    if matches!(body.get(i), Some(b'e' | b'E')) {
+        i += 1;
+        if matches!(body.get(i), Some(b'+' | b'-')) {
+            i += 1;
+        }
+        let n = digits(body.get(i..).unwrap_or_default());
+        if n == 0 {
+            return false;
+        }
+        i += n;
+    }
+    i == body.len()
+}
+
+/// A double's value: any text that Rust reads as an `f64` (which covers `inf`, `-inf`, `nan`,
+/// `-nan` and exponents).
+pub(crate) fn parse_double(text: &[u8]) -> Option<f64> {
+    core::str::from_utf8(text).ok()?.parse().ok()
+}
+
+/// Whether `text` is a big number: an optional `-` and at least one decimal digit.
+pub(crate) fn is_big_number(text: &[u8]) -> bool {
+    let digits = text.strip_prefix(b"-").unwrap_or(text);
+    !digits.is_empty() && digits.iter().all(u8::is_ascii_digit)
+}
