@@ -1,7 +1,7 @@
 //! The redis-cluster-proto crates under one name.
 //!
 //! Each module is a re-export of one crate of the workspace, which can also be depended on
-//! alone: [`hash_slot`] is `redis-hash-slot`. None of them does I/O.
+//! alone: [`hash_slot`] is `redis-hash-slot`, [`resp`] is `redis-resp`. None of them does I/O.
 //!
 //! ```
 //! use redis_cluster_proto::hash_slot::key_slot;
@@ -9,5 +9,7 @@
 //! assert_eq!(u16::from(key_slot(b"foo")), 12182);
 //! ```
 #![no_std]
+#![forbid(unsafe_code)]
 
 pub use redis_hash_slot as hash_slot;
+pub use redis_resp as resp;

@@ -28,6 +28,15 @@ impl RedisServer {
     /// Starts a cluster-enabled server with no persistence, plus `extra` config arguments
     /// (`["--name", "value", ...]`). Retries with new ports if another process took them.
     pub fn start_cluster(extra: &[&str]) -> Self {
+        Self::start(true, extra)
+    }
+
+    /// Starts a standalone server with no persistence, plus `extra` config arguments.
+    pub fn start_standalone(extra: &[&str]) -> Self {
+        Self::start(false, extra)
+    }
+
+    fn start(cluster: bool, extra: &[&str]) -> Self {
         let binary = std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".into());
         let mut last_error = String::new();
         for attempt in 0..5 {
@@ -37,23 +46,23 @@ impl RedisServer {
                 std::process::id()
             ));
             std::fs::create_dir_all(&dir).expect("create the server's scratch directory");
+            let mut args: Vec<String> = ["--port", &port.to_string(), "--bind", "127.0.0.1"]
+                .into_iter()
+                .chain(["--save", "", "--appendonly", "no"])
+                .chain(["--daemonize", "no", "--logfile", "redis.log"])
+                .map(String::from)
+                .collect();
+            if cluster {
+                let bus_port = bus_port.to_string();
+                args.extend(
+                    ["--cluster-enabled", "yes", "--cluster-port", &bus_port]
+                        .into_iter()
+                        .chain(["--cluster-config-file", "nodes.conf"])
+                        .map(String::from),
+                );
+            }
             let child = Command::new(&binary)
-                .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-                .args([
-                    "--cluster-enabled",
-                    "yes",
-                    "--cluster-port",
-                    &bus_port.to_string(),
-                ])
-                .args([
-                    "--cluster-config-file",
-                    "nodes.conf",
-                    "--save",
-                    "",
-                    "--appendonly",
-                    "no",
-                ])
-                .args(["--daemonize", "no", "--logfile", "redis.log"])
+                .args(&args)
                 .arg("--dir")
                 .arg(&dir)
                 .args(extra)
@@ -81,6 +90,18 @@ impl RedisServer {
     /// A new client connection.
     pub fn client(&self) -> Client {
         Client::connect(self.port)
+    }
+
+    /// A new raw connection, with the same time bounds as a [`Client`].
+    pub fn stream(&self) -> TcpStream {
+        let stream = TcpStream::connect(("127.0.0.1", self.port)).expect("connect to redis-server");
+        stream
+            .set_read_timeout(Some(READ_TIMEOUT))
+            .expect("set read timeout");
+        stream
+            .set_write_timeout(Some(READ_TIMEOUT))
+            .expect("set write timeout");
+        stream
     }
 
     fn wait_ready(&mut self) -> Result<(), String> {

@@ -31,6 +31,7 @@
 //! kept because `benches/hash_slot.rs` shows them faster (8-byte keys were slower than the
 //! server's own loop without them). The crate's README holds the measured table.
 #![no_std]
+#![forbid(unsafe_code)]
 
 mod range;
 mod set;

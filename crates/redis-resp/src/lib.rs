@@ -29,6 +29,7 @@
 //! - `std` (default): `std` support in `bytes`. Without it the crate needs only `alloc`.
 //! - `codec`: [`codec::RespCodec`], a `tokio-util` decoder and encoder of frames.
 #![no_std]
+#![forbid(unsafe_code)]
 
 extern crate alloc;
 #[cfg(feature = "std")]

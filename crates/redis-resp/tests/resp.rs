@@ -601,6 +601,27 @@ fn commands_inline_follow_the_server_quoting_rules() {
     );
 }
 
+#[cfg(feature = "codec")]
+#[test]
+fn tokio_util_codec_frames_in_and_out() {
+    use redis_resp::codec::RespCodec;
+    use tokio_util::codec::{Decoder as _, Encoder as _};
+
+    let mut codec = RespCodec::default();
+    let mut buf = BytesMut::from(&b"*1\r\n$2\r\nhi\r\n$"[..]);
+    let frame = codec.decode(&mut buf).expect("valid").expect("complete");
+    assert_eq!(
+        frame,
+        Frame::Array(vec![Frame::BulkString(Bytes::from_static(b"hi"))])
+    );
+    assert_eq!(codec.decode(&mut buf).expect("valid"), None);
+    let mut out = BytesMut::new();
+    codec.encode(&frame, &mut out).expect("encode");
+    assert_eq!(&out[..], b"*1\r\n$2\r\nhi\r\n");
+    let mut bad = BytesMut::from(&b"?\r\n"[..]);
+    assert!(codec.decode(&mut bad).is_err());
+}
+
 /// Any frame, up to a small depth, including every streamed and attributed shape.
 fn arb_frame() -> impl Strategy<Value = Frame<Bytes>> {
     let bytes = || proptest::collection::vec(any::<u8>(), 0..24).prop_map(Bytes::from);
