@@ -1,14 +1,16 @@
 //! [`Decoder`]: resumable decoding from a [`BytesMut`], and the one-shot slice path.
 
+use alloc::vec::Vec;
+
 use bytes::BytesMut;
 
 use crate::{
-    build::build,
+    build::{FrameSink, replay},
     command::{Command, CommandScanner},
     error::DecodeError,
     frame::{Frame, Kind},
     limits::Config,
-    scan::{Scanned, Scanner},
+    scan::{Event, Scanned, Scanner},
 };
 
 /// The outcome of decoding that did not fail.
@@ -60,6 +62,8 @@ pub struct Span {
 pub struct Decoder {
     config: Config,
     scanner: Scanner,
+    /// The structure of the frame being scanned, replayed into it once it is complete.
+    events: Vec<Event>,
     command: CommandScanner,
 }
 
@@ -88,14 +92,14 @@ impl Decoder {
     /// After an error the decoder starts afresh at the next call; `buf` is untouched, and the
     /// error's offset says where in it the bad byte is.
     pub fn decode(&mut self, buf: &mut BytesMut) -> Result<Option<Frame>, DecodeError> {
-        self.scanner.record = true;
-        let Scanned::Complete { len, .. } = self.scan(buf)? else {
+        let scanned = self.scanner.scan(buf, &self.config, &mut self.events);
+        let Scanned::Complete { len } = self.settle(scanned)? else {
             return Ok(None);
         };
         let bytes = buf.split_to(len).freeze();
-        let frame = build(&self.scanner.tape, &bytes);
-        self.scanner.reset();
-        Ok(Some(frame))
+        let frame = replay(&self.events, &bytes);
+        self.events.clear();
+        Ok(frame)
     }
 
     /// Finds the end of the frame at the front of `buf` without building it: a proxy can
@@ -112,12 +116,12 @@ impl Decoder {
     /// # Ok::<(), redis_resp::DecodeError>(())
     /// ```
     pub fn decode_span(&mut self, buf: &[u8]) -> Result<Status<Span>, DecodeError> {
-        self.scanner.record = false;
-        match self.scan(buf)? {
-            Scanned::Complete { len, kind } => {
-                self.scanner.reset();
-                Ok(Status::Complete(Span { len, kind }))
-            }
+        let scanned = self.scanner.scan(buf, &self.config, &mut ());
+        match self.settle(scanned)? {
+            Scanned::Complete { len } => Ok(Status::Complete(Span {
+                len,
+                kind: Kind(buf.first().copied().unwrap_or_default()),
+            })),
             Scanned::Incomplete { needed } => Ok(Status::Incomplete { needed }),
         }
     }
@@ -131,18 +135,16 @@ impl Decoder {
         input: &'a [u8],
     ) -> Result<Status<Borrowed<'a>>, DecodeError> {
         self.scanner.reset();
-        self.scanner.record = true;
-        let scanned = self.scanner.scan(input, &self.config);
-        let result = match scanned {
-            Ok(Scanned::Complete { len, .. }) => {
-                let frame = build(&self.scanner.tape, &input.get(..len).unwrap_or_default());
-                Ok(Status::Complete((frame, len)))
-            }
-            Ok(Scanned::Incomplete { needed }) => Ok(Status::Incomplete { needed }),
-            Err(e) => Err(e),
-        };
+        let mut sink = FrameSink::new(&input);
+        let scanned = self.scanner.scan(input, &self.config, &mut sink);
         self.scanner.reset();
-        result
+        match scanned? {
+            Scanned::Complete { len } => match sink.into_frame() {
+                Some(frame) => Ok(Status::Complete((frame, len))),
+                None => Ok(Status::Incomplete { needed: None }),
+            },
+            Scanned::Incomplete { needed } => Ok(Status::Incomplete { needed }),
+        }
     }
 
     /// Decodes the client command at the front of `buf`, a RESP array of bulk strings or an
@@ -165,10 +167,13 @@ impl Decoder {
         self.command.decode(buf, &self.config)
     }
 
-    fn scan(&mut self, buf: &[u8]) -> Result<Scanned, DecodeError> {
-        let scanned = self.scanner.scan(buf, &self.config);
-        if scanned.is_err() {
+    /// Starts afresh after a complete frame or an error.
+    fn settle(&mut self, scanned: Result<Scanned, DecodeError>) -> Result<Scanned, DecodeError> {
+        if !matches!(scanned, Ok(Scanned::Incomplete { .. })) {
             self.scanner.reset();
+            if scanned.is_err() {
+                self.events.clear();
+            }
         }
         scanned
     }

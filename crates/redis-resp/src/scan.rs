@@ -1,5 +1,5 @@
-//! The resumable scanner: validates one frame, finds where it ends, and records its structure
-//! on a tape that [`crate::build`] turns into a [`Frame`](crate::Frame) without parsing again.
+//! The resumable scanner: validates one frame, finds where it ends, and reports its structure
+//! as [`Event`]s to a [`Sink`] (which builds frames, records them, or ignores them).
 
 use alloc::vec::Vec;
 
@@ -10,9 +10,9 @@ use crate::{
     parse::{LineEnd, int_line, is_big_number, is_strict_double, line_end, parse_double},
 };
 
-/// One node of a frame, in pre-order. Offsets count from the frame's first byte.
+/// One step of a frame's structure, in wire order. Offsets count from the frame's first byte.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Node {
+pub(crate) enum Event {
     /// A simple string, simple error, double or big number: its text.
     Line {
         kind: Kind,
@@ -36,22 +36,43 @@ pub(crate) enum Node {
         start: usize,
         end: usize,
     },
-    /// An aggregate header. `len` counts elements, or pairs for maps and attributes; an
-    /// attribute's pairs are followed by the value it is attached to.
-    Aggregate {
+    /// An aggregate opens: `len` elements, or pairs for maps and attributes (an attribute's
+    /// pairs are followed by the value it belongs to). A streamed aggregate or string
+    /// (`kind` `$`) has no `len`. Every aggregate with a value in it, and every streamed one,
+    /// is closed by [`Event::Close`]; an empty one is complete at once. `hint` is how many
+    /// elements the bytes at hand could hold, which bounds what a sink reserves.
+    Open {
         kind: Kind,
         len: usize,
         streamed: bool,
-    },
-    /// A streamed string header, followed by `chunks` chunks.
-    StreamedString {
-        chunks: usize,
+        hint: usize,
     },
     /// A chunk of a streamed string.
     Chunk {
         start: usize,
         end: usize,
     },
+    /// The innermost open aggregate or streamed string is complete.
+    Close,
+}
+
+/// Where a scan reports a frame's structure.
+pub(crate) trait Sink {
+    fn event(&mut self, event: Event);
+}
+
+/// Structure not wanted: only the frame's end is.
+impl Sink for () {
+    #[inline(always)]
+    fn event(&mut self, _: Event) {}
+}
+
+/// Structure recorded, to be replayed into a frame once the whole frame has arrived.
+impl Sink for Vec<Event> {
+    #[inline]
+    fn event(&mut self, event: Event) {
+        self.push(event);
+    }
 }
 
 /// An aggregate (or streamed string) that is open while scanning.
@@ -61,26 +82,23 @@ struct Level {
     streamed: bool,
     /// Values still to come (not streamed), or values seen so far (streamed).
     count: u64,
-    /// The tape index of the header, to fill in a streamed length.
-    node: usize,
 }
 
 /// What a scan found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Scanned {
-    /// A whole frame of this many bytes, starting with this type byte.
-    Complete { len: usize, kind: Kind },
+    /// A whole frame of this many bytes.
+    Complete { len: usize },
     /// More input is needed: at least this many bytes, when known.
     Incomplete { needed: Option<usize> },
 }
 
-/// A payload whose bytes have not all arrived.
+/// A payload whose bytes have not all arrived, and the event to report once they have.
 #[derive(Clone, Copy, Debug)]
 struct Pending {
     /// Index just past the payload's CRLF.
     end: usize,
-    /// Whether it is a streamed string's chunk (which is no value of its own).
-    chunk: bool,
+    event: Event,
 }
 
 /// Scanning state kept between calls, so that no byte is looked at twice however the frame
@@ -93,10 +111,10 @@ pub(crate) struct Scanner {
     line_searched: usize,
     pending: Option<Pending>,
     stack: Vec<Level>,
-    pub(crate) tape: Vec<Node>,
-    /// Whether to record the tape (not needed to find a frame's span).
-    pub(crate) record: bool,
-    max_depth: usize,
+}
+
+const fn error(offset: usize, kind: ErrorKind) -> DecodeError {
+    DecodeError::new(offset, kind)
 }
 
 impl Scanner {
@@ -105,59 +123,50 @@ impl Scanner {
         self.line_searched = 0;
         self.pending = None;
         self.stack.clear();
-        self.tape.clear();
     }
 
     /// Goes on scanning the frame at the start of `buf`, which holds every byte it held at the
-    /// previous call and maybe more. After `Complete` or an error, call [`Scanner::reset`].
-    pub(crate) fn scan(&mut self, buf: &[u8], config: &Config) -> Result<Scanned, DecodeError> {
+    /// previous call and maybe more; the events of bytes already scanned are not repeated.
+    /// After `Complete` or an error, call [`Scanner::reset`].
+    pub(crate) fn scan<S: Sink>(
+        &mut self,
+        buf: &[u8],
+        config: &Config,
+        sink: &mut S,
+    ) -> Result<Scanned, DecodeError> {
         let limits = &config.limits;
-        self.max_depth = limits.depth();
-        loop {
-            if let Some(pending) = self.pending {
-                if buf.len() < pending.end {
-                    return Ok(Scanned::Incomplete {
-                        needed: Some(pending.end - buf.len()),
-                    });
-                }
-                let crlf = pending.end - 2;
-                if !config.lenient && buf.get(crlf..pending.end) != Some(b"\r\n") {
-                    return Err(DecodeError::new(crlf, ErrorKind::BadPayloadEnd));
-                }
-                self.pending = None;
-                self.pos = pending.end;
-                if pending.chunk || !self.close_value() {
-                    continue;
-                }
-                return Ok(self.complete(buf));
+        let max_depth = limits.depth();
+        if let Some(pending) = self.pending {
+            if buf.len() < pending.end {
+                return Ok(Scanned::Incomplete {
+                    needed: Some(pending.end - buf.len()),
+                });
             }
-
+            self.pending = None;
+            if self.payload_done(buf, pending, config, sink)? {
+                return Ok(Scanned::Complete { len: self.pos });
+            }
+        }
+        loop {
             let start = self.pos;
             if start > limits.max_frame_len {
-                return Err(DecodeError::new(
-                    start,
-                    ErrorKind::FrameTooLong {
-                        max: limits.max_frame_len,
-                    },
-                ));
+                let max = limits.max_frame_len;
+                return Err(error(start, ErrorKind::FrameTooLong { max }));
             }
             let Some(&byte) = buf.get(start) else {
                 return Ok(Scanned::Incomplete { needed: Some(1) });
             };
             let kind = Kind(byte);
-            let in_string = matches!(self.stack.last(), Some(l) if l.kind == Kind::BULK_STRING);
-            if in_string && kind != Kind::STREAMED_CHUNK {
-                return Err(DecodeError::new(start, ErrorKind::ExpectedChunk(kind)));
-            }
-            if let Some(level) = self.stack.last() {
-                let per_element = if level.kind == Kind::MAP { 2 } else { 1 };
-                if level.streamed && level.count >= limits.max_elements.saturating_mul(per_element)
-                {
-                    let (len, max) = (level.count / per_element + 1, limits.max_elements);
-                    return Err(DecodeError::new(
-                        start,
-                        ErrorKind::TooManyElements { len, max },
-                    ));
+            let mut in_string = false;
+            if let Some(level) = self.stack.last().filter(|l| l.streamed) {
+                in_string = level.kind == Kind::BULK_STRING;
+                if in_string && kind != Kind::STREAMED_CHUNK {
+                    return Err(error(start, ErrorKind::ExpectedChunk(kind)));
+                }
+                let per = if level.kind == Kind::MAP { 2 } else { 1 };
+                if !in_string && level.count >= limits.max_elements.saturating_mul(per) {
+                    let (len, max) = (level.count / per + 1, limits.max_elements);
+                    return Err(error(start, ErrorKind::TooManyElements { len, max }));
                 }
             }
             let done = match kind {
@@ -165,9 +174,108 @@ impl Scanner {
                     let Some((value, next)) = int_line(buf, start + 1)? else {
                         return Ok(Scanned::Incomplete { needed: None });
                     };
-                    self.push(Node::Integer(value));
+                    sink.event(Event::Integer(value));
                     self.pos = next;
-                    self.close_value()
+                    self.close_value(sink)
+                }
+                Kind::BULK_STRING
+                | Kind::BULK_ERROR
+                | Kind::VERBATIM_STRING
+                | Kind::STREAMED_CHUNK => {
+                    if kind == Kind::STREAMED_CHUNK && !in_string {
+                        return Err(error(start, ErrorKind::StrayChunk));
+                    }
+                    if kind == Kind::BULK_STRING && buf.get(start + 1) == Some(&b'?') {
+                        self.open_streamed(buf, start, kind, max_depth, sink)?;
+                        if self.pos == start {
+                            return Ok(Scanned::Incomplete { needed: None });
+                        }
+                        continue;
+                    }
+                    let Some((len, next)) = int_line(buf, start + 1)? else {
+                        return Ok(Scanned::Incomplete { needed: None });
+                    };
+                    self.pos = next;
+                    if len == -1 && kind == Kind::BULK_STRING {
+                        sink.event(Event::NullBulkString);
+                        self.close_value(sink)
+                    } else {
+                        let Some(pending) = self.payload(buf, start, kind, len, next, config)?
+                        else {
+                            return Ok(Scanned::Incomplete { needed: None });
+                        };
+                        if kind == Kind::STREAMED_CHUNK && pending.end == next + 2 {
+                            // `;0`: the end of a streamed string, with no payload of its own.
+                            self.pos = next;
+                            self.stack.pop();
+                            sink.event(Event::Close);
+                            self.close_value(sink)
+                        } else if buf.len() < pending.end {
+                            self.pending = Some(pending);
+                            return Ok(Scanned::Incomplete {
+                                needed: Some(pending.end - buf.len()),
+                            });
+                        } else if self.payload_done(buf, pending, config, sink)? {
+                            return Ok(Scanned::Complete { len: self.pos });
+                        } else {
+                            continue;
+                        }
+                    }
+                }
+                Kind::ARRAY | Kind::SET | Kind::MAP | Kind::PUSH | Kind::ATTRIBUTE => {
+                    if buf.get(start + 1) == Some(&b'?')
+                        && kind != Kind::PUSH
+                        && kind != Kind::ATTRIBUTE
+                    {
+                        self.open_streamed(buf, start, kind, max_depth, sink)?;
+                        if self.pos == start {
+                            return Ok(Scanned::Incomplete { needed: None });
+                        }
+                        continue;
+                    }
+                    let Some((len, next)) = int_line(buf, start + 1)? else {
+                        return Ok(Scanned::Incomplete { needed: None });
+                    };
+                    self.pos = next;
+                    if len == -1 && kind == Kind::ARRAY {
+                        sink.event(Event::NullArray);
+                        self.close_value(sink)
+                    } else {
+                        let len = u64::try_from(len)
+                            .map_err(|_| error(start + 1, ErrorKind::NegativeLength(len)))?;
+                        if len > limits.max_elements {
+                            let max = limits.max_elements;
+                            return Err(error(start + 1, ErrorKind::TooManyElements { len, max }));
+                        }
+                        if self.stack.len() >= max_depth {
+                            return Err(error(start, ErrorKind::TooDeep { max: max_depth }));
+                        }
+                        // Values to wait for: pairs count twice, an attribute's value once more.
+                        let values = match kind {
+                            Kind::MAP => len * 2,
+                            Kind::ATTRIBUTE => len * 2 + 1,
+                            _ => len,
+                        };
+                        // Each value takes at least 3 bytes (`_\r\n`).
+                        let room = (buf.len().saturating_sub(next) / 3) as u64;
+                        let len = len as usize; // <= max_elements, and only ever a count
+                        sink.event(Event::Open {
+                            kind,
+                            len,
+                            streamed: false,
+                            hint: len.min(room as usize),
+                        });
+                        if values == 0 {
+                            self.close_value(sink)
+                        } else {
+                            self.stack.push(Level {
+                                kind,
+                                streamed: false,
+                                count: values,
+                            });
+                            continue;
+                        }
+                    }
                 }
                 Kind::SIMPLE_STRING | Kind::SIMPLE_ERROR | Kind::DOUBLE | Kind::BIG_NUMBER => {
                     let from = self.line_searched.max(start + 1);
@@ -179,299 +287,201 @@ impl Scanner {
                         }
                     };
                     self.line_searched = 0;
-                    let text = buf.get(start + 1..cr).unwrap_or_default();
-                    let valid = match kind {
-                        Kind::DOUBLE if config.lenient => parse_double(text).is_some(),
-                        Kind::DOUBLE => is_strict_double(text),
-                        Kind::BIG_NUMBER => is_big_number(text),
-                        _ => true,
-                    };
-                    if !valid {
-                        let rule = if kind == Kind::DOUBLE {
-                            ErrorKind::BadDouble
-                        } else {
-                            ErrorKind::BadBigNumber
+                    if kind == Kind::DOUBLE || kind == Kind::BIG_NUMBER {
+                        let text = buf.get(start + 1..cr).unwrap_or_default();
+                        let (valid, rule) = match kind {
+                            Kind::DOUBLE if config.lenient => {
+                                (parse_double(text).is_some(), ErrorKind::BadDouble)
+                            }
+                            Kind::DOUBLE => (is_strict_double(text), ErrorKind::BadDouble),
+                            _ => (is_big_number(text), ErrorKind::BadBigNumber),
                         };
-                        return Err(DecodeError::new(start + 1, rule));
+                        if !valid {
+                            return Err(error(start + 1, rule));
+                        }
                     }
-                    self.push(Node::Line {
+                    sink.event(Event::Line {
                         kind,
                         start: start + 1,
                         end: cr,
                     });
                     self.pos = cr + 2;
-                    self.close_value()
+                    self.close_value(sink)
                 }
                 Kind::NULL | Kind::BOOLEAN | Kind::STREAMED_END => {
-                    let Some(line) = buf.get(start + 1..start + 3) else {
-                        return self.short_line(buf, start);
-                    };
-                    match (kind, line) {
-                        (Kind::NULL, b"\r\n") => {
-                            self.push(Node::Null);
-                            self.pos = start + 3;
-                            self.close_value()
+                    let (event, len) = match (kind, buf.get(start + 1..start + 3)) {
+                        (_, None) => return self.short_line(buf, start),
+                        (Kind::NULL, Some(b"\r\n")) => (Some(Event::Null), 3),
+                        (Kind::NULL, _) => return Err(error(start + 1, ErrorKind::BadNull)),
+                        (Kind::STREAMED_END, Some(b"\r\n")) => (None, 3),
+                        (Kind::STREAMED_END, _) => {
+                            return Err(error(start + 1, ErrorKind::BadLineEnd));
                         }
-                        (Kind::BOOLEAN, _) => {
-                            let value = match buf.get(start + 1..start + 4) {
-                                Some(b"t\r\n") => true,
-                                Some(b"f\r\n") => false,
-                                None if matches!(line, b"t\r" | b"f\r") => {
-                                    return Ok(Scanned::Incomplete { needed: Some(1) });
-                                }
-                                _ => {
-                                    return Err(DecodeError::new(start + 1, ErrorKind::BadBoolean));
-                                }
-                            };
-                            self.push(Node::Boolean(value));
-                            self.pos = start + 4;
-                            self.close_value()
-                        }
-                        (Kind::STREAMED_END, b"\r\n") => {
-                            self.pos = start + 3;
-                            self.end_streamed(start)?
-                        }
-                        (Kind::NULL, _) => {
-                            return Err(DecodeError::new(start + 1, ErrorKind::BadNull));
-                        }
-                        _ => return Err(DecodeError::new(start + 1, ErrorKind::BadLineEnd)),
-                    }
-                }
-                Kind::BULK_STRING
-                | Kind::BULK_ERROR
-                | Kind::VERBATIM_STRING
-                | Kind::STREAMED_CHUNK => {
-                    if kind == Kind::STREAMED_CHUNK && !in_string {
-                        return Err(DecodeError::new(start, ErrorKind::StrayChunk));
-                    }
-                    if kind == Kind::BULK_STRING && buf.get(start + 1) == Some(&b'?') {
-                        let Some(line) = buf.get(start + 2..start + 4) else {
-                            return Ok(Scanned::Incomplete { needed: None });
-                        };
-                        if line != b"\r\n" {
-                            return Err(DecodeError::new(start + 2, ErrorKind::BadLineEnd));
-                        }
-                        self.open(Kind::BULK_STRING, true, 0, start)?;
-                        self.push(Node::StreamedString { chunks: 0 });
-                        self.pos = start + 4;
-                        continue;
-                    }
-                    let Some((len, next)) = int_line(buf, start + 1)? else {
-                        return Ok(Scanned::Incomplete { needed: None });
-                    };
-                    self.pos = next;
-                    if len == -1 && kind == Kind::BULK_STRING {
-                        self.push(Node::NullBulkString);
-                        if self.close_value() {
-                            return Ok(self.complete(buf));
-                        }
-                        continue;
-                    }
-                    let len = u64::try_from(len)
-                        .map_err(|_| DecodeError::new(start + 1, ErrorKind::NegativeLength(len)))?;
-                    if len > limits.max_bulk_len {
-                        let max = limits.max_bulk_len;
-                        return Err(DecodeError::new(
-                            start + 1,
-                            ErrorKind::BulkTooLong { len, max },
-                        ));
-                    }
-                    let end = usize::try_from(len)
-                        .ok()
-                        .and_then(|len| next.checked_add(len)?.checked_add(2))
-                        .filter(|&end| end <= limits.max_frame_len)
-                        .ok_or(DecodeError::new(
-                            start,
-                            ErrorKind::FrameTooLong {
-                                max: limits.max_frame_len,
-                            },
-                        ))?;
-                    let payload_end = end - 2;
-                    let node = match kind {
-                        Kind::STREAMED_CHUNK if payload_end == next => {
-                            self.end_streamed_string();
-                            if self.close_value() {
-                                return Ok(self.complete(buf));
+                        (_, Some(line)) => match buf.get(start + 1..start + 4) {
+                            Some(b"t\r\n") => (Some(Event::Boolean(true)), 4),
+                            Some(b"f\r\n") => (Some(Event::Boolean(false)), 4),
+                            None if matches!(line, b"t\r" | b"f\r") => {
+                                return Ok(Scanned::Incomplete { needed: Some(1) });
                             }
-                            continue;
-                        }
-                        Kind::STREAMED_CHUNK => {
-                            if let Some(Node::StreamedString { chunks }) =
-                                self.stack.last().and_then(|l| self.tape.get_mut(l.node))
-                            {
-                                *chunks += 1;
-                            }
-                            Node::Chunk {
-                                start: next,
-                                end: payload_end,
-                            }
-                        }
-                        Kind::VERBATIM_STRING => {
-                            if payload_end - next < 4 {
-                                return Err(DecodeError::new(start + 1, ErrorKind::BadVerbatim));
-                            }
-                            // Wait for the whole payload, then check the `xxx:` format: the
-                            // header is read again on the next call, which costs O(1) a call.
-                            if buf.len() < end {
-                                self.pos = start;
-                                return Ok(Scanned::Incomplete {
-                                    needed: Some(end - buf.len()),
-                                });
-                            }
-                            let format = match buf.get(next..next + 4) {
-                                Some([a, b, c, b':']) => [*a, *b, *c],
-                                _ => return Err(DecodeError::new(next, ErrorKind::BadVerbatim)),
-                            };
-                            Node::Verbatim {
-                                format,
-                                start: next + 4,
-                                end: payload_end,
-                            }
-                        }
-                        _ => Node::Bulk {
-                            kind,
-                            start: next,
-                            end: payload_end,
+                            _ => return Err(error(start + 1, ErrorKind::BadBoolean)),
                         },
                     };
-                    self.push(node);
-                    self.pending = Some(Pending {
-                        end,
-                        chunk: kind == Kind::STREAMED_CHUNK,
-                    });
-                    continue;
-                }
-                Kind::ARRAY | Kind::SET | Kind::MAP | Kind::PUSH | Kind::ATTRIBUTE => {
-                    if buf.get(start + 1) == Some(&b'?')
-                        && kind != Kind::PUSH
-                        && kind != Kind::ATTRIBUTE
-                    {
-                        let Some(line) = buf.get(start + 2..start + 4) else {
-                            return Ok(Scanned::Incomplete { needed: None });
-                        };
-                        if line != b"\r\n" {
-                            return Err(DecodeError::new(start + 2, ErrorKind::BadLineEnd));
+                    self.pos = start + len;
+                    match event {
+                        Some(event) => {
+                            sink.event(event);
+                            self.close_value(sink)
                         }
-                        self.open(kind, true, 0, start)?;
-                        self.push(Node::Aggregate {
-                            kind,
-                            len: 0,
-                            streamed: true,
-                        });
-                        self.pos = start + 4;
-                        continue;
-                    }
-                    let Some((len, next)) = int_line(buf, start + 1)? else {
-                        return Ok(Scanned::Incomplete { needed: None });
-                    };
-                    self.pos = next;
-                    if len == -1 && kind == Kind::ARRAY {
-                        self.push(Node::NullArray);
-                        if self.close_value() {
-                            return Ok(self.complete(buf));
-                        }
-                        continue;
-                    }
-                    let len = u64::try_from(len)
-                        .map_err(|_| DecodeError::new(start + 1, ErrorKind::NegativeLength(len)))?;
-                    if len > limits.max_elements {
-                        let max = limits.max_elements;
-                        return Err(DecodeError::new(
-                            start + 1,
-                            ErrorKind::TooManyElements { len, max },
-                        ));
-                    }
-                    // Values to wait for: pairs count twice, and an attribute's value once more.
-                    let values = match kind {
-                        Kind::MAP => len * 2,
-                        Kind::ATTRIBUTE => len * 2 + 1,
-                        _ => len,
-                    };
-                    self.push(Node::Aggregate {
-                        kind,
-                        len: len as usize, // <= max_elements, and only ever a count
-                        streamed: false,
-                    });
-                    if values == 0 {
-                        self.check_depth(start)?;
-                        self.close_value()
-                    } else {
-                        self.open(kind, false, values, start)?;
-                        continue;
+                        None => self.end_streamed(start, sink)?,
                     }
                 }
-                _ => return Err(DecodeError::new(start, ErrorKind::UnknownType(kind))),
+                _ => return Err(error(start, ErrorKind::UnknownType(kind))),
             };
             if done {
-                return Ok(self.complete(buf));
+                return Ok(Scanned::Complete { len: self.pos });
             }
         }
     }
 
-    fn complete(&self, buf: &[u8]) -> Scanned {
-        Scanned::Complete {
-            len: self.pos,
-            kind: Kind(buf.first().copied().unwrap_or_default()),
+    /// Checks a length-prefixed payload's header and returns what to wait for, or `None` when
+    /// a verbatim string's bytes are not all here (its `xxx:` is checked with them; the header
+    /// is then read again at the next call, which costs O(1) a call).
+    fn payload(
+        &mut self,
+        buf: &[u8],
+        start: usize,
+        kind: Kind,
+        len: i64,
+        next: usize,
+        config: &Config,
+    ) -> Result<Option<Pending>, DecodeError> {
+        let limits = &config.limits;
+        let len =
+            u64::try_from(len).map_err(|_| error(start + 1, ErrorKind::NegativeLength(len)))?;
+        if len > limits.max_bulk_len {
+            let max = limits.max_bulk_len;
+            return Err(error(start + 1, ErrorKind::BulkTooLong { len, max }));
         }
+        let end = usize::try_from(len)
+            .ok()
+            .and_then(|len| next.checked_add(len)?.checked_add(2))
+            .filter(|&end| end <= limits.max_frame_len)
+            .ok_or(error(
+                start,
+                ErrorKind::FrameTooLong {
+                    max: limits.max_frame_len,
+                },
+            ))?;
+        let payload_end = end - 2;
+        let event = match kind {
+            Kind::STREAMED_CHUNK => Event::Chunk {
+                start: next,
+                end: payload_end,
+            },
+            Kind::VERBATIM_STRING => {
+                if payload_end - next < 4 {
+                    return Err(error(start + 1, ErrorKind::BadVerbatim));
+                }
+                if buf.len() < end {
+                    self.pos = start;
+                    return Ok(None);
+                }
+                let format = match buf.get(next..next + 4) {
+                    Some([a, b, c, b':']) => [*a, *b, *c],
+                    _ => return Err(error(next, ErrorKind::BadVerbatim)),
+                };
+                Event::Verbatim {
+                    format,
+                    start: next + 4,
+                    end: payload_end,
+                }
+            }
+            _ => Event::Bulk {
+                kind,
+                start: next,
+                end: payload_end,
+            },
+        };
+        Ok(Some(Pending { end, event }))
+    }
+
+    /// A payload's bytes are all here: checks its CRLF and reports it. Returns whether the
+    /// whole frame is complete.
+    fn payload_done<S: Sink>(
+        &mut self,
+        buf: &[u8],
+        pending: Pending,
+        config: &Config,
+        sink: &mut S,
+    ) -> Result<bool, DecodeError> {
+        let crlf = pending.end - 2;
+        if !config.lenient && buf.get(crlf..pending.end) != Some(b"\r\n") {
+            return Err(error(crlf, ErrorKind::BadPayloadEnd));
+        }
+        self.pos = pending.end;
+        sink.event(pending.event);
+        Ok(!matches!(pending.event, Event::Chunk { .. }) && self.close_value(sink))
+    }
+
+    /// `*?`, `~?`, `%?` or `$?` at `start`. Leaves `pos` at `start` when the line is not all
+    /// here yet.
+    fn open_streamed<S: Sink>(
+        &mut self,
+        buf: &[u8],
+        start: usize,
+        kind: Kind,
+        max_depth: usize,
+        sink: &mut S,
+    ) -> Result<(), DecodeError> {
+        let Some(line) = buf.get(start + 2..start + 4) else {
+            return match buf.get(start + 2) {
+                Some(b'\r') | None => Ok(()),
+                Some(_) => Err(error(start + 2, ErrorKind::BadLineEnd)),
+            };
+        };
+        if line != b"\r\n" {
+            return Err(error(start + 2, ErrorKind::BadLineEnd));
+        }
+        if self.stack.len() >= max_depth {
+            return Err(error(start, ErrorKind::TooDeep { max: max_depth }));
+        }
+        self.stack.push(Level {
+            kind,
+            streamed: true,
+            count: 0,
+        });
+        sink.event(Event::Open {
+            kind,
+            len: 0,
+            streamed: true,
+            hint: 0,
+        });
+        self.pos = start + 4;
+        Ok(())
     }
 
     /// A line of a fixed size was cut short: wait, unless what is there is already wrong.
     fn short_line(&self, buf: &[u8], start: usize) -> Result<Scanned, DecodeError> {
         let kind = Kind(buf.get(start).copied().unwrap_or_default());
         let rest = buf.get(start + 1..).unwrap_or_default();
-        let ok = match kind {
-            Kind::BOOLEAN => matches!(rest, [] | [b't' | b'f']),
-            _ => matches!(rest, [] | [b'\r']),
-        };
-        if ok {
-            Ok(Scanned::Incomplete { needed: None })
-        } else if kind == Kind::NULL {
-            Err(DecodeError::new(start + 1, ErrorKind::BadNull))
-        } else if kind == Kind::BOOLEAN {
-            Err(DecodeError::new(start + 1, ErrorKind::BadBoolean))
-        } else {
-            Err(DecodeError::new(start + 1, ErrorKind::BadLineEnd))
+        match kind {
+            Kind::BOOLEAN if !matches!(rest, [] | [b't' | b'f']) => {
+                Err(error(start + 1, ErrorKind::BadBoolean))
+            }
+            Kind::NULL if !matches!(rest, [] | [b'\r']) => {
+                Err(error(start + 1, ErrorKind::BadNull))
+            }
+            Kind::STREAMED_END if !matches!(rest, [] | [b'\r']) => {
+                Err(error(start + 1, ErrorKind::BadLineEnd))
+            }
+            _ => Ok(Scanned::Incomplete { needed: None }),
         }
-    }
-
-    fn push(&mut self, node: Node) {
-        if self.record {
-            self.tape.push(node);
-        }
-    }
-
-    fn check_depth(&self, start: usize) -> Result<(), DecodeError> {
-        if self.stack.len() >= self.max_depth {
-            return Err(DecodeError::new(
-                start,
-                ErrorKind::TooDeep {
-                    max: self.max_depth,
-                },
-            ));
-        }
-        Ok(())
-    }
-
-    fn open(
-        &mut self,
-        kind: Kind,
-        streamed: bool,
-        count: u64,
-        start: usize,
-    ) -> Result<(), DecodeError> {
-        self.check_depth(start)?;
-        self.stack.push(Level {
-            kind,
-            streamed,
-            count,
-            node: self.tape.len(),
-        });
-        Ok(())
     }
 
     /// A value has ended: counts it in the aggregate around it, closing every aggregate that
     /// it completes. Returns whether the whole frame is complete.
-    fn close_value(&mut self) -> bool {
+    #[inline]
+    fn close_value<S: Sink>(&mut self, sink: &mut S) -> bool {
         while let Some(level) = self.stack.last_mut() {
             if level.streamed {
                 level.count += 1;
@@ -482,29 +492,21 @@ impl Scanner {
                 return false;
             }
             self.stack.pop();
+            sink.event(Event::Close);
         }
         true
     }
 
     /// A `.` at `start`: ends the innermost streamed aggregate.
-    fn end_streamed(&mut self, start: usize) -> Result<bool, DecodeError> {
+    fn end_streamed<S: Sink>(&mut self, start: usize, sink: &mut S) -> Result<bool, DecodeError> {
         let Some(level) = self.stack.last().copied() else {
-            return Err(DecodeError::new(start, ErrorKind::StrayEnd));
+            return Err(error(start, ErrorKind::StrayEnd));
         };
-        let pairs = level.kind == Kind::MAP;
-        if !level.streamed || (pairs && level.count % 2 == 1) {
-            return Err(DecodeError::new(start, ErrorKind::StrayEnd));
-        }
-        let len = if pairs { level.count / 2 } else { level.count };
-        if let Some(Node::Aggregate { len: l, .. }) = self.tape.get_mut(level.node) {
-            *l = len as usize;
+        if !level.streamed || (level.kind == Kind::MAP && level.count % 2 == 1) {
+            return Err(error(start, ErrorKind::StrayEnd));
         }
         self.stack.pop();
-        Ok(self.close_value())
-    }
-
-    /// A `;0` chunk: ends the streamed string.
-    fn end_streamed_string(&mut self) {
-        self.stack.pop();
+        sink.event(Event::Close);
+        Ok(self.close_value(sink))
     }
 }
