@@ -174,12 +174,8 @@ impl CommandScanner {
                     count
                 }
             };
-            if remaining == 0 {
-                let bytes = buf.split_to(self.pos).freeze();
-                let command = Command::new(bytes, &self.spans);
-                self.reset();
-                return Ok(Some(command));
-            }
+            // The arguments, as many as are here, in locals; the state is written back once.
+            let (mut pos, mut remaining) = (self.pos, remaining);
             if let Some((start, end)) = self.pending {
                 if buf.len() < end {
                     return Ok(None);
@@ -189,50 +185,58 @@ impl CommandScanner {
                 }
                 self.spans.push((start, end - 2));
                 self.pending = None;
-                self.pos = end;
-                self.remaining = Some(remaining - 1);
-                continue;
+                pos = end;
+                remaining -= 1;
             }
-            let at = self.pos;
-            let Some(&byte) = buf.get(at) else {
+            while remaining > 0 {
+                let Some(&byte) = buf.get(pos) else {
+                    break;
+                };
+                if byte != b'$' {
+                    return Err(DecodeError::new(pos, ErrorKind::ExpectedBulk(Kind(byte))));
+                }
+                let Some((len, next)) = int_line(buf, pos + 1)? else {
+                    break;
+                };
+                let len = u64::try_from(len)
+                    .map_err(|_| DecodeError::new(pos + 1, ErrorKind::NegativeLength(len)))?;
+                if len > limits.max_bulk_len {
+                    let max = limits.max_bulk_len;
+                    return Err(DecodeError::new(
+                        pos + 1,
+                        ErrorKind::BulkTooLong { len, max },
+                    ));
+                }
+                let end = usize::try_from(len)
+                    .ok()
+                    .and_then(|len| next.checked_add(len)?.checked_add(2))
+                    .filter(|&end| end <= limits.max_frame_len)
+                    .ok_or(DecodeError::new(
+                        pos,
+                        ErrorKind::FrameTooLong {
+                            max: limits.max_frame_len,
+                        },
+                    ))?;
+                if buf.len() < end {
+                    self.pending = Some((next, end));
+                    break;
+                }
+                if buf.get(end - 2..end) != Some(b"\r\n") {
+                    return Err(DecodeError::new(end - 2, ErrorKind::BadPayloadEnd));
+                }
+                self.spans.push((next, end - 2));
+                pos = end;
+                remaining -= 1;
+            }
+            self.pos = pos;
+            self.remaining = Some(remaining);
+            if remaining > 0 {
                 return Ok(None);
-            };
-            if byte != b'$' {
-                return Err(DecodeError::new(at, ErrorKind::ExpectedBulk(Kind(byte))));
             }
-            let Some((len, next)) = int_line(buf, at + 1)? else {
-                return Ok(None);
-            };
-            let len = u64::try_from(len)
-                .map_err(|_| DecodeError::new(at + 1, ErrorKind::NegativeLength(len)))?;
-            if len > limits.max_bulk_len {
-                let max = limits.max_bulk_len;
-                return Err(DecodeError::new(
-                    at + 1,
-                    ErrorKind::BulkTooLong { len, max },
-                ));
-            }
-            let end = usize::try_from(len)
-                .ok()
-                .and_then(|len| next.checked_add(len)?.checked_add(2))
-                .filter(|&end| end <= limits.max_frame_len)
-                .ok_or(DecodeError::new(
-                    at,
-                    ErrorKind::FrameTooLong {
-                        max: limits.max_frame_len,
-                    },
-                ))?;
-            if buf.len() < end {
-                self.pending = Some((next, end));
-                continue;
-            }
-            // The payload is here already: take it now rather than on another turn.
-            if buf.get(end - 2..end) != Some(b"\r\n") {
-                return Err(DecodeError::new(end - 2, ErrorKind::BadPayloadEnd));
-            }
-            self.spans.push((next, end - 2));
-            self.pos = end;
-            self.remaining = Some(remaining - 1);
+            let bytes = buf.split_to(pos).freeze();
+            let command = Command::new(bytes, &self.spans);
+            self.reset();
+            return Ok(Some(command));
         }
     }
 
