@@ -42,7 +42,7 @@ pub struct Span {
 ///
 /// The decoder remembers how far it got inside a frame, so a frame that arrives in many small
 /// reads is still scanned once: call again with the same buffer, more bytes appended. A decoded
-/// frame or command is split off the front of the buffer, and its strings are [`Bytes`] slices
+/// frame or command is split off the front of the buffer, and its strings are [`Bytes`](bytes::Bytes) slices
 /// of it: no copy.
 ///
 /// ```
