@@ -5,7 +5,7 @@
 //! replies of 1 KiB bulk strings; (c) 10 000 arrays of 100 integers; (d) 10 000 RESP3 maps with
 //! nested arrays, doubles, booleans and verbatim strings; (e) one 1 MiB array reply, whole and
 //! in 4 KiB reads. Contenders: `redis-resp` (borrowed slice path, `BytesMut` frame path, argv
-//! path for commands), `redis-protocol` 6 (`decode_range`, `decode_bytes_mut`) and the `redis`
+//! paths for commands, into `Bytes` and borrowed), `redis-protocol` 6 (`decode_range`, `decode_bytes_mut`) and the `redis`
 //! crate's `Parser`. Every iteration checks the number of values decoded and that all input
 //! was used, so a broken decoder cannot look fast.
 
@@ -119,6 +119,17 @@ fn ours_argv(mut buf: BytesMut, decoder: &mut Decoder) -> usize {
     n
 }
 
+fn ours_argv_slice(input: &[u8], decoder: &mut Decoder) -> usize {
+    let (mut rest, mut n) = (input, 0);
+    while let Ok(Status::Complete((command, used))) = decoder.decode_command_slice(rest) {
+        black_box(&command);
+        rest = &rest[used..];
+        n += 1;
+    }
+    assert!(rest.is_empty());
+    n
+}
+
 fn rp_range(input: &[u8], resp3: bool) -> usize {
     let (mut rest, mut n) = (input, 0);
     loop {
@@ -200,6 +211,9 @@ fn decode_groups(c: &mut Criterion) {
                     |buf| assert_eq!(ours_argv(buf, &mut decoder), values),
                     BatchSize::LargeInput,
                 )
+            });
+            group.bench_function("redis-resp argv slice", |b| {
+                b.iter(|| assert_eq!(ours_argv_slice(input, &mut decoder), values))
             });
         }
         group.bench_function("redis-protocol decode_range", |b| {

@@ -1,10 +1,11 @@
 //! The request fast path: a client command straight into its arguments.
 
-use alloc::vec::Vec;
+use alloc::{borrow::Cow, vec::Vec};
 
 use bytes::{Buf, Bytes, BytesMut};
 
 use crate::{
+    decoder::Status,
     error::{DecodeError, ErrorKind},
     frame::Kind,
     limits::Config,
@@ -14,16 +15,21 @@ use crate::{
 /// Arguments kept inline before spilling to the heap.
 const INLINE_ARGS: usize = 8;
 
-/// A client command: its arguments as slices of one buffer.
+/// A client command: its arguments as slices of one buffer `B`.
 ///
-/// Up to eight arguments are stored without a heap allocation; the bytes are the decoder's,
-/// split off without copying (an inline command with quotes is the one case that copies, to
-/// undo its escapes).
+/// From [`Decoder::decode_command`](crate::Decoder::decode_command), `B` is [`Bytes`] split off
+/// the decoder's buffer; from
+/// [`Decoder::decode_command_slice`](crate::Decoder::decode_command_slice) it borrows the
+/// caller's input ([`BorrowedCommand`]). Up to eight arguments are stored without a heap
+/// allocation. An inline command with quotes is the one case that copies, to undo its escapes.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Command {
-    bytes: Bytes,
+pub struct Command<B = Bytes> {
+    bytes: B,
     args: Args,
 }
+
+/// A command borrowed from the caller's input (owned only for an inline command with quotes).
+pub type BorrowedCommand<'a> = Command<Cow<'a, [u8]>>;
 
 /// Argument spans: small commands keep 32-bit offsets inline, which keeps `Command` small
 /// enough to move cheaply (`a_pipelined_set` bench).
@@ -36,9 +42,9 @@ enum Args {
     Heap(Vec<(usize, usize)>),
 }
 
-impl Command {
-    fn new(bytes: Bytes, spans: &[(usize, usize)]) -> Self {
-        let small = spans.len() <= INLINE_ARGS && u32::try_from(bytes.len()).is_ok();
+impl<B: AsRef<[u8]>> Command<B> {
+    fn new(bytes: B, spans: &[(usize, usize)]) -> Self {
+        let small = spans.len() <= INLINE_ARGS && u32::try_from(bytes.as_ref().len()).is_ok();
         let args = if small {
             let mut inline = [(0, 0); INLINE_ARGS];
             for (slot, &(start, end)) in inline.iter_mut().zip(spans) {
@@ -82,19 +88,35 @@ impl Command {
     /// Argument `i` (0 is the command name).
     pub fn arg(&self, i: usize) -> Option<&[u8]> {
         let (start, end) = self.span(i)?;
-        self.bytes.get(start..end)
-    }
-
-    /// Argument `i` as a [`Bytes`] that shares the decoder's buffer.
-    pub fn arg_bytes(&self, i: usize) -> Option<Bytes> {
-        let (start, end) = self.span(i)?;
-        (start <= end && end <= self.bytes.len()).then(|| self.bytes.slice(start..end))
+        self.bytes.as_ref().get(start..end)
     }
 
     /// The arguments in order.
     pub fn args(&self) -> impl ExactSizeIterator<Item = &[u8]> + DoubleEndedIterator {
         (0..self.len()).map(|i| self.arg(i).unwrap_or_default())
     }
+}
+
+impl Command {
+    /// Argument `i` as a [`Bytes`] that shares the decoder's buffer.
+    pub fn arg_bytes(&self, i: usize) -> Option<Bytes> {
+        let (start, end) = self.span(i)?;
+        (start <= end && end <= self.bytes.len()).then(|| self.bytes.slice(start..end))
+    }
+}
+
+/// What a scan for a command found at the front of the input.
+enum Found {
+    Incomplete,
+    /// Bytes to drop: `*0`, `*-1` or a blank inline line, which the server ignores.
+    Skip(usize),
+    /// A multibulk command of this many bytes; its argument spans are in the scanner.
+    Multibulk(usize),
+    /// An inline line of `len` bytes, newline included, its text ending at `text_end`.
+    Inline {
+        len: usize,
+        text_end: usize,
+    },
 }
 
 /// Progress through one command, kept between calls.
@@ -117,131 +139,212 @@ impl CommandScanner {
         self.spans.clear();
     }
 
+    /// The next command of `buf`, split off it; resumable.
     pub(crate) fn decode(
         &mut self,
         buf: &mut BytesMut,
         config: &Config,
     ) -> Result<Option<Command>, DecodeError> {
-        let result = self.decode_inner(buf, config);
-        if result.is_err() {
-            self.reset();
-        }
-        result
-    }
-
-    fn decode_inner(
-        &mut self,
-        buf: &mut BytesMut,
-        config: &Config,
-    ) -> Result<Option<Command>, DecodeError> {
-        let limits = &config.limits;
         loop {
-            let remaining = match self.remaining {
-                Some(n) => n,
-                None => {
-                    let Some(&first) = buf.first() else {
-                        return Ok(None);
-                    };
-                    if first != b'*' {
-                        match self.inline(buf, config)? {
-                            Inline::Incomplete => return Ok(None),
-                            Inline::Empty => continue,
-                            Inline::Command(command) => return Ok(Some(command)),
-                        }
-                    }
-                    let Some((count, next)) = int_line(buf, 1)? else {
-                        if buf.len() > limits.max_inline_len {
-                            let max = limits.max_inline_len;
-                            return Err(DecodeError::new(0, ErrorKind::InlineTooLong { max }));
-                        }
-                        return Ok(None);
-                    };
-                    if count <= 0 {
-                        // The server ignores `*0` and `*-1` (and any count <= 0) in requests.
-                        buf.advance(next);
-                        continue;
-                    }
-                    let count = count as u64; // > 0
-                    if count > limits.max_elements {
-                        let max = limits.max_elements;
-                        return Err(DecodeError::new(
-                            1,
-                            ErrorKind::TooManyElements { len: count, max },
-                        ));
-                    }
-                    self.pos = next;
-                    self.remaining = Some(count);
-                    count
+            let found = match self.scan(buf, config) {
+                Ok(found) => found,
+                Err(e) => {
+                    self.reset();
+                    return Err(e);
                 }
             };
-            // The arguments, as many as are here, in locals; the state is written back once.
-            let (mut pos, mut remaining) = (self.pos, remaining);
-            if let Some((start, end)) = self.pending {
-                if buf.len() < end {
-                    return Ok(None);
+            match found {
+                Found::Incomplete => return Ok(None),
+                Found::Skip(len) => {
+                    self.reset();
+                    buf.advance(len);
                 }
-                if buf.get(end - 2..end) != Some(b"\r\n") {
-                    return Err(DecodeError::new(end - 2, ErrorKind::BadPayloadEnd));
+                Found::Multibulk(len) => {
+                    let bytes = buf.split_to(len).freeze();
+                    let command = Command::new(bytes, &self.spans);
+                    self.reset();
+                    return Ok(Some(command));
                 }
-                self.spans.push((start, end - 2));
-                self.pending = None;
-                pos = end;
-                remaining -= 1;
+                Found::Inline { len, text_end } => {
+                    self.reset();
+                    let text = buf.get(..text_end).unwrap_or_default();
+                    let unescaped = self.split_inline(text)?;
+                    let wire = buf.split_to(len).freeze();
+                    if self.spans.is_empty() {
+                        continue;
+                    }
+                    let command = Command::new(unescaped.map_or(wire, Bytes::from), &self.spans);
+                    self.spans.clear();
+                    return Ok(Some(command));
+                }
             }
-            while remaining > 0 {
-                let Some(&byte) = buf.get(pos) else {
-                    break;
-                };
-                if byte != b'$' {
-                    return Err(DecodeError::new(pos, ErrorKind::ExpectedBulk(Kind(byte))));
-                }
-                let Some((len, next)) = int_line(buf, pos + 1)? else {
-                    break;
-                };
-                let len = u64::try_from(len)
-                    .map_err(|_| DecodeError::new(pos + 1, ErrorKind::NegativeLength(len)))?;
-                if len > limits.max_bulk_len {
-                    let max = limits.max_bulk_len;
-                    return Err(DecodeError::new(
-                        pos + 1,
-                        ErrorKind::BulkTooLong { len, max },
-                    ));
-                }
-                let end = usize::try_from(len)
-                    .ok()
-                    .and_then(|len| next.checked_add(len)?.checked_add(2))
-                    .filter(|&end| end <= limits.max_frame_len)
-                    .ok_or(DecodeError::new(
-                        pos,
-                        ErrorKind::FrameTooLong {
-                            max: limits.max_frame_len,
-                        },
-                    ))?;
-                if buf.len() < end {
-                    self.pending = Some((next, end));
-                    break;
-                }
-                if buf.get(end - 2..end) != Some(b"\r\n") {
-                    return Err(DecodeError::new(end - 2, ErrorKind::BadPayloadEnd));
-                }
-                self.spans.push((next, end - 2));
-                pos = end;
-                remaining -= 1;
-            }
-            self.pos = pos;
-            self.remaining = Some(remaining);
-            if remaining > 0 {
-                return Ok(None);
-            }
-            let bytes = buf.split_to(pos).freeze();
-            let command = Command::new(bytes, &self.spans);
-            self.reset();
-            return Ok(Some(command));
         }
     }
 
-    /// An inline command: one line, split with the server's quoting rules.
-    fn inline(&mut self, buf: &mut BytesMut, config: &Config) -> Result<Inline, DecodeError> {
+    /// The first command of `input`, borrowed from it, and how many bytes it took (blank
+    /// commands before it included). Not resumable.
+    pub(crate) fn decode_slice<'a>(
+        &mut self,
+        input: &'a [u8],
+        config: &Config,
+    ) -> Result<Status<(BorrowedCommand<'a>, usize)>, DecodeError> {
+        let mut offset = 0;
+        loop {
+            self.reset();
+            let rest = input.get(offset..).unwrap_or_default();
+            let found = self.scan(rest, config).map_err(|e| DecodeError {
+                offset: e.offset + offset,
+                ..e
+            });
+            let found = match found {
+                Ok(found) => found,
+                Err(e) => {
+                    self.reset();
+                    return Err(e);
+                }
+            };
+            match found {
+                Found::Incomplete => {
+                    self.reset();
+                    return Ok(Status::Incomplete { needed: None });
+                }
+                Found::Skip(len) => offset += len,
+                Found::Multibulk(len) => {
+                    let bytes = Cow::Borrowed(rest.get(..len).unwrap_or_default());
+                    let command = Command::new(bytes, &self.spans);
+                    self.reset();
+                    return Ok(Status::Complete((command, offset + len)));
+                }
+                Found::Inline { len, text_end } => {
+                    self.reset();
+                    let text = rest.get(..text_end).unwrap_or_default();
+                    let unescaped = self.split_inline(text)?;
+                    if !self.spans.is_empty() {
+                        let bytes = unescaped.map_or(Cow::Borrowed(text), Cow::Owned);
+                        let command = Command::new(bytes, &self.spans);
+                        self.spans.clear();
+                        return Ok(Status::Complete((command, offset + len)));
+                    }
+                    offset += len;
+                }
+            }
+        }
+    }
+
+    /// Splits an inline line's text into `self.spans`: into the text itself, or, when it has
+    /// quotes, into the returned unescaped copy.
+    fn split_inline(&mut self, text: &[u8]) -> Result<Option<Vec<u8>>, DecodeError> {
+        self.spans.clear();
+        if text.iter().any(|&b| b == b'"' || b == b'\'') {
+            let mut out = Vec::new();
+            split_quoted(text, &mut out, &mut self.spans)
+                .map_err(|at| DecodeError::new(at, ErrorKind::UnbalancedQuotes))?;
+            Ok(Some(out))
+        } else {
+            split_plain(text, &mut self.spans);
+            Ok(None)
+        }
+    }
+
+    /// Goes on scanning the command at the front of `buf`.
+    fn scan(&mut self, buf: &[u8], config: &Config) -> Result<Found, DecodeError> {
+        let limits = &config.limits;
+        let remaining = match self.remaining {
+            Some(n) => n,
+            None => {
+                let Some(&first) = buf.first() else {
+                    return Ok(Found::Incomplete);
+                };
+                if first != b'*' {
+                    return self.inline(buf, config);
+                }
+                let Some((count, next)) = int_line(buf, 1)? else {
+                    if buf.len() > limits.max_inline_len {
+                        let max = limits.max_inline_len;
+                        return Err(DecodeError::new(0, ErrorKind::InlineTooLong { max }));
+                    }
+                    return Ok(Found::Incomplete);
+                };
+                if count <= 0 {
+                    // The server ignores `*0` and `*-1` (and any count <= 0) in requests.
+                    return Ok(Found::Skip(next));
+                }
+                let count = count as u64; // > 0
+                if count > limits.max_elements {
+                    let max = limits.max_elements;
+                    let kind = ErrorKind::TooManyElements { len: count, max };
+                    return Err(DecodeError::new(1, kind));
+                }
+                self.pos = next;
+                self.remaining = Some(count);
+                count
+            }
+        };
+        // The arguments, as many as are here, in locals; the state is written back once.
+        let (mut pos, mut remaining) = (self.pos, remaining);
+        if let Some((start, end)) = self.pending {
+            if buf.len() < end {
+                return Ok(Found::Incomplete);
+            }
+            if buf.get(end - 2..end) != Some(b"\r\n") {
+                return Err(DecodeError::new(end - 2, ErrorKind::BadPayloadEnd));
+            }
+            self.spans.push((start, end - 2));
+            self.pending = None;
+            pos = end;
+            remaining -= 1;
+        }
+        while remaining > 0 {
+            let Some(&byte) = buf.get(pos) else {
+                break;
+            };
+            if byte != b'$' {
+                return Err(DecodeError::new(pos, ErrorKind::ExpectedBulk(Kind(byte))));
+            }
+            let Some((len, next)) = int_line(buf, pos + 1)? else {
+                break;
+            };
+            let len = u64::try_from(len)
+                .map_err(|_| DecodeError::new(pos + 1, ErrorKind::NegativeLength(len)))?;
+            if len > limits.max_bulk_len {
+                let max = limits.max_bulk_len;
+                return Err(DecodeError::new(
+                    pos + 1,
+                    ErrorKind::BulkTooLong { len, max },
+                ));
+            }
+            let end = usize::try_from(len)
+                .ok()
+                .and_then(|len| next.checked_add(len)?.checked_add(2))
+                .filter(|&end| end <= limits.max_frame_len)
+                .ok_or(DecodeError::new(
+                    pos,
+                    ErrorKind::FrameTooLong {
+                        max: limits.max_frame_len,
+                    },
+                ))?;
+            if buf.len() < end {
+                self.pending = Some((next, end));
+                break;
+            }
+            if buf.get(end - 2..end) != Some(b"\r\n") {
+                return Err(DecodeError::new(end - 2, ErrorKind::BadPayloadEnd));
+            }
+            self.spans.push((next, end - 2));
+            pos = end;
+            remaining -= 1;
+        }
+        self.pos = pos;
+        self.remaining = Some(remaining);
+        if remaining > 0 {
+            Ok(Found::Incomplete)
+        } else {
+            Ok(Found::Multibulk(pos))
+        }
+    }
+
+    /// An inline command: one line up to `\n`, at most `max_inline_len` bytes.
+    fn inline(&mut self, buf: &[u8], config: &Config) -> Result<Found, DecodeError> {
         let max = config.limits.max_inline_len;
         let searched = self.pos.min(buf.len());
         let Some(newline) = buf
@@ -253,42 +356,21 @@ impl CommandScanner {
                 return Err(DecodeError::new(max, ErrorKind::InlineTooLong { max }));
             }
             self.pos = buf.len();
-            return Ok(Inline::Incomplete);
+            return Ok(Found::Incomplete);
         };
         if newline > max {
             return Err(DecodeError::new(max, ErrorKind::InlineTooLong { max }));
         }
-        self.pos = 0;
-        let line = buf.get(..newline).unwrap_or_default();
-        let line = line.strip_suffix(b"\r").unwrap_or(line);
-        let mut spans = core::mem::take(&mut self.spans);
-        spans.clear();
-        let quoted = line.iter().any(|&b| b == b'"' || b == b'\'');
-        let unescaped = if quoted {
-            let mut out = Vec::new();
-            split_quoted(line, &mut out, &mut spans)
-                .map_err(|at| DecodeError::new(at, ErrorKind::UnbalancedQuotes))?;
-            Some(Bytes::from(out))
+        let text_end = if newline > 0 && buf.get(newline - 1) == Some(&b'\r') {
+            newline - 1
         } else {
-            split_plain(line, &mut spans);
-            None
+            newline
         };
-        let wire = buf.split_to(newline + 1).freeze();
-        let result = if spans.is_empty() {
-            Inline::Empty
-        } else {
-            Inline::Command(Command::new(unescaped.unwrap_or(wire), &spans))
-        };
-        spans.clear();
-        self.spans = spans;
-        Ok(result)
+        Ok(Found::Inline {
+            len: newline + 1,
+            text_end,
+        })
     }
-}
-
-enum Inline {
-    Incomplete,
-    Empty,
-    Command(Command),
 }
 
 /// What the server's `isspace` skips between arguments.

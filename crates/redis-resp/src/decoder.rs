@@ -6,7 +6,7 @@ use bytes::BytesMut;
 
 use crate::{
     build::{FrameSink, replay},
-    command::{Command, CommandScanner},
+    command::{BorrowedCommand, Command, CommandScanner},
     error::DecodeError,
     frame::{Frame, Kind},
     limits::Config,
@@ -165,6 +165,29 @@ impl Decoder {
     /// ```
     pub fn decode_command(&mut self, buf: &mut BytesMut) -> Result<Option<Command>, DecodeError> {
         self.command.decode(buf, &self.config)
+    }
+
+    /// Decodes the client command at the start of `input` in one go, its arguments borrowed
+    /// from `input` (no reference counting, no allocation for up to eight arguments); returns
+    /// it and how many bytes it took, empty commands before it included. Not resumable, like
+    /// [`Decoder::decode_slice`].
+    ///
+    /// ```
+    /// use redis_resp::{Decoder, Status};
+    ///
+    /// let mut decoder = Decoder::new();
+    /// let input = b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n";
+    /// let Status::Complete((get, used)) = decoder.decode_command_slice(input)? else {
+    ///     panic!("complete")
+    /// };
+    /// assert_eq!((get.arg(1), used), (Some(&b"k"[..]), input.len()));
+    /// # Ok::<(), redis_resp::DecodeError>(())
+    /// ```
+    pub fn decode_command_slice<'a>(
+        &mut self,
+        input: &'a [u8],
+    ) -> Result<Status<(BorrowedCommand<'a>, usize)>, DecodeError> {
+        self.command.decode_slice(input, &self.config)
     }
 
     /// Starts afresh after a complete frame or an error.

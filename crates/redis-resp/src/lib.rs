@@ -66,7 +66,7 @@ mod scan;
 #[cfg(feature = "codec")]
 pub mod codec;
 
-pub use command::Command;
+pub use command::{BorrowedCommand, Command};
 pub use decoder::{Borrowed, Decoder, Span, Status, decode};
 pub use encode::{
     encode, encode_ask, encode_bulk, encode_command, encode_error, encode_integer, encode_moved,

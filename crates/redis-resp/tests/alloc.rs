@@ -73,6 +73,22 @@ fn zero_allocations_per_frame() {
     assert_eq!(decoded, N - 1);
     assert_eq!(allocations, 0, "allocations for {decoded} commands");
 
+    // The same commands borrowed from the slice.
+    let mut decoded = 0;
+    let allocations = allocations_during(|| {
+        let mut input = &wire[..];
+        while let Ok(Status::Complete((command, used))) = decoder.decode_command_slice(input) {
+            assert_eq!(command.arg(0), Some(&b"SET"[..]));
+            input = &input[used..];
+            decoded += 1;
+        }
+    });
+    assert_eq!(decoded, N);
+    assert_eq!(
+        allocations, 0,
+        "allocations for {decoded} borrowed commands"
+    );
+
     // Bulk-string replies through the frame path, and through the borrowed slice path.
     let mut wire = Vec::new();
     for _ in 0..N {

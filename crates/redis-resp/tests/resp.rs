@@ -501,6 +501,16 @@ fn commands_multibulk() {
         .expect("complete");
     assert_eq!(ping.arg(0), Some(&b"PING"[..]));
     assert!(buf.is_empty());
+    // Borrowed: the empty commands before PING count in the bytes it took.
+    let input = b"*0\r\n\r\n*1\r\n$4\r\nPING\r\n*1\r\n";
+    let Ok(Status::Complete((ping, used))) = decoder.decode_command_slice(input) else {
+        panic!("complete")
+    };
+    assert_eq!((ping.arg(0), used), (Some(&b"PING"[..]), 20));
+    assert_eq!(
+        decoder.decode_command_slice(&input[used..]),
+        Ok(Status::Incomplete { needed: None })
+    );
 
     // Many arguments spill to the heap and still read back.
     let args: Vec<Vec<u8>> = (0..20).map(|i| format!("arg{i}").into_bytes()).collect();
@@ -526,6 +536,10 @@ fn commands_multibulk() {
         ),
     ];
     for &(input, offset, kind) in errors {
+        assert_eq!(
+            decoder.decode_command_slice(input).map(|_| ()),
+            Err(DecodeError { offset, kind })
+        );
         let mut buf = BytesMut::from(input);
         assert_eq!(
             decoder.decode_command(&mut buf),
@@ -577,6 +591,12 @@ fn commands_inline_follow_the_server_quoting_rules() {
             String::from_utf8_lossy(input)
         );
         assert!(buf.is_empty());
+        // The borrowed path agrees.
+        let Ok(Status::Complete((borrowed, used))) = decoder.decode_command_slice(input) else {
+            panic!("{:?}", String::from_utf8_lossy(input))
+        };
+        assert_eq!(used, input.len());
+        assert_eq!(borrowed.args().collect::<Vec<_>>(), expected);
     }
     for bad in [&b"ECHO \"abc\r\n"[..], b"ECHO 'abc\r\n", b"ECHO \"a\"b\r\n"] {
         let mut buf = BytesMut::from(bad);
@@ -721,7 +741,12 @@ proptest! {
                 decoder.decode_command(&mut buf).map_err(|e| TestCaseError::fail(e.to_string()))?.expect("complete")
             }
         };
-        prop_assert_eq!(command.args().map(<[u8]>::to_vec).collect::<Vec<_>>(), args);
+        prop_assert_eq!(command.args().map(<[u8]>::to_vec).collect::<Vec<_>>(), args.clone());
+        let Ok(Status::Complete((borrowed, used))) = decoder.decode_command_slice(&wire) else {
+            return Err(TestCaseError::fail("borrowed path"));
+        };
+        prop_assert_eq!(used, wire.len() - 14);
+        prop_assert_eq!(borrowed.args().map(<[u8]>::to_vec).collect::<Vec<_>>(), args);
         if buf.len() < 14 {
             buf.extend_from_slice(&wire[wire.len() - (14 - buf.len())..]);
         }
@@ -736,5 +761,9 @@ proptest! {
         let _ = decoder.decode_span(&input);
         let mut buf = BytesMut::from(&input[..]);
         while let Ok(Some(_)) = decoder.decode_command(&mut buf) {}
+        let mut rest = &input[..];
+        while let Ok(Status::Complete((_, used))) = decoder.decode_command_slice(rest) {
+            rest = &rest[used..];
+        }
     }
 }
