@@ -13,6 +13,11 @@ pub(crate) fn int_line(buf: &[u8], start: usize) -> Result<Option<(i64, usize)>,
         i += 1;
     }
     let digits = i;
+    // A leading zero is reported as soon as the digit after it is seen, before any later
+    // overflow, so the error does not depend on how much of the input has arrived.
+    if buf.get(digits) == Some(&b'0') && buf.get(digits + 1).is_some_and(u8::is_ascii_digit) {
+        return Err(int_error(digits + 1, IntegerError::LeadingZero));
+    }
     let mut value: u64 = 0;
     // Up to eight digits at once when eight bytes are at hand.
     if let Some(word) = buf.get(i..i + 8) {
@@ -36,9 +41,6 @@ pub(crate) fn int_line(buf: &[u8], start: usize) -> Result<Option<(i64, usize)>,
         i += 1;
     }
     let count = i - digits;
-    if count > 1 && buf.get(digits) == Some(&b'0') {
-        return Err(int_error(digits + 1, IntegerError::LeadingZero));
-    }
     match buf.get(i) {
         None => return Ok(None),
         Some(b'\r') => {}

@@ -279,6 +279,12 @@ fn every_rule_has_its_error() {
         (b"+O\rK\r\n", 3, BadLineEnd),
         (b":+5\r\n", 1, Integer(NotDigit)),
         (b":007\r\n", 2, Integer(LeadingZero)),
+        // Leading zero before overflow, however much of it has arrived (found by fuzzing).
+        (
+            b":0000000000000000000000000000000001\r\n",
+            2,
+            Integer(LeadingZero),
+        ),
         (b":-0\r\n", 2, Integer(LeadingZero)),
         (b": 5\r\n", 1, Integer(NotDigit)),
         (b":5 \r\n", 2, Integer(NotDigit)),
