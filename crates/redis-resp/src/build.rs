@@ -127,6 +127,11 @@ impl<'s, S: Source> FrameSink<'s, S> {
 }
 
 impl<S: Source> Sink for FrameSink<'_, S> {
+    #[inline(always)]
+    fn integer(&mut self, value: i64) {
+        self.leaf(|_| Frame::Integer(value));
+    }
+
     #[inline]
     fn event(&mut self, event: Event) {
         match event {

@@ -42,8 +42,12 @@ pub struct Span {
 ///
 /// The decoder remembers how far it got inside a frame, so a frame that arrives in many small
 /// reads is still scanned once: call again with the same buffer, more bytes appended. A decoded
-/// frame or command is split off the front of the buffer, and its strings are [`Bytes`](bytes::Bytes) slices
-/// of it: no copy.
+/// frame or command is split off the front of the buffer, and its strings are
+/// [`Bytes`](bytes::Bytes) slices of it: no copy.
+///
+/// [`Decoder::decode`] and [`Decoder::decode_span`] share the progress through the current
+/// frame, so finish a frame with the method that started it; [`Decoder::decode_command`]
+/// keeps its own. The one-shot `_slice` methods drop the progress of their resumable twin.
 ///
 /// ```
 /// use bytes::BytesMut;

@@ -59,6 +59,13 @@ pub(crate) enum Event {
 /// Where a scan reports a frame's structure.
 pub(crate) trait Sink {
     fn event(&mut self, event: Event);
+
+    /// An integer: the commonest event, given its own entry so that a sink can take it
+    /// without matching on [`Event`].
+    #[inline(always)]
+    fn integer(&mut self, value: i64) {
+        self.event(Event::Integer(value));
+    }
 }
 
 /// Structure not wanted: only the frame's end is.
@@ -174,7 +181,7 @@ impl Scanner {
                     let Some((value, next)) = int_line(buf, start + 1)? else {
                         return Ok(Scanned::Incomplete { needed: None });
                     };
-                    sink.event(Event::Integer(value));
+                    sink.integer(value);
                     self.pos = next;
                     self.integer_run(buf, limits.max_frame_len, sink)?;
                     self.close_value(sink)
@@ -501,7 +508,7 @@ impl Scanner {
             let Some((value, next)) = int_line(buf, pos + 1)? else {
                 break;
             };
-            sink.event(Event::Integer(value));
+            sink.integer(value);
             level.count -= 1;
             self.pos = next;
         }
