@@ -3,7 +3,8 @@
 mod support;
 
 use redis_cluster_proto::hash_slot::key_slot;
-use support::{RedisServer, Reply};
+use redis_cluster_proto::resp::Frame;
+use support::RedisServer;
 
 /// Keys whose answers the hash-tag rule has to get exactly right.
 const EDGE_CASES: &[&[u8]] = &[
@@ -97,7 +98,7 @@ fn key_slot_matches_cluster_keyslot() {
         for key in batch {
             let ours = i64::from(key_slot(key).get());
             match client.read_reply() {
-                Reply::Integer(theirs) if theirs == ours => {}
+                Frame::Integer(theirs) if theirs == ours => {}
                 other => mismatches.push(format!(
                     "key of {} bytes starting {:?}: ours {ours}, server {other:?}",
                     key.len(),

@@ -6,11 +6,14 @@
 
 #![allow(dead_code, unreachable_pub)] // each test binary uses a different part of this module
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+use bytes::BytesMut;
+use redis_cluster_proto::resp::{Decoder, Frame, encode_command};
 
 /// How long a server may take to answer PING after it is started.
 const START_TIMEOUT: Duration = Duration::from_secs(10);
@@ -117,7 +120,7 @@ impl RedisServer {
             }
             if let Ok(stream) = TcpStream::connect(("127.0.0.1", self.port)) {
                 let mut client = Client::from_stream(stream);
-                if client.command(&[b"PING"]) == Reply::Simple(b"PONG".to_vec()) {
+                if client.command(&[b"PING"]) == Frame::SimpleString("PONG".into()) {
                     return Ok(());
                 }
             }
@@ -147,19 +150,12 @@ fn free_port() -> u16 {
         .expect("bind an ephemeral port on 127.0.0.1")
 }
 
-/// A reply of the kinds these tests read.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Reply {
-    Simple(Vec<u8>),
-    Error(Vec<u8>),
-    Integer(i64),
-    Bulk(Option<Vec<u8>>),
-}
-
-/// A blocking RESP2 client for tests: commands out, replies of the scalar kinds in.
+/// A blocking client for tests: commands out with `encode_command`, replies in through our
+/// own [`Decoder`], every read bounded in time.
 pub struct Client {
-    reader: BufReader<TcpStream>,
-    writer: TcpStream,
+    stream: TcpStream,
+    decoder: Decoder,
+    buf: BytesMut,
 }
 
 impl Client {
@@ -174,15 +170,15 @@ impl Client {
         stream
             .set_write_timeout(Some(READ_TIMEOUT))
             .expect("set write timeout");
-        let writer = stream.try_clone().expect("clone the stream");
         Self {
-            reader: BufReader::new(stream),
-            writer,
+            stream,
+            decoder: Decoder::new(),
+            buf: BytesMut::new(),
         }
     }
 
     /// Sends one command and reads its reply.
-    pub fn command(&mut self, argv: &[&[u8]]) -> Reply {
+    pub fn command(&mut self, argv: &[&[u8]]) -> Frame {
         self.send(&[argv]);
         self.read_reply()
     }
@@ -191,49 +187,21 @@ impl Client {
     pub fn send(&mut self, commands: &[&[&[u8]]]) {
         let mut out = Vec::new();
         for argv in commands {
-            out.extend_from_slice(format!("*{}\r\n", argv.len()).as_bytes());
-            for arg in *argv {
-                out.extend_from_slice(format!("${}\r\n", arg.len()).as_bytes());
-                out.extend_from_slice(arg);
-                out.extend_from_slice(b"\r\n");
-            }
+            encode_command(argv, &mut out);
         }
-        self.writer.write_all(&out).expect("write to redis-server");
+        self.stream.write_all(&out).expect("write to redis-server");
     }
 
     /// Reads one reply.
-    pub fn read_reply(&mut self) -> Reply {
-        let mut line = Vec::new();
-        self.reader
-            .read_until(b'\n', &mut line)
-            .expect("read a reply line");
-        let body = line
-            .strip_suffix(b"\r\n")
-            .unwrap_or_else(|| panic!("reply line without CRLF: {line:?}"));
-        let (kind, rest) = body.split_first().expect("empty reply line");
-        let number = || -> i64 {
-            std::str::from_utf8(rest)
-                .ok()
-                .and_then(|s| s.parse().ok())
-                .unwrap_or_else(|| panic!("bad number in reply {line:?}"))
-        };
-        match kind {
-            b'+' => Reply::Simple(rest.to_vec()),
-            b'-' => Reply::Error(rest.to_vec()),
-            b':' => Reply::Integer(number()),
-            b'$' => {
-                let Ok(len) = usize::try_from(number()) else {
-                    return Reply::Bulk(None);
-                };
-                let mut payload = vec![0; len + 2];
-                self.reader
-                    .read_exact(&mut payload)
-                    .expect("read bulk payload");
-                assert_eq!(&payload[len..], b"\r\n", "bulk payload without CRLF");
-                payload.truncate(len);
-                Reply::Bulk(Some(payload))
+    pub fn read_reply(&mut self) -> Frame {
+        let mut chunk = [0u8; 16 * 1024];
+        loop {
+            if let Some(frame) = self.decoder.decode(&mut self.buf).expect("a valid reply") {
+                return frame;
             }
-            _ => panic!("reply type this client does not read: {line:?}"),
+            let n = self.stream.read(&mut chunk).expect("read a reply");
+            assert!(n > 0, "redis-server closed the connection");
+            self.buf.extend_from_slice(&chunk[..n]);
         }
     }
 }
