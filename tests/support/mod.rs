@@ -97,14 +97,7 @@ impl RedisServer {
 
     /// A new raw connection, with the same time bounds as a [`Client`].
     pub fn stream(&self) -> TcpStream {
-        let stream = TcpStream::connect(("127.0.0.1", self.port)).expect("connect to redis-server");
-        stream
-            .set_read_timeout(Some(READ_TIMEOUT))
-            .expect("set read timeout");
-        stream
-            .set_write_timeout(Some(READ_TIMEOUT))
-            .expect("set write timeout");
-        stream
+        bounded(TcpStream::connect(("127.0.0.1", self.port)).expect("connect to redis-server"))
     }
 
     fn wait_ready(&mut self) -> Result<(), String> {
@@ -142,6 +135,17 @@ impl Drop for RedisServer {
     }
 }
 
+/// `stream` with every read and write bounded by [`READ_TIMEOUT`].
+fn bounded(stream: TcpStream) -> TcpStream {
+    stream
+        .set_read_timeout(Some(READ_TIMEOUT))
+        .expect("set read timeout");
+    stream
+        .set_write_timeout(Some(READ_TIMEOUT))
+        .expect("set write timeout");
+    stream
+}
+
 /// A port that was free a moment ago.
 fn free_port() -> u16 {
     TcpListener::bind(("127.0.0.1", 0))
@@ -164,14 +168,8 @@ impl Client {
     }
 
     fn from_stream(stream: TcpStream) -> Self {
-        stream
-            .set_read_timeout(Some(READ_TIMEOUT))
-            .expect("set read timeout");
-        stream
-            .set_write_timeout(Some(READ_TIMEOUT))
-            .expect("set write timeout");
         Self {
-            stream,
+            stream: bounded(stream),
             decoder: Decoder::new(),
             buf: BytesMut::new(),
         }

@@ -100,6 +100,18 @@ pub(crate) enum Scanned {
     Incomplete { needed: Option<usize> },
 }
 
+/// What the header line of a length-prefixed type held.
+enum Header {
+    Incomplete,
+    /// `?`: a streamed value, now open.
+    Streamed,
+    /// A length, and the index after the line.
+    Length {
+        len: i64,
+        next: usize,
+    },
+}
+
 /// A payload whose bytes have not all arrived, and the event to report once they have.
 #[derive(Clone, Copy, Debug)]
 struct Pending {
@@ -193,17 +205,12 @@ impl Scanner {
                     if kind == Kind::STREAMED_CHUNK && !in_string {
                         return Err(error(start, ErrorKind::StrayChunk));
                     }
-                    if kind == Kind::BULK_STRING && buf.get(start + 1) == Some(&b'?') {
-                        self.open_streamed(buf, start, kind, max_depth, sink)?;
-                        if self.pos == start {
-                            return Ok(Scanned::Incomplete { needed: None });
-                        }
-                        continue;
-                    }
-                    let Some((len, next)) = int_line(buf, start + 1)? else {
-                        return Ok(Scanned::Incomplete { needed: None });
+                    let streamable = kind == Kind::BULK_STRING;
+                    let (len, next) = match self.header(buf, start, streamable, max_depth, sink)? {
+                        Header::Incomplete => return Ok(Scanned::Incomplete { needed: None }),
+                        Header::Streamed => continue,
+                        Header::Length { len, next } => (len, next),
                     };
-                    self.pos = next;
                     if len == -1 && kind == Kind::BULK_STRING {
                         sink.event(Event::NullBulkString);
                         self.close_value(sink)
@@ -231,20 +238,12 @@ impl Scanner {
                     }
                 }
                 Kind::ARRAY | Kind::SET | Kind::MAP | Kind::PUSH | Kind::ATTRIBUTE => {
-                    if buf.get(start + 1) == Some(&b'?')
-                        && kind != Kind::PUSH
-                        && kind != Kind::ATTRIBUTE
-                    {
-                        self.open_streamed(buf, start, kind, max_depth, sink)?;
-                        if self.pos == start {
-                            return Ok(Scanned::Incomplete { needed: None });
-                        }
-                        continue;
-                    }
-                    let Some((len, next)) = int_line(buf, start + 1)? else {
-                        return Ok(Scanned::Incomplete { needed: None });
+                    let streamable = kind != Kind::PUSH && kind != Kind::ATTRIBUTE;
+                    let (len, next) = match self.header(buf, start, streamable, max_depth, sink)? {
+                        Header::Incomplete => return Ok(Scanned::Incomplete { needed: None }),
+                        Header::Streamed => continue,
+                        Header::Length { len, next } => (len, next),
                     };
-                    self.pos = next;
                     if len == -1 && kind == Kind::ARRAY {
                         sink.event(Event::NullArray);
                         self.close_value(sink)
@@ -429,6 +428,32 @@ impl Scanner {
         self.pos = pending.end;
         sink.event(pending.event);
         Ok(!matches!(pending.event, Event::Chunk { .. }) && self.close_value(sink))
+    }
+
+    /// The header line of a length-prefixed type at `start`: a length (`pos` moves past the
+    /// line), or, where `streamable`, `?`: a streamed value, opened here.
+    fn header<S: Sink>(
+        &mut self,
+        buf: &[u8],
+        start: usize,
+        streamable: bool,
+        max_depth: usize,
+        sink: &mut S,
+    ) -> Result<Header, DecodeError> {
+        if streamable && buf.get(start + 1) == Some(&b'?') {
+            let kind = Kind(buf.get(start).copied().unwrap_or_default());
+            self.open_streamed(buf, start, kind, max_depth, sink)?;
+            return Ok(if self.pos == start {
+                Header::Incomplete
+            } else {
+                Header::Streamed
+            });
+        }
+        let Some((len, next)) = int_line(buf, start + 1)? else {
+            return Ok(Header::Incomplete);
+        };
+        self.pos = next;
+        Ok(Header::Length { len, next })
     }
 
     /// `*?`, `~?`, `%?` or `$?` at `start`. Leaves `pos` at `start` when the line is not all
