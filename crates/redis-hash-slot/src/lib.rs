@@ -4,7 +4,8 @@
 //! CRC16/XMODEM of the key's hash tag, modulo 16384. This crate computes it exactly as the real
 //! server does ([`key_slot`], [`hash_tag`]), and models slots the way the cluster speaks of them:
 //! [`Slot`] (a number that is always below 16384), [`SlotRange`] (`0-5460` as `CLUSTER NODES`
-//! prints it) and [`SlotSet`] (the 2048-byte bitmap that every cluster-bus header carries).
+//! prints it) and [`SlotSet`] (the 2048-byte bitmap that every cluster-bus header carries, also
+//! readable in place through [`SlotSetView`]).
 //!
 //! It does no I/O, needs neither `std` nor `alloc`, and allocates nothing.
 //!
@@ -38,5 +39,5 @@ mod set;
 mod slot;
 
 pub use range::{ParseSlotError, ParseSlotRangeError, SlotRange};
-pub use set::{BITMAP_LEN, Iter, Ranges, SlotSet};
+pub use set::{BITMAP_LEN, Iter, Ranges, SlotSet, SlotSetView};
 pub use slot::{SLOT_COUNT, Slot, hash_tag, key_slot};

@@ -61,6 +61,11 @@ impl SlotSet {
         &self.bits.data
     }
 
+    /// The set as a read-only [`SlotSetView`] of its bitmap.
+    pub const fn view(&self) -> SlotSetView<'_> {
+        SlotSetView::from_bitmap(self.as_bitmap())
+    }
+
     /// The bitmap, in the cluster bus's bit order.
     pub const fn into_bitmap(self) -> [u8; BITMAP_LEN] {
         self.bits.data
@@ -68,7 +73,7 @@ impl SlotSet {
 
     /// Whether `slot` is in the set.
     pub fn contains(&self, slot: Slot) -> bool {
-        self.bits[slot.index()]
+        self.view().contains(slot)
     }
 
     /// Adds `slot`; returns whether it was absent before.
@@ -93,24 +98,22 @@ impl SlotSet {
 
     /// How many slots the set holds (0 to 16384).
     pub fn len(&self) -> usize {
-        self.bits.count_ones()
+        self.view().len()
     }
 
     /// Whether the set holds no slot.
     pub fn is_empty(&self) -> bool {
-        self.bits.not_any()
+        self.view().is_empty()
     }
 
     /// Whether the set holds all 16384 slots.
     pub fn is_full(&self) -> bool {
-        self.bits.all()
+        self.view().is_full()
     }
 
     /// The slots of the set, in ascending order.
     pub fn iter(&self) -> Iter<'_> {
-        Iter {
-            ones: self.bits.iter_ones(),
-        }
+        self.view().iter()
     }
 
     /// The set's maximal runs of consecutive slots, in ascending order.
@@ -125,10 +128,7 @@ impl SlotSet {
     /// assert_eq!(text, ["1-3", "7", "9-10"]);
     /// ```
     pub fn ranges(&self) -> Ranges<'_> {
-        Ranges {
-            bits: self.bits.as_bitslice(),
-            next: 0,
-        }
+        self.view().ranges()
     }
 
     /// The slots that are in `self`, in `other` or in both.
@@ -192,13 +192,7 @@ impl fmt::Debug for SlotSet {
 /// The ranges separated by single spaces, as in a `CLUSTER NODES` line: `0-5460 10000`.
 impl fmt::Display for SlotSet {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for (i, range) in self.ranges().enumerate() {
-            if i > 0 {
-                f.write_str(" ")?;
-            }
-            write!(f, "{range}")?;
-        }
-        Ok(())
+        fmt::Display::fmt(&self.view(), f)
     }
 }
 
@@ -243,11 +237,116 @@ impl<'a> IntoIterator for &'a SlotSet {
     }
 }
 
+impl From<SlotSetView<'_>> for SlotSet {
+    fn from(view: SlotSetView<'_>) -> Self {
+        Self::from_bitmap(view.as_bitmap())
+    }
+}
+
 impl From<SlotRange> for SlotSet {
     fn from(range: SlotRange) -> Self {
         let mut set = Self::new();
         set.insert_range(range);
         set
+    }
+}
+
+/// A slot set read in place from a 2048-byte bitmap that someone else owns, such as the
+/// `myslots` field of a cluster-bus message: nothing is copied.
+///
+/// ```
+/// use redis_hash_slot::{Slot, SlotSet, SlotSetView};
+///
+/// let mut message = [0u8; 2048];
+/// message[0] = 0b0000_0101; // slots 0 and 2
+/// let view = SlotSetView::from_bitmap(&message);
+/// assert_eq!(view.len(), 2);
+/// assert!(view.contains(Slot::new(2).unwrap()));
+/// assert_eq!(view.to_string(), "0 2");
+/// assert_eq!(SlotSet::from(view).view(), view);
+/// ```
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct SlotSetView<'a> {
+    bitmap: &'a [u8; BITMAP_LEN],
+}
+
+impl<'a> SlotSetView<'a> {
+    /// The set whose bitmap is `bitmap`, in the cluster bus's bit order.
+    pub const fn from_bitmap(bitmap: &'a [u8; BITMAP_LEN]) -> Self {
+        Self { bitmap }
+    }
+
+    /// The bitmap.
+    pub const fn as_bitmap(self) -> &'a [u8; BITMAP_LEN] {
+        self.bitmap
+    }
+
+    fn bits(self) -> &'a BitSlice<u8, Lsb0> {
+        BitSlice::from_slice(self.bitmap)
+    }
+
+    /// Whether `slot` is in the set.
+    pub fn contains(self, slot: Slot) -> bool {
+        self.bits()[slot.index()]
+    }
+
+    /// How many slots the set holds (0 to 16384).
+    pub fn len(self) -> usize {
+        self.bits().count_ones()
+    }
+
+    /// Whether the set holds no slot.
+    pub fn is_empty(self) -> bool {
+        self.bits().not_any()
+    }
+
+    /// Whether the set holds all 16384 slots.
+    pub fn is_full(self) -> bool {
+        self.bits().all()
+    }
+
+    /// The slots of the set, in ascending order.
+    pub fn iter(self) -> Iter<'a> {
+        Iter {
+            ones: self.bits().iter_ones(),
+        }
+    }
+
+    /// The set's maximal runs of consecutive slots, in ascending order (see
+    /// [`SlotSet::ranges`]).
+    pub fn ranges(self) -> Ranges<'a> {
+        Ranges {
+            bits: self.bits(),
+            next: 0,
+        }
+    }
+}
+
+impl fmt::Debug for SlotSetView<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "SlotSetView {{{self}}}")
+    }
+}
+
+/// The ranges separated by single spaces, as in a `CLUSTER NODES` line: `0-5460 10000`.
+impl fmt::Display for SlotSetView<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, range) in self.ranges().enumerate() {
+            if i > 0 {
+                f.write_str(" ")?;
+            }
+            write!(f, "{range}")?;
+        }
+        Ok(())
+    }
+}
+
+impl<'a> IntoIterator for SlotSetView<'a> {
+    type Item = Slot;
+    type IntoIter = Iter<'a>;
+
+    fn into_iter(self) -> Iter<'a> {
+        self.iter()
     }
 }
 

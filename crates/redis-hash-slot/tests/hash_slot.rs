@@ -3,7 +3,7 @@
 use proptest::prelude::*;
 use redis_hash_slot::{
     BITMAP_LEN, ParseSlotError, ParseSlotRangeError, SLOT_COUNT, Slot, SlotRange, SlotSet,
-    hash_tag, key_slot,
+    SlotSetView, hash_tag, key_slot,
 };
 
 /// CRC16/XMODEM one bit at a time, straight from its definition, as an independent reference.
@@ -254,6 +254,12 @@ proptest! {
     #[test]
     fn set_bitmap_ranges_round_trip(set in arb_set()) {
         prop_assert_eq!(&SlotSet::from_bitmap(set.as_bitmap()), &set);
+        // A view of someone else's bitmap reads the same set, in place.
+        let bytes: [u8; BITMAP_LEN] = *set.as_bitmap();
+        let view = SlotSetView::from_bitmap(&bytes);
+        prop_assert_eq!(view.len(), set.len());
+        prop_assert_eq!(view.to_string(), set.to_string());
+        prop_assert_eq!(&SlotSet::from(view), &set);
         let ranges: Vec<SlotRange> = set.ranges().collect();
         // Sorted and maximal: each run ends at least one slot before the next starts.
         for pair in ranges.windows(2) {
