@@ -1,7 +1,8 @@
 //! The redis-cluster-proto crates under one name.
 //!
 //! Each module is a re-export of one crate of the workspace, which can also be depended on
-//! alone: [`hash_slot`] is `redis-hash-slot`, [`resp`] is `redis-resp`. None of them does I/O.
+//! alone: [`hash_slot`] is `redis-hash-slot`, [`resp`] is `redis-resp`, [`bus`] is
+//! `redis-cluster-bus`. None of them does I/O.
 //!
 //! ```
 //! use redis_cluster_proto::hash_slot::key_slot;
@@ -11,5 +12,6 @@
 #![no_std]
 #![forbid(unsafe_code)]
 
+pub use redis_cluster_bus as bus;
 pub use redis_hash_slot as hash_slot;
 pub use redis_resp as resp;

@@ -1,0 +1,199 @@
+//! The bus's wire codes: node ids, node flags, message flags, message and extension types.
+//!
+//! Each is a newtype over the wire value with named constants, so that a value this crate does
+//! not know (a flag bit of a newer server, a new extension) is kept and written back as it came.
+
+use core::fmt;
+
+/// A node id: 40 bytes, normally lowercase hex. "No node" (a master's `replicaof`) is 40 zero
+/// bytes on the wire, [`NodeId::NONE`].
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct NodeId(pub [u8; Self::LEN]);
+
+impl NodeId {
+    /// Bytes in a node id.
+    pub const LEN: usize = 40;
+    /// Forty zero bytes: no node.
+    pub const NONE: Self = Self([0; Self::LEN]);
+
+    /// Whether this is [`NodeId::NONE`].
+    pub fn is_none(&self) -> bool {
+        *self == Self::NONE
+    }
+
+    /// The id's bytes.
+    pub const fn as_bytes(&self) -> &[u8; Self::LEN] {
+        &self.0
+    }
+}
+
+impl fmt::Display for NodeId {
+    /// The id as text; bytes that are not printable ASCII as `\xHH`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for &b in &self.0 {
+            if b.is_ascii_graphic() {
+                write!(f, "{}", char::from(b))?;
+            } else {
+                write!(f, "\\x{b:02x}")?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for NodeId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "NodeId({self})")
+    }
+}
+
+/// Flags of a node: the sender's own in the header, the sender's view of another node in a
+/// gossip entry (format section 4). Only the low 16 bits travel.
+#[derive(Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct NodeFlags(pub u16);
+
+impl NodeFlags {
+    /// A master (Valkey: primary).
+    pub const MASTER: Self = Self(0x0001);
+    /// A replica.
+    pub const REPLICA: Self = Self(0x0002);
+    /// Suspected failed by the sender.
+    pub const PFAIL: Self = Self(0x0004);
+    /// Agreed failed.
+    pub const FAIL: Self = Self(0x0008);
+    /// The sender itself (always in header flags, never in gossip).
+    pub const MYSELF: Self = Self(0x0010);
+    /// Still in handshake.
+    pub const HANDSHAKE: Self = Self(0x0020);
+    /// Address unknown.
+    pub const NOADDR: Self = Self(0x0040);
+    /// The sender still has to MEET this node.
+    pub const MEET: Self = Self(0x0080);
+    /// A master eligible as a replica-migration target.
+    pub const MIGRATE_TO: Self = Self(0x0100);
+    /// `cluster-replica-no-failover yes`.
+    pub const NOFAILOVER: Self = Self(0x0200);
+    /// Redis 8.0+, Valkey 8.0+: the node understands ping extensions.
+    pub const EXTENSIONS_SUPPORTED: Self = Self(0x0400);
+    /// Valkey: the node takes light-header PUBLISH / PUBLISHSHARD.
+    pub const LIGHT_HDR_PUBLISH_SUPPORTED: Self = Self(0x0800);
+    /// Valkey 8.1: the node takes light-header MODULE.
+    pub const LIGHT_HDR_MODULE_SUPPORTED: Self = Self(0x1000);
+
+    /// Whether every bit of `other` is set.
+    pub const fn contains(self, other: Self) -> bool {
+        self.0 & other.0 == other.0
+    }
+}
+
+/// Byte 0 of the header's `mflags` (format section 5).
+#[derive(Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct MessageFlags(pub u8);
+
+impl MessageFlags {
+    /// The sender is a master paused for a manual failover.
+    pub const PAUSED: Self = Self(0x01);
+    /// On a FAILOVER_AUTH_REQUEST: vote even though the master is up.
+    pub const FORCEACK: Self = Self(0x02);
+    /// Extensions present or supported (the exact rule differs per server version).
+    pub const EXT_DATA: Self = Self(0x04);
+
+    /// Whether every bit of `other` is set.
+    pub const fn contains(self, other: Self) -> bool {
+        self.0 & other.0 == other.0
+    }
+}
+
+/// A message type as on the wire; Valkey sets [`MessageType::LIGHT`] on light-header messages.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct MessageType(pub u16);
+
+impl MessageType {
+    /// Heartbeat, with gossip and extensions.
+    pub const PING: Self = Self(0);
+    /// Answer to PING or MEET, or a broadcast after a configuration change.
+    pub const PONG: Self = Self(1);
+    /// First message of a handshake.
+    pub const MEET: Self = Self(2);
+    /// A node is declared failed.
+    pub const FAIL: Self = Self(3);
+    /// PUBLISH on any node.
+    pub const PUBLISH: Self = Self(4);
+    /// A replica asks for votes.
+    pub const FAILOVER_AUTH_REQUEST: Self = Self(5);
+    /// A master grants its vote.
+    pub const FAILOVER_AUTH_ACK: Self = Self(6);
+    /// Tells a node that its slot claims are stale.
+    pub const UPDATE: Self = Self(7);
+    /// A replica starts a manual failover with its master.
+    pub const MFSTART: Self = Self(8);
+    /// A module's message.
+    pub const MODULE: Self = Self(9);
+    /// SPUBLISH, to the publisher's shard.
+    pub const PUBLISHSHARD: Self = Self(10);
+    /// The bit that marks Valkey's 16-byte light header.
+    pub const LIGHT: u16 = 0x8000;
+
+    /// The type without the light bit.
+    pub const fn base(self) -> Self {
+        Self(self.0 & !Self::LIGHT)
+    }
+
+    /// Whether the light bit is set.
+    pub const fn is_light(self) -> bool {
+        self.0 & Self::LIGHT != 0
+    }
+
+    /// The name the vectors' manifest uses (`PING`, `PUBLISH_LIGHT`, …), or `None` for a type
+    /// this crate does not know.
+    pub fn name(self) -> Option<&'static str> {
+        const NAMES: [&str; 11] = [
+            "PING",
+            "PONG",
+            "MEET",
+            "FAIL",
+            "PUBLISH",
+            "FAILOVER_AUTH_REQUEST",
+            "FAILOVER_AUTH_ACK",
+            "UPDATE",
+            "MFSTART",
+            "MODULE",
+            "PUBLISHSHARD",
+        ];
+        const LIGHT_NAMES: [(u16, &str); 3] = [
+            (4, "PUBLISH_LIGHT"),
+            (9, "MODULE_LIGHT"),
+            (10, "PUBLISHSHARD_LIGHT"),
+        ];
+        if self.is_light() {
+            let base = self.base().0;
+            LIGHT_NAMES
+                .iter()
+                .find(|(t, _)| *t == base)
+                .map(|(_, n)| *n)
+        } else {
+            NAMES.get(usize::from(self.0)).copied()
+        }
+    }
+}
+
+impl fmt::Debug for MessageType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.name() {
+            Some(name) => f.write_str(name),
+            None => write!(f, "MessageType({:#06x})", self.0),
+        }
+    }
+}
+
+impl fmt::Debug for NodeFlags {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "NodeFlags({:#06x})", self.0)
+    }
+}
+
+impl fmt::Debug for MessageFlags {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "MessageFlags({:#04x})", self.0)
+    }
+}

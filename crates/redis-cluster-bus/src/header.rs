@@ -1,0 +1,198 @@
+//! [`Header`]: the 2256-byte header of every normal message, read in place.
+
+use redis_hash_slot::{BITMAP_LEN, SlotSetView};
+
+use crate::codes::{MessageFlags, MessageType, NodeFlags, NodeId};
+
+/// The four bytes every message starts with.
+pub const SIGNATURE: [u8; 4] = *b"RCmb";
+/// Bytes in a normal header; the body starts here.
+pub const HEADER_LEN: usize = 2256;
+/// Bytes in Valkey's light header.
+pub const LIGHT_HEADER_LEN: usize = 16;
+/// The only bus protocol version.
+pub const VERSION: u16 = 1;
+
+/// Field offsets (format section 2).
+mod at {
+    pub(super) const TOTLEN: usize = 4;
+    pub(super) const VERSION: usize = 8;
+    pub(super) const PORT: usize = 10;
+    pub(super) const TYPE: usize = 12;
+    pub(super) const COUNT: usize = 14;
+    pub(super) const CURRENT_EPOCH: usize = 16;
+    pub(super) const CONFIG_EPOCH: usize = 24;
+    pub(super) const OFFSET: usize = 32;
+    pub(super) const SENDER: usize = 40;
+    pub(super) const MYSLOTS: usize = 80;
+    pub(super) const REPLICAOF: usize = 2128;
+    pub(super) const MYIP: usize = 2168;
+    pub(super) const MYIP_LEN: usize = 46;
+    pub(super) const EXTENSIONS: usize = 2214;
+    pub(super) const PPORT: usize = 2246;
+    pub(super) const CPORT: usize = 2248;
+    pub(super) const FLAGS: usize = 2250;
+    pub(super) const STATE: usize = 2252;
+    pub(super) const MFLAGS: usize = 2253;
+}
+
+/// A normal message header, read in place: every accessor reads its bytes at a fixed offset,
+/// nothing is copied (the 2 KiB slot bitmap included).
+///
+/// ```
+/// use redis_cluster_bus::{HEADER_LEN, Header, MessageType};
+///
+/// let mut bytes = [0u8; HEADER_LEN];
+/// bytes[..4].copy_from_slice(b"RCmb");
+/// bytes[4..8].copy_from_slice(&(HEADER_LEN as u32).to_be_bytes());
+/// bytes[8..10].copy_from_slice(&1u16.to_be_bytes());
+/// let header = Header::new(&bytes);
+/// assert_eq!(header.kind(), MessageType::PING);
+/// assert_eq!(header.totlen(), 2256);
+/// assert!(header.myslots().is_empty());
+/// ```
+#[derive(Clone, Copy)]
+pub struct Header<'a> {
+    bytes: &'a [u8; HEADER_LEN],
+}
+
+impl<'a> Header<'a> {
+    /// The header in `bytes`. Any 2256 bytes are readable; [`crate::Framer`] is what checks the
+    /// signature and lengths.
+    pub const fn new(bytes: &'a [u8; HEADER_LEN]) -> Self {
+        Self { bytes }
+    }
+
+    /// The header's bytes.
+    pub const fn as_bytes(self) -> &'a [u8; HEADER_LEN] {
+        self.bytes
+    }
+
+    fn u16_at(self, at: usize) -> u16 {
+        u16::from_be_bytes(self.array(at))
+    }
+
+    fn u32_at(self, at: usize) -> u32 {
+        u32::from_be_bytes(self.array(at))
+    }
+
+    fn u64_at(self, at: usize) -> u64 {
+        u64::from_be_bytes(self.array(at))
+    }
+
+    /// `N` bytes at `at`; every caller passes an offset that fits in the header.
+    fn array<const N: usize>(self, at: usize) -> [u8; N] {
+        let mut out = [0; N];
+        if let Some(field) = self.bytes.get(at..at + N) {
+            out.copy_from_slice(field);
+        }
+        out
+    }
+
+    /// `totlen`: the whole message's length, header included.
+    pub fn totlen(self) -> u32 {
+        self.u32_at(at::TOTLEN)
+    }
+
+    /// `ver`: the protocol version, 1.
+    pub fn version(self) -> u16 {
+        self.u16_at(at::VERSION)
+    }
+
+    /// The sender's announced client port (the TLS one with `tls-cluster yes`).
+    pub fn port(self) -> u16 {
+        self.u16_at(at::PORT)
+    }
+
+    /// The message type.
+    pub fn kind(self) -> MessageType {
+        MessageType(self.u16_at(at::TYPE))
+    }
+
+    /// Gossip entries in a PING, PONG or MEET; 0 otherwise.
+    pub fn count(self) -> u16 {
+        self.u16_at(at::COUNT)
+    }
+
+    /// The sender's current epoch.
+    pub fn current_epoch(self) -> u64 {
+        self.u64_at(at::CURRENT_EPOCH)
+    }
+
+    /// The config epoch of the sender, or of its master if it is a replica.
+    pub fn config_epoch(self) -> u64 {
+        self.u64_at(at::CONFIG_EPOCH)
+    }
+
+    /// The replication offset.
+    pub fn offset(self) -> u64 {
+        self.u64_at(at::OFFSET)
+    }
+
+    /// The sender's node id.
+    pub fn sender(self) -> NodeId {
+        NodeId(self.array(at::SENDER))
+    }
+
+    /// The slots the sender serves (a replica sends its master's), read in place.
+    pub fn myslots(self) -> SlotSetView<'a> {
+        let bitmap: &'a [u8; BITMAP_LEN] = self
+            .bytes
+            .get(at::MYSLOTS..at::MYSLOTS + BITMAP_LEN)
+            .and_then(|b| b.try_into().ok())
+            .unwrap_or(&[0; BITMAP_LEN]);
+        SlotSetView::from_bitmap(bitmap)
+    }
+
+    /// The sender's master, or `None` when the field is 40 zero bytes.
+    pub fn replicaof(self) -> Option<NodeId> {
+        let id = NodeId(self.array(at::REPLICAOF));
+        (!id.is_none()).then_some(id)
+    }
+
+    /// The announced IP up to its NUL (bounded by the 46-byte field); empty means "use the
+    /// TCP peer address".
+    pub fn myip(self) -> &'a [u8] {
+        let field = self
+            .bytes
+            .get(at::MYIP..at::MYIP + at::MYIP_LEN)
+            .unwrap_or_default();
+        let end = field.iter().position(|&b| b == 0).unwrap_or(field.len());
+        field.get(..end).unwrap_or_default()
+    }
+
+    /// How many ping extensions follow the gossip section.
+    pub fn extensions(self) -> u16 {
+        self.u16_at(at::EXTENSIONS)
+    }
+
+    /// The secondary client port.
+    pub fn pport(self) -> u16 {
+        self.u16_at(at::PPORT)
+    }
+
+    /// The sender's cluster bus port.
+    pub fn cport(self) -> u16 {
+        self.u16_at(at::CPORT)
+    }
+
+    /// The sender's own node flags.
+    pub fn flags(self) -> NodeFlags {
+        NodeFlags(self.u16_at(at::FLAGS))
+    }
+
+    /// The sender's view of the cluster: 0 ok, 1 fail.
+    pub fn state(self) -> u8 {
+        self.array::<1>(at::STATE)[0]
+    }
+
+    /// The three `mflags` bytes as sent (only byte 0 is used, see [`Header::message_flags`]).
+    pub fn mflags(self) -> [u8; 3] {
+        self.array(at::MFLAGS)
+    }
+
+    /// `mflags[0]`.
+    pub fn message_flags(self) -> MessageFlags {
+        MessageFlags(self.mflags()[0])
+    }
+}

@@ -1,0 +1,186 @@
+//! Every real capture in `../shared/vectors/clusterbus` frames as one whole message, and every
+//! header field read in place equals the manifest's decoding. Missing vectors fail the test.
+
+use std::path::{Path, PathBuf};
+
+use redis_cluster_bus::{
+    BusError, Framed, Framer, HEADER_LEN, Header, LIGHT_HEADER_LEN, MessageType, NodeId,
+};
+use serde_json::Value;
+
+fn vectors_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/vectors/clusterbus")
+}
+
+fn field<'a>(entry: &'a Value, name: &str) -> &'a Value {
+    entry
+        .get(name)
+        .unwrap_or_else(|| panic!("manifest entry without {name}: {entry}"))
+}
+
+fn uint(entry: &Value, name: &str) -> u64 {
+    field(entry, name)
+        .as_u64()
+        .unwrap_or_else(|| panic!("{name} is not an unsigned integer"))
+}
+
+fn text<'a>(entry: &'a Value, name: &str) -> &'a str {
+    field(entry, name)
+        .as_str()
+        .unwrap_or_else(|| panic!("{name} is not a string"))
+}
+
+fn node_id(text: &str) -> NodeId {
+    NodeId(text.as_bytes().try_into().expect("a 40-byte node id"))
+}
+
+#[test]
+fn real_messages_frame_and_their_headers_read_as_the_manifest_says() {
+    let framer = Framer::default();
+    let mut checked = 0;
+    for server in ["redis-7.0.15", "valkey-8.1.8"] {
+        let dir = vectors_dir().join(server);
+        let manifest: Value = serde_json::from_slice(
+            &std::fs::read(dir.join("manifest.json"))
+                .unwrap_or_else(|e| panic!("{}: {e}", dir.display())),
+        )
+        .expect("manifest.json is JSON");
+        let files = field(&manifest, "files").as_array().expect("files array");
+        assert!(files.len() >= 30, "{server}: {} files", files.len());
+        for entry in files {
+            let name = text(entry, "file");
+            let bytes = std::fs::read(dir.join(name)).expect("read vector");
+            let what = format!("{server}/{name}");
+            assert_eq!(bytes.len() as u64, uint(entry, "size"), "{what}");
+
+            // The framer finds exactly this message, and waits while any of it is missing.
+            assert_eq!(
+                framer.frame(&bytes),
+                Ok(Framed::Message(bytes.len())),
+                "{what}"
+            );
+            for cut in [0, 1, 4, 13, 14, bytes.len() - 1] {
+                assert!(
+                    matches!(framer.frame(&bytes[..cut]), Ok(Framed::Incomplete(n)) if n > 0),
+                    "{what} cut at {cut}"
+                );
+            }
+
+            let kind = MessageType(u16::from_be_bytes([bytes[12], bytes[13]]));
+            assert_eq!(u64::from(kind.0), uint(entry, "raw_type_field"), "{what}");
+            assert_eq!(u64::from(kind.base().0), uint(entry, "type"), "{what}");
+            assert_eq!(kind.name(), Some(text(entry, "type_name")), "{what}");
+            assert_eq!(
+                kind.is_light(),
+                field(entry, "light_header").as_bool() == Some(true)
+            );
+            if kind.is_light() {
+                assert!(bytes.len() >= LIGHT_HEADER_LEN);
+                checked += 1;
+                continue;
+            }
+
+            let header = Header::new(bytes[..HEADER_LEN].try_into().expect("2256 bytes"));
+            assert_eq!(u64::from(header.totlen()), uint(entry, "totlen"), "{what}");
+            assert_eq!(
+                u64::from(header.version()),
+                uint(entry, "version"),
+                "{what}"
+            );
+            assert_eq!(u64::from(header.port()), uint(entry, "port"), "{what}");
+            assert_eq!(u64::from(header.pport()), uint(entry, "pport"), "{what}");
+            assert_eq!(u64::from(header.cport()), uint(entry, "cport"), "{what}");
+            assert_eq!(u64::from(header.count()), uint(entry, "count"), "{what}");
+            assert_eq!(
+                header.current_epoch(),
+                uint(entry, "current_epoch"),
+                "{what}"
+            );
+            assert_eq!(header.config_epoch(), uint(entry, "config_epoch"), "{what}");
+            assert_eq!(header.offset(), uint(entry, "offset"), "{what}");
+            assert_eq!(header.sender(), node_id(text(entry, "sender")), "{what}");
+            assert_eq!(header.myip(), text(entry, "sender_ip").as_bytes(), "{what}");
+            assert_eq!(u64::from(header.flags().0), uint(entry, "flags"), "{what}");
+            assert_eq!(u64::from(header.state()), uint(entry, "state"), "{what}");
+            let mflags: Vec<u64> = field(entry, "mflags")
+                .as_array()
+                .expect("mflags array")
+                .iter()
+                .filter_map(Value::as_u64)
+                .collect();
+            let ours: Vec<u64> = header.mflags().iter().map(|&b| u64::from(b)).collect();
+            assert_eq!(ours, mflags, "{what}");
+            assert_eq!(
+                u64::from(header.extensions()),
+                uint(entry, "extensions_field"),
+                "{what}"
+            );
+            assert_eq!(
+                header.myslots().len() as u64,
+                uint(entry, "myslots_count"),
+                "{what}"
+            );
+            let ranges: Vec<(u64, u64)> = header
+                .myslots()
+                .ranges()
+                .map(|r| (u64::from(r.start().get()), u64::from(r.end().get())))
+                .collect();
+            let expected: Vec<(u64, u64)> = field(entry, "myslots_ranges")
+                .as_array()
+                .expect("ranges array")
+                .iter()
+                .map(|r| (r[0].as_u64().expect("start"), r[1].as_u64().expect("end")))
+                .collect();
+            assert_eq!(ranges, expected, "{what}");
+            let replicaof = field(entry, "replicaof").as_str().map(node_id);
+            assert_eq!(header.replicaof(), replicaof, "{what}");
+            checked += 1;
+        }
+    }
+    assert!(checked >= 70, "checked {checked} vectors");
+}
+
+#[test]
+fn the_framer_rejects_what_the_servers_reject() {
+    let framer = Framer::default();
+    let mut ping = vec![0u8; HEADER_LEN];
+    ping[..4].copy_from_slice(b"RCmb");
+    ping[4..8].copy_from_slice(&(HEADER_LEN as u32).to_be_bytes());
+    assert_eq!(framer.frame(&ping), Ok(Framed::Message(HEADER_LEN)));
+
+    assert_eq!(framer.frame(b"RCmX"), Err(BusError::BadSignature(*b"RCmX")));
+    assert_eq!(framer.frame(b"G"), Err(BusError::BadSignature(*b"G\0\0\0")));
+    let mut short = ping.clone();
+    short[4..8].copy_from_slice(&2255u32.to_be_bytes());
+    assert_eq!(
+        framer.frame(&short),
+        Err(BusError::TooShort {
+            totlen: 2255,
+            min: 2256
+        })
+    );
+    let mut huge = ping.clone();
+    huge[4..8].copy_from_slice(&u32::MAX.to_be_bytes());
+    assert_eq!(
+        framer.frame(&huge[..14]),
+        Err(BusError::TooLong {
+            totlen: u32::MAX,
+            max: Framer::DEFAULT_MAX_TOTLEN
+        })
+    );
+    let mut light_ping = ping[..16].to_vec();
+    light_ping[4..8].copy_from_slice(&16u32.to_be_bytes());
+    light_ping[12..14].copy_from_slice(&0x8000u16.to_be_bytes());
+    assert_eq!(
+        framer.frame(&light_ping),
+        Err(BusError::BadLightType(0x8000))
+    );
+    assert_eq!(
+        BusError::BadSignature(*b"RCmX").action(),
+        redis_cluster_bus::Action::CloseLink
+    );
+    assert_eq!(
+        BusError::BadLightType(0x8000).action(),
+        redis_cluster_bus::Action::DropMessage
+    );
+}
