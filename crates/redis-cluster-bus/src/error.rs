@@ -35,16 +35,57 @@ pub enum BusError {
     /// The light bit on a type other than PUBLISH, MODULE or PUBLISHSHARD.
     #[error("light header on message type {0:#06x}")]
     BadLightType(u16),
+    /// Fewer bytes than even a light header.
+    #[error("{len} bytes, shorter than any header")]
+    Truncated {
+        /// The bytes given.
+        len: usize,
+    },
+    /// The bytes given are not exactly the message that `totlen` announces.
+    #[error("totlen {totlen} but {len} bytes given")]
+    LengthMismatch {
+        /// The announced length.
+        totlen: u32,
+        /// The bytes given.
+        len: usize,
+    },
+    /// A protocol version other than 1.
+    #[error("protocol version {0}, expected 1")]
+    BadVersion(u16),
+    /// `totlen` is not what the type, `count` and the extensions add up to.
+    #[error("message type {kind} of length {totlen}, expected {expected}")]
+    WrongLength {
+        /// The raw message type.
+        kind: u16,
+        /// The announced length.
+        totlen: u32,
+        /// The length its contents call for.
+        expected: u32,
+    },
+    /// A ping extension whose length is not a multiple of 8, is below 8 or 65536 and above,
+    /// or does not fit in the message.
+    #[error("ping extension {index} of length {len}")]
+    BadExtension {
+        /// Its position among the extensions.
+        index: u16,
+        /// Its declared length.
+        len: usize,
+    },
 }
 
 impl BusError {
     /// What a real server does on this error.
     pub const fn action(&self) -> Action {
         match self {
-            Self::BadSignature(_) | Self::TooShort { .. } | Self::TooLong { .. } => {
-                Action::CloseLink
-            }
-            Self::BadLightType(_) => Action::DropMessage,
+            Self::BadSignature(_)
+            | Self::TooShort { .. }
+            | Self::TooLong { .. }
+            | Self::LengthMismatch { .. } => Action::CloseLink,
+            Self::BadLightType(_)
+            | Self::Truncated { .. }
+            | Self::BadVersion(_)
+            | Self::WrongLength { .. }
+            | Self::BadExtension { .. } => Action::DropMessage,
         }
     }
 }

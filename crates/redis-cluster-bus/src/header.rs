@@ -153,12 +153,11 @@ impl<'a> Header<'a> {
     /// The announced IP up to its NUL (bounded by the 46-byte field); empty means "use the
     /// TCP peer address".
     pub fn myip(self) -> &'a [u8] {
-        let field = self
-            .bytes
-            .get(at::MYIP..at::MYIP + at::MYIP_LEN)
-            .unwrap_or_default();
-        let end = field.iter().position(|&b| b == 0).unwrap_or(field.len());
-        field.get(..end).unwrap_or_default()
+        until_nul(
+            self.bytes
+                .get(at::MYIP..at::MYIP + at::MYIP_LEN)
+                .unwrap_or_default(),
+        )
     }
 
     /// How many ping extensions follow the gossip section.
@@ -194,5 +193,27 @@ impl<'a> Header<'a> {
     /// `mflags[0]`.
     pub fn message_flags(self) -> MessageFlags {
         MessageFlags(self.mflags()[0])
+    }
+}
+
+/// A C string inside a fixed-size field: the bytes before the first NUL, or all of them.
+pub(crate) fn until_nul(field: &[u8]) -> &[u8] {
+    let end = field.iter().position(|&b| b == 0).unwrap_or(field.len());
+    field.get(..end).unwrap_or_default()
+}
+
+impl core::fmt::Debug for Header<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Header")
+            .field("totlen", &self.totlen())
+            .field("kind", &self.kind())
+            .field("sender", &self.sender())
+            .field("current_epoch", &self.current_epoch())
+            .field("config_epoch", &self.config_epoch())
+            .field("flags", &self.flags())
+            .field("count", &self.count())
+            .field("extensions", &self.extensions())
+            .field("myslots", &self.myslots())
+            .finish_non_exhaustive()
     }
 }

@@ -6,7 +6,9 @@
 //! has the wire codes as newtypes that keep unknown values ([`NodeId`], [`NodeFlags`],
 //! [`MessageFlags`], [`MessageType`]), the 2256-byte [`Header`] read in place (its slot bitmap
 //! as a [`SlotSetView`](redis_hash_slot::SlotSetView), not a copy), and the stream
-//! [`Framer`]. Message bodies, ping extensions, owned builders and encoding come next.
+//! [`Framer`], and every [`Message`] validated by the servers' rules and read in place (gossip
+//! entries, ping extensions, FAIL, PUBLISH, UPDATE, MODULE, light headers). Owned messages,
+//! builders and encoding come next.
 //!
 //! It does no I/O and allocates nothing.
 //!
@@ -27,10 +29,16 @@
 
 mod codes;
 mod error;
+mod ext;
 mod framer;
+mod gossip;
 mod header;
+mod message;
 
 pub use codes::{MessageFlags, MessageType, NodeFlags, NodeId};
 pub use error::{Action, BusError};
+pub use ext::{Extension, ExtensionType, Extensions};
 pub use framer::{Framed, Framer};
+pub use gossip::{GOSSIP_LEN, Gossip, GossipEntry};
 pub use header::{HEADER_LEN, Header, LIGHT_HEADER_LEN, SIGNATURE, VERSION};
+pub use message::Message;

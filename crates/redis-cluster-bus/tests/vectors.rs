@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use redis_cluster_bus::{
-    BusError, Framed, Framer, HEADER_LEN, Header, LIGHT_HEADER_LEN, MessageType, NodeId,
+    BusError, Framed, Framer, HEADER_LEN, Header, LIGHT_HEADER_LEN, Message, MessageType, NodeId,
 };
 use serde_json::Value;
 
@@ -65,6 +65,9 @@ fn real_messages_frame_and_their_headers_read_as_the_manifest_says() {
                     "{what} cut at {cut}"
                 );
             }
+
+            let message = Message::decode(&bytes).unwrap_or_else(|e| panic!("{what}: {e}"));
+            check_body(&message, entry, &what);
 
             let kind = MessageType(u16::from_be_bytes([bytes[12], bytes[13]]));
             assert_eq!(u64::from(kind.0), uint(entry, "raw_type_field"), "{what}");
@@ -138,6 +141,140 @@ fn real_messages_frame_and_their_headers_read_as_the_manifest_says() {
         }
     }
     assert!(checked >= 70, "checked {checked} vectors");
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn ranges_of(value: &Value) -> Vec<(u64, u64)> {
+    value
+        .as_array()
+        .expect("ranges array")
+        .iter()
+        .map(|r| (r[0].as_u64().expect("start"), r[1].as_u64().expect("end")))
+        .collect()
+}
+
+/// The body fields against the manifest's decoding.
+fn check_body(message: &Message<'_>, entry: &Value, what: &str) {
+    match message {
+        Message::Gossip {
+            gossip, extensions, ..
+        } => {
+            let expected = field(entry, "gossip").as_array().expect("gossip array");
+            assert_eq!(gossip.len(), expected.len(), "{what}");
+            for (ours, theirs) in gossip.clone().zip(expected) {
+                assert_eq!(ours.node(), node_id(text(theirs, "node_id")), "{what}");
+                assert_eq!(ours.ip(), text(theirs, "ip").as_bytes(), "{what}");
+                assert_eq!(u64::from(ours.port()), uint(theirs, "port"), "{what}");
+                assert_eq!(u64::from(ours.cport()), uint(theirs, "cport"), "{what}");
+                assert_eq!(u64::from(ours.pport()), uint(theirs, "pport"), "{what}");
+                assert_eq!(u64::from(ours.flags().0), uint(theirs, "flags"), "{what}");
+                assert_eq!(u64::from(ours.ping_sent()), uint(theirs, "ping_sent"));
+                assert_eq!(
+                    u64::from(ours.pong_received()),
+                    uint(theirs, "pong_received")
+                );
+            }
+            let expected = field(entry, "extensions").as_array().expect("extensions");
+            let ours: Vec<_> = extensions.clone().collect();
+            assert_eq!(ours.len(), expected.len(), "{what}");
+            for (ext, theirs) in ours.iter().zip(expected) {
+                assert_eq!(u64::from(ext.kind().0), uint(theirs, "type"), "{what}");
+                assert_eq!(ext.len() as u64, uint(theirs, "length"), "{what}");
+                if let Some(name) = ext.kind().name() {
+                    assert_eq!(name, text(theirs, "type_name"), "{what}");
+                }
+                if let Some(value) = ext.text() {
+                    assert_eq!(value, text(theirs, "value").as_bytes(), "{what}");
+                }
+                if let Some((node, ttl)) = ext.forgotten_node() {
+                    assert_eq!(node, node_id(text(theirs, "node_id")), "{what}");
+                    assert_eq!(ttl, uint(theirs, "ttl_seconds"), "{what}");
+                }
+                if let Some(shard) = ext.shard_id() {
+                    assert_eq!(shard, node_id(text(theirs, "shard_id")), "{what}");
+                }
+            }
+        }
+        Message::Fail { node, .. } => {
+            let fail = field(entry, "fail");
+            assert_eq!(*node, node_id(text(fail, "node_id")), "{what}");
+        }
+        Message::Publish {
+            channel, message, ..
+        } => {
+            let publish = field(entry, "publish");
+            assert_eq!(channel.len() as u64, uint(publish, "channel_len"), "{what}");
+            assert_eq!(message.len() as u64, uint(publish, "message_len"), "{what}");
+            if let Some(text) = field(publish, "channel")
+                .get("text")
+                .and_then(Value::as_str)
+            {
+                assert_eq!(*channel, text.as_bytes(), "{what}");
+            }
+        }
+        Message::Update {
+            config_epoch,
+            node,
+            slots,
+            ..
+        } => {
+            let update = field(entry, "update");
+            assert_eq!(*config_epoch, uint(update, "config_epoch"), "{what}");
+            assert_eq!(*node, node_id(text(update, "node_id")), "{what}");
+            assert_eq!(slots.len() as u64, uint(update, "slots_count"), "{what}");
+            let ours: Vec<(u64, u64)> = slots
+                .ranges()
+                .map(|r| (u64::from(r.start().get()), u64::from(r.end().get())))
+                .collect();
+            assert_eq!(ours, ranges_of(field(update, "slot_ranges")), "{what}");
+        }
+        Message::Module {
+            module_id,
+            kind,
+            payload,
+            ..
+        } => {
+            let module = field(entry, "module");
+            assert_eq!(hex(module_id), text(module, "module_id_raw_hex"), "{what}");
+            assert_eq!(u64::from(*kind), uint(module, "module_type"), "{what}");
+            assert_eq!(payload.len() as u64, uint(module, "payload_len"), "{what}");
+        }
+        Message::Bare { .. } => {}
+        Message::Unknown { .. } => panic!("{what}: a known type decoded as unknown"),
+    }
+}
+
+#[test]
+fn truncated_and_corrupted_vectors_never_panic() {
+    let framer = Framer::default();
+    for server in ["redis-7.0.15", "valkey-8.1.8"] {
+        let dir = vectors_dir().join(server);
+        for name in ["PING-002.bin", "PONG-005.bin", "UPDATE-000.bin"] {
+            let bytes = std::fs::read(dir.join(name)).expect("read vector");
+            for cut in 0..bytes.len() {
+                assert!(
+                    Message::decode(&bytes[..cut]).is_err(),
+                    "{server}/{name} cut {cut}"
+                );
+                assert!(matches!(
+                    framer.frame(&bytes[..cut]),
+                    Ok(Framed::Incomplete(_))
+                ));
+            }
+            let mut corrupt = bytes.clone();
+            for at in 0..bytes.len() {
+                for flip in [0x01, 0x80, 0xff] {
+                    corrupt[at] ^= flip;
+                    let _ = Message::decode(&corrupt);
+                    let _ = framer.frame(&corrupt);
+                    corrupt[at] ^= flip;
+                }
+            }
+        }
+    }
 }
 
 #[test]
