@@ -7,10 +7,11 @@
 //! [`MessageFlags`], [`MessageType`]), the 2256-byte [`Header`] read in place (its slot bitmap
 //! as a [`SlotSetView`](redis_hash_slot::SlotSetView), not a copy), and the stream
 //! [`Framer`], and every [`Message`] validated by the servers' rules and read in place (gossip
-//! entries, ping extensions, FAIL, PUBLISH, UPDATE, MODULE, light headers). Owned messages,
-//! builders and encoding come next.
+//! entries, ping extensions, FAIL, PUBLISH, UPDATE, MODULE, light headers), and
+//! [`OwnedMessage`] that encodes byte for byte. Builders, a pcap walk and the live handshake
+//! with a real server come next.
 //!
-//! It does no I/O and allocates nothing.
+//! It does no I/O; reading allocates nothing, owned messages need `alloc`.
 //!
 //! ```
 //! use redis_cluster_bus::{Framed, Framer, HEADER_LEN, Header};
@@ -27,6 +28,8 @@
 #![no_std]
 #![forbid(unsafe_code)]
 
+extern crate alloc;
+
 mod codes;
 mod error;
 mod ext;
@@ -34,6 +37,7 @@ mod framer;
 mod gossip;
 mod header;
 mod message;
+mod owned;
 
 pub use codes::{MessageFlags, MessageType, NodeFlags, NodeId};
 pub use error::{Action, BusError};
@@ -42,3 +46,4 @@ pub use framer::{Framed, Framer};
 pub use gossip::{GOSSIP_LEN, Gossip, GossipEntry};
 pub use header::{HEADER_LEN, Header, LIGHT_HEADER_LEN, SIGNATURE, VERSION};
 pub use message::Message;
+pub use owned::{OwnedBody, OwnedExtension, OwnedGossip, OwnedHeader, OwnedMessage};

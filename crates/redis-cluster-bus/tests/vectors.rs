@@ -68,6 +68,12 @@ fn real_messages_frame_and_their_headers_read_as_the_manifest_says() {
 
             let message = Message::decode(&bytes).unwrap_or_else(|e| panic!("{what}: {e}"));
             check_body(&message, entry, &what);
+            // Owned, then encoded: the same bytes.
+            let owned = message.to_owned_message();
+            assert_eq!(owned.encoded_len(), bytes.len(), "{what}");
+            let mut again = Vec::new();
+            owned.encode(&mut again);
+            assert!(again == bytes, "{what}: re-encoding differs");
 
             let kind = MessageType(u16::from_be_bytes([bytes[12], bytes[13]]));
             assert_eq!(u64::from(kind.0), uint(entry, "raw_type_field"), "{what}");
