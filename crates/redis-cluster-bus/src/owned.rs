@@ -30,7 +30,7 @@ pub struct OwnedHeader {
     pub myslots: SlotSet,
     /// The sender's master, [`NodeId::NONE`] for a master.
     pub replicaof: NodeId,
-    /// The announced IP, at most 45 bytes (the field is 46 with its NUL); empty for none.
+    /// The announced IP, up to 46 bytes (zero-padded on the wire); empty for none.
     pub myip: Vec<u8>,
     /// The secondary client port.
     pub pport: u16,
@@ -53,7 +53,7 @@ pub struct OwnedGossip {
     pub ping_sent: u32,
     /// Seconds of the last pong from it.
     pub pong_received: u32,
-    /// Its address, at most 45 bytes.
+    /// Its address, up to 46 bytes (zero-padded on the wire).
     pub ip: Vec<u8>,
     /// Its client port.
     pub port: u16,
@@ -157,8 +157,8 @@ impl OwnedMessage {
     }
 
     /// Appends the message to `out`, computing `totlen`, `count` and `extensions` (and
-    /// setting EXT_DATA when there are extensions). Fields longer than their wire size
-    /// (`myip`, a gossip `ip`) are cut to fit with their NUL.
+    /// setting EXT_DATA when there are extensions). A `myip` or gossip `ip` longer than its
+    /// 46-byte field is cut to it.
     pub fn encode(&self, out: &mut Vec<u8>) {
         let totlen = self.encoded_len();
         out.reserve(totlen);
@@ -262,9 +262,10 @@ fn extension_len(ext: &OwnedExtension) -> usize {
     8 + (ext.payload.len() + nul).next_multiple_of(8)
 }
 
-/// A C string in a fixed field of `N` bytes: cut to leave room for its NUL, zero-padded.
+/// A C string in a fixed field of `N` bytes, zero-padded (so NUL-terminated when shorter than
+/// the field; a text of exactly `N` bytes fills it, as one received that way did).
 fn put_field<const N: usize>(out: &mut Vec<u8>, text: &[u8]) {
-    let text = text.get(..text.len().min(N - 1)).unwrap_or_default();
+    let text = text.get(..text.len().min(N)).unwrap_or_default();
     out.extend_from_slice(text);
     out.resize(out.len() + N - text.len(), 0);
 }
