@@ -24,6 +24,8 @@ const READ_TIMEOUT: Duration = Duration::from_secs(30);
 pub struct RedisServer {
     child: Child,
     port: u16,
+    /// The cluster bus port; 0 for a standalone server.
+    bus_port: u16,
     dir: PathBuf,
 }
 
@@ -76,7 +78,13 @@ impl RedisServer {
                 .unwrap_or_else(|e| {
                     panic!("cannot run {binary:?} ({e}); `bash .ci/test` installs redis-server")
                 });
-            let mut server = Self { child, port, dir };
+            let bus_port = if cluster { bus_port } else { 0 };
+            let mut server = Self {
+                child,
+                port,
+                bus_port,
+                dir,
+            };
             match server.wait_ready() {
                 Ok(()) => return server,
                 Err(e) => last_error = e,
@@ -88,6 +96,11 @@ impl RedisServer {
     /// The client port.
     pub fn port(&self) -> u16 {
         self.port
+    }
+
+    /// The cluster bus port (0 for a standalone server).
+    pub fn bus_port(&self) -> u16 {
+        self.bus_port
     }
 
     /// A new client connection.
