@@ -72,11 +72,7 @@ impl<'a> Extension<'a> {
 
     /// The type.
     pub fn kind(self) -> ExtensionType {
-        let mut kind = [0; 2];
-        if let Some(field) = self.bytes.get(4..6) {
-            kind.copy_from_slice(field);
-        }
-        ExtensionType(u16::from_be_bytes(kind))
+        ExtensionType(u16::from_be_bytes(crate::header::field_at(self.bytes, 4)))
     }
 
     /// The payload, padding included.

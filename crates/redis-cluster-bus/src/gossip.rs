@@ -23,11 +23,7 @@ impl<'a> GossipEntry<'a> {
     }
 
     fn array<const N: usize>(self, at: usize) -> [u8; N] {
-        let mut out = [0; N];
-        if let Some(field) = self.bytes.get(at..at + N) {
-            out.copy_from_slice(field);
-        }
-        out
+        crate::header::field_at(self.bytes, at)
     }
 
     /// The id of the node described.

@@ -80,13 +80,8 @@ impl<'a> Header<'a> {
         u64::from_be_bytes(self.array(at))
     }
 
-    /// `N` bytes at `at`; every caller passes an offset that fits in the header.
     fn array<const N: usize>(self, at: usize) -> [u8; N] {
-        let mut out = [0; N];
-        if let Some(field) = self.bytes.get(at..at + N) {
-            out.copy_from_slice(field);
-        }
-        out
+        field_at(self.bytes, at)
     }
 
     /// `totlen`: the whole message's length, header included.
@@ -194,6 +189,16 @@ impl<'a> Header<'a> {
     pub fn message_flags(self) -> MessageFlags {
         MessageFlags(self.mflags()[0])
     }
+}
+
+/// The `N` bytes of a fixed-size field at `at`. Every caller passes an offset that fits in
+/// its fixed-size message part, so the zero fallback is never taken.
+pub(crate) fn field_at<const N: usize>(bytes: &[u8], at: usize) -> [u8; N] {
+    let mut out = [0; N];
+    if let Some(field) = bytes.get(at..at + N) {
+        out.copy_from_slice(field);
+    }
+    out
 }
 
 /// A C string inside a fixed-size field: the bytes before the first NUL, or all of them.
