@@ -2,14 +2,14 @@
 //! their bus port (client port + 10000).
 //!
 //! The format, byte for byte and per server version (Redis 7.0 to 8.0, Valkey 8.x), is in the
-//! project's `CLUSTER-BUS-FORMAT.md`; this crate reads it the way the servers do. So far it
-//! has the wire codes as newtypes that keep unknown values ([`NodeId`], [`NodeFlags`],
-//! [`MessageFlags`], [`MessageType`]), the 2256-byte [`Header`] read in place (its slot bitmap
-//! as a [`SlotSetView`](redis_hash_slot::SlotSetView), not a copy), and the stream
-//! [`Framer`], and every [`Message`] validated by the servers' rules and read in place (gossip
-//! entries, ping extensions, FAIL, PUBLISH, UPDATE, MODULE, light headers), and
-//! [`OwnedMessage`] that encodes byte for byte. Builders, a pcap walk and the live handshake
-//! with a real server come next.
+//! project's `CLUSTER-BUS-FORMAT.md`; this crate reads and writes it the way the servers do.
+//! [`Framer`] cuts a bus stream into messages; [`Message::decode`] validates one by the
+//! servers' rules and reads every field in place (the 2 KiB slot bitmap as a
+//! [`SlotSetView`](redis_hash_slot::SlotSetView), gossip entries and ping extensions as
+//! iterators over the message's own bytes); [`OwnedMessage`] holds a message a program builds,
+//! and encodes it byte for byte with `totlen`, `count` and `extensions` computed. Wire codes
+//! are newtypes that keep values this crate does not know ([`NodeId`], [`NodeFlags`],
+//! [`MessageFlags`], [`MessageType`], [`ExtensionType`]).
 //!
 //! It does no I/O; reading allocates nothing, owned messages need `alloc`.
 //!
