@@ -85,11 +85,8 @@ fn describe(message: &Message<'_>) -> Value {
     };
     let body = match message {
         Message::Gossip {
-            header,
-            gossip,
-            extensions,
+            gossip, extensions, ..
         } => json!({
-            "type_name": header.kind().name(),
             "gossip": gossip.clone().map(|g| json!({
                 "node_id": g.node().to_string(),
                 "ip": text(g.ip()),
@@ -111,38 +108,24 @@ fn describe(message: &Message<'_>) -> Value {
             })).collect::<Vec<_>>(),
         }),
         Message::Fail { node, .. } => json!({
-            "type_name": "FAIL",
             "fail": { "node_id": node.to_string() },
         }),
         Message::Publish {
-            kind,
-            channel,
-            message,
-            header,
-        } => {
-            let name = kind.name().unwrap_or("PUBLISH");
-            let name = if header.is_some() {
-                name.to_owned()
-            } else {
-                format!("{name}_LIGHT")
-            };
-            json!({
-                "type_name": name,
-                "publish": {
-                    "channel_len": channel.len(),
-                    "message_len": message.len(),
-                    "channel": text(channel),
-                    "message": text(message),
-                },
-            })
-        }
+            channel, message, ..
+        } => json!({
+            "publish": {
+                "channel_len": channel.len(),
+                "message_len": message.len(),
+                "channel": text(channel),
+                "message": text(message),
+            },
+        }),
         Message::Update {
             config_epoch,
             node,
             slots,
             ..
         } => json!({
-            "type_name": "UPDATE",
             "update": {
                 "config_epoch": config_epoch,
                 "node_id": node.to_string(),
@@ -154,24 +137,22 @@ fn describe(message: &Message<'_>) -> Value {
             module_id,
             kind,
             payload,
-            header,
+            ..
         } => json!({
-            "type_name": if header.is_some() { "MODULE" } else { "MODULE_LIGHT" },
             "module": {
                 "module_id_raw_hex": module_id.iter().map(|b| format!("{b:02x}")).collect::<String>(),
                 "module_type": kind,
                 "payload_len": payload.len(),
             },
         }),
-        Message::Bare { header } => json!({ "type_name": header.kind().name() }),
-        Message::Unknown { header, body } => json!({
-            "type_name": Value::Null,
-            "type": header.kind().0,
-            "body_len": body.len(),
-        }),
+        Message::Bare { .. } => json!({}),
+        Message::Unknown { body, .. } => json!({ "body_len": body.len() }),
     };
     if let (Value::Object(fields), Value::Object(more)) = (&mut value, body) {
         fields.extend(more);
+        fields.insert("type".into(), json!(message.kind().base().0));
+        fields.insert("raw_type_field".into(), json!(message.kind().0));
+        fields.insert("type_name".into(), json!(message.kind().name()));
     }
     value
 }

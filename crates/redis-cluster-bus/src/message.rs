@@ -197,6 +197,22 @@ impl<'a> Message<'a> {
         }
     }
 
+    /// The type as on the wire: the light bit is set for a light-header message, so
+    /// [`MessageType::name`] gives `PUBLISH_LIGHT` and the like.
+    pub fn kind(&self) -> MessageType {
+        match self {
+            Self::Publish {
+                header: None, kind, ..
+            } => MessageType(kind.0 | MessageType::LIGHT),
+            Self::Module { header: None, .. } => {
+                MessageType(MessageType::MODULE.0 | MessageType::LIGHT)
+            }
+            Self::Publish { kind, .. } => *kind,
+            Self::Module { .. } => MessageType::MODULE,
+            other => other.header().map_or(MessageType(0), |h| h.kind()),
+        }
+    }
+
     /// The normal header, or `None` for a light one.
     pub fn header(&self) -> Option<Header<'a>> {
         match self {

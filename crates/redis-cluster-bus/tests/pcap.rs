@@ -95,15 +95,7 @@ fn every_captured_message_frames_and_decodes_with_the_manifest_totals() {
             while let Ok(Framed::Message(len)) = framer.frame(rest) {
                 let message = Message::decode(&rest[..len])
                     .unwrap_or_else(|e| panic!("{server}: a captured message: {e}"));
-                let name = match &message {
-                    Message::Publish {
-                        header: None, kind, ..
-                    } => {
-                        format!("{}_LIGHT", kind.name().expect("known"))
-                    }
-                    Message::Module { header: None, .. } => "MODULE_LIGHT".to_owned(),
-                    other => format!("{:?}", other.header().expect("normal header").kind()),
-                };
+                let name = message.kind().name().expect("a known type").to_owned();
                 *by_type.entry(name).or_default() += 1;
                 total += 1;
                 rest = &rest[len..];

@@ -68,6 +68,11 @@ fn real_messages_frame_and_their_headers_read_as_the_manifest_says() {
 
             let message = Message::decode(&bytes).unwrap_or_else(|e| panic!("{what}: {e}"));
             check_body(&message, entry, &what);
+            assert_eq!(
+                message.kind().name(),
+                Some(text(entry, "type_name")),
+                "{what}"
+            );
             // Owned, then encoded: the same bytes.
             let owned = message.to_owned_message();
             assert_eq!(owned.encoded_len(), bytes.len(), "{what}");
