@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use redis_cluster_proto::bus::{
     Framed, Framer, Message, MessageType, NodeFlags, NodeId, OwnedBody, OwnedHeader, OwnedMessage,
+    OwnedPing,
 };
 use redis_cluster_proto::hash_slot::SlotSet;
 use redis_cluster_proto::resp::Frame;
@@ -43,10 +44,7 @@ fn from_fake(kind: MessageType, port: u16, cport: u16) -> Vec<u8> {
             state: 0,
             mflags: [0; 3],
         }),
-        body: OwnedBody::Gossip {
-            gossip: Vec::new(),
-            extensions: Vec::new(),
-        },
+        body: OwnedBody::Ping(OwnedPing::default()),
     };
     let mut wire = Vec::new();
     message.encode(&mut wire);

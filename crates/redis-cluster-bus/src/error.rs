@@ -74,6 +74,15 @@ pub enum BusError {
 }
 
 impl BusError {
+    /// [`BusError::WrongLength`] for a message of type `kind` that would need `expected` bytes.
+    pub(crate) fn wrong_length(kind: crate::MessageType, totlen: u32, expected: usize) -> Self {
+        Self::WrongLength {
+            kind: kind.0,
+            totlen,
+            expected: u32::try_from(expected).unwrap_or(u32::MAX),
+        }
+    }
+
     /// What a real server does on this error.
     pub const fn action(&self) -> Action {
         match self {

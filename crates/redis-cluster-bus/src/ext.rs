@@ -1,5 +1,7 @@
-//! Ping extensions (format section 8): [`Extension`], read in place, and [`ExtensionType`].
+//! Ping extensions (format section 8): [`Extension`], read in place, [`OwnedExtension`], one
+//! to send, and [`ExtensionType`].
 
+use alloc::vec::Vec;
 use core::fmt;
 
 use crate::codes::NodeId;
@@ -36,6 +38,7 @@ impl ExtensionType {
     }
 
     /// Whether the payload is a NUL-terminated, zero-padded string.
+    #[inline]
     pub const fn is_string(self) -> bool {
         matches!(self.0, 0 | 1 | 4 | 5)
     }
@@ -61,26 +64,31 @@ impl<'a> Extension<'a> {
     pub const HEADER_LEN: usize = 8;
 
     /// The extension's declared length: header and padded payload.
+    #[inline]
     pub fn len(self) -> usize {
         self.bytes.len()
     }
 
     /// Always `false`: an extension holds at least its 8-byte header.
+    #[inline]
     pub fn is_empty(self) -> bool {
         self.bytes.is_empty()
     }
 
     /// The type.
+    #[inline]
     pub fn kind(self) -> ExtensionType {
         ExtensionType(u16::from_be_bytes(crate::header::field_at(self.bytes, 4)))
     }
 
     /// The payload, padding included.
+    #[inline]
     pub fn payload(self) -> &'a [u8] {
         self.bytes.get(Self::HEADER_LEN..).unwrap_or_default()
     }
 
     /// A string extension's text (up to its NUL); `None` for other types.
+    #[inline]
     pub fn text(self) -> Option<&'a [u8]> {
         self.kind()
             .is_string()
@@ -88,6 +96,7 @@ impl<'a> Extension<'a> {
     }
 
     /// A forgotten-node extension's node and TTL in seconds.
+    #[inline]
     pub fn forgotten_node(self) -> Option<(NodeId, u64)> {
         if self.kind() != ExtensionType::FORGOTTEN_NODE {
             return None;
@@ -98,6 +107,7 @@ impl<'a> Extension<'a> {
     }
 
     /// A shard-id extension's shard id.
+    #[inline]
     pub fn shard_id(self) -> Option<NodeId> {
         if self.kind() != ExtensionType::SHARD_ID {
             return None;
@@ -115,6 +125,7 @@ pub struct Extensions<'a> {
 }
 
 impl<'a> Extensions<'a> {
+    #[inline]
     pub(crate) const fn new(rest: &'a [u8], count: u16) -> Self {
         Self { rest, left: count }
     }
@@ -123,6 +134,7 @@ impl<'a> Extensions<'a> {
 impl<'a> Iterator for Extensions<'a> {
     type Item = Extension<'a>;
 
+    #[inline]
     fn next(&mut self) -> Option<Extension<'a>> {
         if self.left == 0 {
             return None;
@@ -135,5 +147,47 @@ impl<'a> Iterator for Extensions<'a> {
         self.rest = rest;
         self.left -= 1;
         Some(Extension { bytes })
+    }
+}
+
+/// A ping extension to send: its type and its payload without padding (a string extension's
+/// text without its NUL). Encoding adds the NUL for string types and pads to 8 bytes, as the
+/// servers do.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OwnedExtension {
+    /// The type.
+    pub kind: ExtensionType,
+    /// The payload: text for string types, 40 + 8 bytes for a forgotten node, 40 for a shard
+    /// id, raw bytes (padding included, as received) for unknown types.
+    pub payload: Vec<u8>,
+}
+
+impl OwnedExtension {
+    /// A copy of a received extension that encodes to the same bytes.
+    pub fn from_view(ext: Extension<'_>) -> Self {
+        Self {
+            kind: ext.kind(),
+            payload: ext.text().unwrap_or(ext.payload()).to_vec(),
+        }
+    }
+
+    /// Bytes on the wire: the 8-byte header, the payload (plus a NUL for strings), padded to
+    /// a multiple of 8.
+    pub fn encoded_len(&self) -> usize {
+        let nul = usize::from(self.kind.is_string());
+        Extension::HEADER_LEN + (self.payload.len() + nul).next_multiple_of(8)
+    }
+
+    /// Appends the extension to `out`.
+    pub(crate) fn encode(&self, out: &mut Vec<u8>) {
+        let len = self.encoded_len();
+        out.extend_from_slice(&(len as u32).to_be_bytes());
+        out.extend_from_slice(&self.kind.0.to_be_bytes());
+        out.extend_from_slice(&[0, 0]);
+        out.extend_from_slice(&self.payload);
+        out.resize(
+            out.len() + len - Extension::HEADER_LEN - self.payload.len(),
+            0,
+        );
     }
 }

@@ -4,7 +4,8 @@
 //! The format, byte for byte and per server version (Redis 7.0 to 8.0, Valkey 8.x), is in the
 //! project's `CLUSTER-BUS-FORMAT.md`; this crate reads and writes it the way the servers do.
 //! [`Framer`] cuts a bus stream into messages; [`Message::decode`] validates one by the
-//! servers' rules and reads every field in place (the 2 KiB slot bitmap as a
+//! servers' rules and reads every field in place, one module per body layout tied together
+//! by that enum (the 2 KiB slot bitmap as a
 //! [`SlotSetView`](redis_hash_slot::SlotSetView), gossip entries and ping extensions as
 //! iterators over the message's own bytes); [`OwnedMessage`] holds a message a program builds,
 //! and encodes it byte for byte with `totlen`, `count` and `extensions` computed. Wire codes
@@ -14,15 +15,20 @@
 //! It does no I/O; reading allocates nothing, owned messages need `alloc`.
 //!
 //! ```
-//! use redis_cluster_bus::{Framed, Framer, HEADER_LEN, Header};
+//! use redis_cluster_bus::{Framed, Framer, Message};
 //!
-//! # let mut stream = vec![0u8; HEADER_LEN];
-//! # stream[..4].copy_from_slice(b"RCmb");
-//! # stream[4..8].copy_from_slice(&(HEADER_LEN as u32).to_be_bytes());
-//! # stream[8..10].copy_from_slice(&1u16.to_be_bytes());
+//! # let stream = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"),
+//! #     "/../../../shared/vectors/clusterbus/redis-7.0.15/PING-002.bin")).unwrap_or_else(|_| {
+//! #     let mut m = vec![0u8; 2256];
+//! #     m[..4].copy_from_slice(b"RCmb");
+//! #     m[4..8].copy_from_slice(&2256u32.to_be_bytes());
+//! #     m[8..10].copy_from_slice(&1u16.to_be_bytes());
+//! #     m
+//! # });
 //! let Framed::Message(len) = Framer::default().frame(&stream)? else { return Ok(()) };
-//! let header = Header::new(stream[..HEADER_LEN].try_into().expect("a normal header"));
-//! assert_eq!(header.totlen() as usize, len);
+//! if let Message::Ping(ping) = Message::decode(&stream[..len])? {
+//!     println!("{} knows {} nodes", ping.header().sender(), ping.gossip().len());
+//! }
 //! # Ok::<(), redis_cluster_bus::BusError>(())
 //! ```
 #![no_std]
@@ -37,13 +43,14 @@ mod framer;
 mod gossip;
 mod header;
 mod message;
-mod owned;
 
 pub use codes::{MessageFlags, MessageType, NodeFlags, NodeId};
 pub use error::{Action, BusError};
-pub use ext::{Extension, ExtensionType, Extensions};
+pub use ext::{Extension, ExtensionType, Extensions, OwnedExtension};
 pub use framer::{Framed, Framer};
-pub use gossip::{GOSSIP_LEN, Gossip, GossipEntry};
-pub use header::{HEADER_LEN, Header, LIGHT_HEADER_LEN, SIGNATURE, VERSION};
-pub use message::Message;
-pub use owned::{OwnedBody, OwnedExtension, OwnedGossip, OwnedHeader, OwnedMessage};
+pub use gossip::{GOSSIP_LEN, Gossip, GossipEntry, OwnedGossip};
+pub use header::{HEADER_LEN, Header, LIGHT_HEADER_LEN, OwnedHeader, SIGNATURE, VERSION};
+pub use message::{
+    Fail, Failover, Message, Module, OwnedBody, OwnedFail, OwnedMessage, OwnedModule, OwnedPing,
+    OwnedPublish, OwnedUpdate, Ping, Publish, Unknown, Update,
+};

@@ -3,7 +3,8 @@
 use proptest::prelude::*;
 use redis_cluster_bus::{
     ExtensionType, Framed, Framer, Message, MessageType, NodeFlags, NodeId, OwnedBody,
-    OwnedExtension, OwnedGossip, OwnedHeader, OwnedMessage,
+    OwnedExtension, OwnedFail, OwnedGossip, OwnedHeader, OwnedMessage, OwnedModule, OwnedPing,
+    OwnedPublish, OwnedUpdate,
 };
 use redis_hash_slot::SlotSet;
 
@@ -64,15 +65,15 @@ fn gossip() -> impl Strategy<Value = OwnedGossip> {
         c_string(),
     )
         .prop_map(
-            |(node, (ping_sent, pong_received, port, cport, flags, pport), ip)| OwnedGossip {
-                node,
-                ping_sent,
-                pong_received,
-                ip,
-                port,
-                cport,
-                flags: NodeFlags(flags),
-                pport,
+            |(node, (ping_sent, pong_received, port, cport, flags, pport), ip)| {
+                OwnedGossip::new(node)
+                    .with_ping_sent(ping_sent)
+                    .with_pong_received(pong_received)
+                    .with_ip(&ip)
+                    .with_port(port)
+                    .with_cport(cport)
+                    .with_flags(NodeFlags(flags))
+                    .with_pport(pport)
             },
         )
 }
@@ -130,13 +131,17 @@ fn message() -> impl Strategy<Value = OwnedMessage> {
                 OwnedMessage {
                     kind: MessageType(kind),
                     header: Some(header),
-                    body: OwnedBody::Gossip { gossip, extensions },
+                    body: OwnedBody::Ping(
+                        OwnedPing::default()
+                            .with_gossip(gossip)
+                            .with_extensions(extensions),
+                    ),
                 }
             }),
         (header(), node_id()).prop_map(|(h, node)| OwnedMessage {
             kind: MessageType::FAIL,
             header: Some(h),
-            body: OwnedBody::Fail(node),
+            body: OwnedBody::Fail(OwnedFail { node }),
         }),
         (
             prop::option::of(header()),
@@ -147,17 +152,17 @@ fn message() -> impl Strategy<Value = OwnedMessage> {
             .prop_map(|(header, kind, channel, message)| OwnedMessage {
                 kind: MessageType(kind),
                 header,
-                body: OwnedBody::Publish { channel, message },
+                body: OwnedBody::Publish(OwnedPublish { channel, message }),
             }),
         (header(), any::<u64>(), node_id(), slots()).prop_map(|(h, config_epoch, node, slots)| {
             OwnedMessage {
                 kind: MessageType::UPDATE,
                 header: Some(h),
-                body: OwnedBody::Update {
+                body: OwnedBody::Update(OwnedUpdate {
                     config_epoch,
                     node,
                     slots,
-                },
+                }),
             }
         }),
         (
@@ -169,15 +174,16 @@ fn message() -> impl Strategy<Value = OwnedMessage> {
             .prop_map(|(header, module_id, kind, payload)| OwnedMessage {
                 kind: MessageType::MODULE,
                 header,
-                body: OwnedBody::Module {
+                body: OwnedBody::Module(OwnedModule {
                     module_id,
                     kind,
                     payload,
-                },
+                }),
             }),
         prop_oneof![
-            with_header(5, OwnedBody::Bare),
-            with_header(6, OwnedBody::Bare)
+            with_header(5, OwnedBody::Failover),
+            with_header(6, OwnedBody::Failover),
+            with_header(8, OwnedBody::Failover)
         ]
         .prop_map(|(h, kind, body)| OwnedMessage {
             kind: MessageType(kind),

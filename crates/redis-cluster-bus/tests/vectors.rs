@@ -170,12 +170,11 @@ fn ranges_of(value: &Value) -> Vec<(u64, u64)> {
 /// The body fields against the manifest's decoding.
 fn check_body(message: &Message<'_>, entry: &Value, what: &str) {
     match message {
-        Message::Gossip {
-            gossip, extensions, ..
-        } => {
+        Message::Ping(ping) => {
+            let gossip = ping.gossip();
             let expected = field(entry, "gossip").as_array().expect("gossip array");
             assert_eq!(gossip.len(), expected.len(), "{what}");
-            for (ours, theirs) in gossip.clone().zip(expected) {
+            for (ours, theirs) in gossip.zip(expected) {
                 assert_eq!(ours.node(), node_id(text(theirs, "node_id")), "{what}");
                 assert_eq!(ours.ip(), text(theirs, "ip").as_bytes(), "{what}");
                 assert_eq!(u64::from(ours.port()), uint(theirs, "port"), "{what}");
@@ -189,7 +188,7 @@ fn check_body(message: &Message<'_>, entry: &Value, what: &str) {
                 );
             }
             let expected = field(entry, "extensions").as_array().expect("extensions");
-            let ours: Vec<_> = extensions.clone().collect();
+            let ours: Vec<_> = ping.extensions().collect();
             assert_eq!(ours.len(), expected.len(), "{what}");
             for (ext, theirs) in ours.iter().zip(expected) {
                 assert_eq!(u64::from(ext.kind().0), uint(theirs, "type"), "{what}");
@@ -209,13 +208,12 @@ fn check_body(message: &Message<'_>, entry: &Value, what: &str) {
                 }
             }
         }
-        Message::Fail { node, .. } => {
-            let fail = field(entry, "fail");
-            assert_eq!(*node, node_id(text(fail, "node_id")), "{what}");
+        Message::Fail(fail) => {
+            let expected = field(entry, "fail");
+            assert_eq!(fail.node(), node_id(text(expected, "node_id")), "{what}");
         }
-        Message::Publish {
-            channel, message, ..
-        } => {
+        Message::Publish(body) => {
+            let (channel, message) = (body.channel(), body.message());
             let publish = field(entry, "publish");
             assert_eq!(channel.len() as u64, uint(publish, "channel_len"), "{what}");
             assert_eq!(message.len() as u64, uint(publish, "message_len"), "{what}");
@@ -223,18 +221,14 @@ fn check_body(message: &Message<'_>, entry: &Value, what: &str) {
                 .get("text")
                 .and_then(Value::as_str)
             {
-                assert_eq!(*channel, text.as_bytes(), "{what}");
+                assert_eq!(channel, text.as_bytes(), "{what}");
             }
         }
-        Message::Update {
-            config_epoch,
-            node,
-            slots,
-            ..
-        } => {
+        Message::Update(body) => {
+            let slots = body.slots();
             let update = field(entry, "update");
-            assert_eq!(*config_epoch, uint(update, "config_epoch"), "{what}");
-            assert_eq!(*node, node_id(text(update, "node_id")), "{what}");
+            assert_eq!(body.config_epoch(), uint(update, "config_epoch"), "{what}");
+            assert_eq!(body.node(), node_id(text(update, "node_id")), "{what}");
             assert_eq!(slots.len() as u64, uint(update, "slots_count"), "{what}");
             let ours: Vec<(u64, u64)> = slots
                 .ranges()
@@ -242,19 +236,20 @@ fn check_body(message: &Message<'_>, entry: &Value, what: &str) {
                 .collect();
             assert_eq!(ours, ranges_of(field(update, "slot_ranges")), "{what}");
         }
-        Message::Module {
-            module_id,
-            kind,
-            payload,
-            ..
-        } => {
+        Message::Module(body) => {
             let module = field(entry, "module");
-            assert_eq!(hex(module_id), text(module, "module_id_raw_hex"), "{what}");
-            assert_eq!(u64::from(*kind), uint(module, "module_type"), "{what}");
-            assert_eq!(payload.len() as u64, uint(module, "payload_len"), "{what}");
+            let id = hex(&body.module_id());
+            assert_eq!(id, text(module, "module_id_raw_hex"), "{what}");
+            assert_eq!(
+                u64::from(body.kind()),
+                uint(module, "module_type"),
+                "{what}"
+            );
+            let len = body.payload().len() as u64;
+            assert_eq!(len, uint(module, "payload_len"), "{what}");
         }
-        Message::Bare { .. } => {}
-        Message::Unknown { .. } => panic!("{what}: a known type decoded as unknown"),
+        Message::Failover(_) => {}
+        Message::Unknown(_) => panic!("{what}: a known type decoded as unknown"),
     }
 }
 
