@@ -1,0 +1,35 @@
+//! Command routing for Redis Cluster clients and proxies, from the servers' own description of
+//! their commands.
+//!
+//! [`CommandTable`] holds every command and subcommand of a real server (generated from its
+//! `COMMAND` reply: arity, flags, ACL categories, key specs, tips); [`CommandTable::keys`]
+//! finds a command's keys by its key specs exactly as the server's `COMMAND GETKEYS` does, and
+//! [`CommandTable::slot`] says which hash slot a command goes to, or that it has none or
+//! crosses slots, as a cluster node decides it. It does no I/O and allocates nothing to route
+//! a command.
+//!
+//! ```
+//! use redis_cluster_route::{CommandTable, SlotAnswer};
+//!
+//! let table = CommandTable::REDIS_7_0;
+//! let argv = ["MSET", "{user1}:a", "1", "{user1}:b", "2"];
+//! let keys: Vec<usize> = table.keys(&argv)?.positions().collect();
+//! assert_eq!(keys, [1, 3]);
+//! assert!(matches!(table.slot(&argv)?, SlotAnswer::Slot(slot) if u16::from(slot) == 8106));
+//! # Ok::<(), redis_cluster_route::KeyError>(())
+//! ```
+#![no_std]
+#![forbid(unsafe_code)]
+
+extern crate alloc;
+
+mod keys;
+mod spec;
+mod table;
+
+pub use keys::{KeyError, Keys, SlotAnswer};
+pub use spec::{
+    AclCategories, BeginSearch, CommandFlags, CommandSpec, FindKeys, KeySpec, KeySpecFlags,
+    RequestPolicy, ResponsePolicy, Tips,
+};
+pub use table::CommandTable;
