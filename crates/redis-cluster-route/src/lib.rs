@@ -24,10 +24,14 @@
 extern crate alloc;
 
 mod keys;
+mod map;
+mod redirect;
 mod spec;
 mod table;
 
 pub use keys::{KeyError, Keys, SlotAnswer};
+pub use map::{Endpoint, MapError, ReadFrom, Shard, SlotMap};
+pub use redirect::{ClusterError, Redirect};
 pub use spec::{
     AclCategories, BeginSearch, CommandFlags, CommandSpec, FindKeys, KeySpec, KeySpecFlags,
     RequestPolicy, ResponsePolicy, Tips,

@@ -1,0 +1,504 @@
+//! [`SlotMap`]: which node serves each hash slot, from `CLUSTER SLOTS`, `CLUSTER SHARDS` or
+//! `CLUSTER NODES`, kept up to date by MOVED redirects.
+
+use alloc::{string::String, vec, vec::Vec};
+use core::fmt;
+
+use redis_hash_slot::{SLOT_COUNT, Slot};
+use redis_resp::Frame;
+
+use crate::redirect::Redirect;
+
+/// Where a node serves clients.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Endpoint {
+    /// The host to connect to, as the server announced it (its IP, or its hostname when the
+    /// cluster prefers hostnames); empty when unknown: then the host of the node that gave
+    /// the map.
+    pub host: String,
+    /// The client port.
+    pub port: u16,
+    /// The node id, when the source gives it (MOVED does not).
+    pub id: Option<String>,
+    /// The node's IP, when given beside a hostname endpoint.
+    pub ip: Option<String>,
+    /// The node's announced hostname, when it has one.
+    pub hostname: Option<String>,
+}
+
+impl Endpoint {
+    fn same_node(&self, other: &Self) -> bool {
+        match (&self.id, &other.id) {
+            (Some(a), Some(b)) => a == b,
+            _ => self.host == other.host && self.port == other.port,
+        }
+    }
+}
+
+impl fmt::Display for Endpoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.host.contains(':') {
+            write!(f, "[{}]:{}", self.host, self.port)
+        } else {
+            write!(f, "{}:{}", self.host, self.port)
+        }
+    }
+}
+
+/// A master and its replicas.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Shard {
+    /// The master.
+    pub master: Endpoint,
+    /// Its replicas, in the order the source lists them.
+    pub replicas: Vec<Endpoint>,
+}
+
+/// Where reads go.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ReadFrom {
+    /// Every command to the master.
+    #[default]
+    Master,
+    /// Reads to a replica when the slot has one (after READONLY on that connection), else to
+    /// the master.
+    PreferReplica,
+    /// Reads in turn to the master and each replica.
+    RoundRobin,
+}
+
+/// Why a reply could not be read as a slot map.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum MapError {
+    /// The reply does not have the shape this command replies with.
+    #[error("unexpected reply shape: {0}")]
+    Shape(&'static str),
+    /// A slot number or range outside 0–16383.
+    #[error("bad slot range {0}..={1}")]
+    BadSlot(i64, i64),
+    /// A port outside 0–65535.
+    #[error("bad port {0}")]
+    BadPort(i64),
+    /// A `CLUSTER NODES` line that does not parse.
+    #[error("CLUSTER NODES line {line}: {what}")]
+    BadLine {
+        /// The line number, from 1.
+        line: usize,
+        /// What is wrong.
+        what: &'static str,
+    },
+}
+
+/// Which shard serves each of the 16384 slots: a lookup is one index.
+///
+/// ```
+/// use redis_cluster_route::{ReadFrom, SlotMap};
+/// use redis_hash_slot::key_slot;
+///
+/// let nodes = "\
+/// 07c3 127.0.0.1:7000@17000 myself,master - 0 0 1 connected 0-8191
+/// 67ed 127.0.0.1:7001@17001 master - 0 0 2 connected 8192-16383
+/// 8a2f 127.0.0.1:7002@17002 slave 07c3 0 0 1 connected
+/// ";
+/// let map = SlotMap::from_cluster_nodes(nodes)?;
+/// let slot = key_slot(b"foo"); // 12182
+/// assert_eq!(map.master(slot).map(|m| m.port), Some(7001));
+/// assert_eq!(map.replicas(key_slot(b"bar")).len(), 1);
+/// assert_eq!(map.node_for(key_slot(b"bar"), true, ReadFrom::PreferReplica, 0).map(|n| n.port), Some(7002));
+/// # Ok::<(), redis_cluster_route::MapError>(())
+/// ```
+#[derive(Clone, PartialEq, Eq)]
+pub struct SlotMap {
+    shards: Vec<Shard>,
+    /// The shard of each slot; [`UNASSIGNED`] for none.
+    slots: Vec<u16>,
+}
+
+const UNASSIGNED: u16 = u16::MAX;
+
+impl Default for SlotMap {
+    fn default() -> Self {
+        Self {
+            shards: Vec::new(),
+            slots: vec![UNASSIGNED; usize::from(SLOT_COUNT)],
+        }
+    }
+}
+
+impl fmt::Debug for SlotMap {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SlotMap")
+            .field("shards", &self.shards)
+            .field("assigned", &self.assigned())
+            .finish()
+    }
+}
+
+impl SlotMap {
+    /// The shards, in the order they were first seen.
+    pub fn shards(&self) -> &[Shard] {
+        &self.shards
+    }
+
+    /// How many slots have a master.
+    pub fn assigned(&self) -> usize {
+        self.slots.iter().filter(|&&s| s != UNASSIGNED).count()
+    }
+
+    /// The shard serving `slot`.
+    pub fn shard(&self, slot: Slot) -> Option<&Shard> {
+        let index = *self.slots.get(usize::from(u16::from(slot)))?;
+        self.shards.get(usize::from(index))
+    }
+
+    /// The master serving `slot`.
+    pub fn master(&self, slot: Slot) -> Option<&Endpoint> {
+        self.shard(slot).map(|shard| &shard.master)
+    }
+
+    /// The replicas of the master serving `slot`.
+    pub fn replicas(&self, slot: Slot) -> &[Endpoint] {
+        self.shard(slot).map_or(&[], |shard| &shard.replicas)
+    }
+
+    /// The node to send a command for `slot` to: the master for a write (`read` false) or
+    /// under [`ReadFrom::Master`]; else a replica chosen by `turn` (a counter the caller
+    /// advances, so that the choice stays deterministic), the master when there is none.
+    pub fn node_for(
+        &self,
+        slot: Slot,
+        read: bool,
+        policy: ReadFrom,
+        turn: usize,
+    ) -> Option<&Endpoint> {
+        let shard = self.shard(slot)?;
+        let replicas = &shard.replicas;
+        Some(match policy {
+            _ if !read => &shard.master,
+            ReadFrom::Master => &shard.master,
+            ReadFrom::PreferReplica if replicas.is_empty() => &shard.master,
+            ReadFrom::PreferReplica => &replicas[turn % replicas.len()],
+            ReadFrom::RoundRobin => match turn % (replicas.len() + 1) {
+                0 => &shard.master,
+                n => &replicas[n - 1],
+            },
+        })
+    }
+
+    /// Gives `slot` to the shard whose master is `master` (added when new).
+    pub fn assign(&mut self, slot: Slot, master: Endpoint) {
+        let index = self.shard_of(master);
+        if let Some(entry) = self.slots.get_mut(usize::from(u16::from(slot))) {
+            *entry = index;
+        }
+    }
+
+    /// Applies a redirect: MOVED gives the slot to the node named (so later commands for it
+    /// go there at once; the caller should still reload the whole map in the background, as
+    /// a MOVED usually means more slots moved); ASK changes nothing (it is one-shot: send
+    /// ASKING then the command to the node named). Returns whether the map changed.
+    pub fn apply(&mut self, redirect: &Redirect<'_>) -> bool {
+        let Redirect::Moved { slot, host, port } = *redirect else {
+            return false;
+        };
+        let endpoint = Endpoint {
+            host: String::from_utf8_lossy(host).into_owned(),
+            port,
+            ..Endpoint::default()
+        };
+        let before = self.master(slot).cloned();
+        self.assign(slot, endpoint);
+        before.as_ref() != self.master(slot)
+    }
+
+    fn shard_of(&mut self, master: Endpoint) -> u16 {
+        if let Some(at) = self.shards.iter().position(|s| s.master.same_node(&master)) {
+            return at as u16;
+        }
+        self.shards.push(Shard {
+            master,
+            replicas: Vec::new(),
+        });
+        (self.shards.len() - 1) as u16
+    }
+
+    fn assign_range(&mut self, start: i64, end: i64, shard: u16) -> Result<(), MapError> {
+        let bad = MapError::BadSlot(start, end);
+        let (Ok(first), Ok(last)) = (usize::try_from(start), usize::try_from(end)) else {
+            return Err(bad);
+        };
+        match self.slots.get_mut(first..=last) {
+            Some(range) if first <= last => range.fill(shard),
+            _ => return Err(bad),
+        }
+        Ok(())
+    }
+
+    /// The map in a `CLUSTER SLOTS` reply (RESP2 or RESP3).
+    pub fn from_cluster_slots<B: AsRef<[u8]>>(reply: &Frame<B>) -> Result<Self, MapError> {
+        let mut map = Self::default();
+        for range in items(reply).ok_or(MapError::Shape("CLUSTER SLOTS: an array"))? {
+            let fields = items(range).ok_or(MapError::Shape("a slot range: an array"))?;
+            let [start, end, master, replicas @ ..] = fields else {
+                return Err(MapError::Shape("a slot range: start, end, master"));
+            };
+            let (start, end) = (int(start), int(end));
+            let (Some(start), Some(end)) = (start, end) else {
+                return Err(MapError::Shape("slot numbers are integers"));
+            };
+            let index = map.shard_of(slots_endpoint(master)?);
+            for replica in replicas {
+                let replica = slots_endpoint(replica)?;
+                let shard = &mut map.shards[usize::from(index)];
+                if !shard.replicas.contains(&replica) {
+                    shard.replicas.push(replica);
+                }
+            }
+            map.assign_range(start, end, index)?;
+        }
+        Ok(map)
+    }
+
+    /// The map in a `CLUSTER SHARDS` reply (RESP2 or RESP3). Nodes whose health is `failed`
+    /// are left out of the replicas.
+    pub fn from_cluster_shards<B: AsRef<[u8]>>(reply: &Frame<B>) -> Result<Self, MapError> {
+        let mut map = Self::default();
+        for shard in items(reply).ok_or(MapError::Shape("CLUSTER SHARDS: an array"))? {
+            let slots = field(shard, "slots")
+                .and_then(items)
+                .ok_or(MapError::Shape("a shard's slots"))?;
+            let nodes = field(shard, "nodes")
+                .and_then(items)
+                .ok_or(MapError::Shape("a shard's nodes"))?;
+            let mut master = None;
+            let mut replicas = Vec::new();
+            for node in nodes {
+                let endpoint = shards_endpoint(node)?;
+                let role = field(node, "role").and_then(text);
+                let health = field(node, "health").and_then(text);
+                if role == Some(b"master".as_slice()) {
+                    master = Some(endpoint);
+                } else if health != Some(b"failed".as_slice()) {
+                    replicas.push(endpoint);
+                }
+            }
+            // A shard without slots (a master that lost them) routes nothing.
+            if slots.is_empty() {
+                continue;
+            }
+            let master = master.ok_or(MapError::Shape("a shard with slots has a master"))?;
+            let index = map.shard_of(master);
+            map.shards[usize::from(index)].replicas = replicas;
+            for pair in slots.chunks(2) {
+                match pair {
+                    [start, end] => {
+                        let (Some(start), Some(end)) = (int(start), int(end)) else {
+                            return Err(MapError::Shape("slot numbers are integers"));
+                        };
+                        map.assign_range(start, end, index)?;
+                    }
+                    _ => return Err(MapError::Shape("slots come in start, end pairs")),
+                }
+            }
+        }
+        Ok(map)
+    }
+
+    /// The map in `CLUSTER NODES` text: masters with their slots (migrating and importing
+    /// marks are skipped: the slot stays with its owner), replicas under their masters, nodes
+    /// flagged `fail`, `handshake` or `noaddr` left out.
+    pub fn from_cluster_nodes(text: &str) -> Result<Self, MapError> {
+        struct Line<'a> {
+            id: &'a str,
+            endpoint: Endpoint,
+            master_of: Option<&'a str>,
+            slots: Vec<(i64, i64)>,
+        }
+        let mut masters = Vec::new();
+        let mut replicas = Vec::new();
+        for (number, line) in text.lines().enumerate() {
+            if line.trim().is_empty() {
+                continue;
+            }
+            let bad = |what| MapError::BadLine {
+                line: number + 1,
+                what,
+            };
+            let mut fields = line.split(' ');
+            let mut next = |what| fields.next().ok_or_else(|| bad(what));
+            let id = next("no id")?;
+            let address = next("no address")?;
+            let flags = next("no flags")?;
+            let master = next("no master field")?;
+            for what in [
+                "no ping-sent",
+                "no pong-recv",
+                "no config epoch",
+                "no link state",
+            ] {
+                next(what)?;
+            }
+            let flags: Vec<&str> = flags.split(',').collect();
+            if flags
+                .iter()
+                .any(|f| matches!(*f, "fail" | "handshake" | "noaddr"))
+            {
+                continue;
+            }
+            let endpoint = nodes_endpoint(id, address).ok_or_else(|| bad("bad address"))?;
+            let mut slots = Vec::new();
+            for token in fields {
+                if token.starts_with('[') || token.is_empty() {
+                    continue; // a migrating or importing mark
+                }
+                let (start, end) = token.split_once('-').unwrap_or((token, token));
+                match (start.parse(), end.parse()) {
+                    (Ok(start), Ok(end)) => slots.push((start, end)),
+                    _ => return Err(bad("bad slot")),
+                }
+            }
+            let parsed = Line {
+                id,
+                endpoint,
+                master_of: (master != "-").then_some(master),
+                slots,
+            };
+            if flags.contains(&"master") {
+                masters.push(parsed);
+            } else if flags.contains(&"slave") {
+                replicas.push(parsed);
+            }
+        }
+        let mut map = Self::default();
+        for master in &masters {
+            if master.slots.is_empty() {
+                continue;
+            }
+            let index = map.shard_of(master.endpoint.clone());
+            for &(start, end) in &master.slots {
+                map.assign_range(start, end, index)?;
+            }
+            map.shards[usize::from(index)].replicas = replicas
+                .iter()
+                .filter(|r| r.master_of == Some(master.id))
+                .map(|r| r.endpoint.clone())
+                .collect();
+        }
+        Ok(map)
+    }
+}
+
+/// The elements of an array or a set.
+fn items<B>(frame: &Frame<B>) -> Option<&[Frame<B>]> {
+    match frame {
+        Frame::Array(items) | Frame::Set(items) => Some(items),
+        _ => None,
+    }
+}
+
+fn text<B: AsRef<[u8]>>(frame: &Frame<B>) -> Option<&[u8]> {
+    match frame {
+        Frame::BulkString(s) | Frame::SimpleString(s) => Some(s.as_ref()),
+        Frame::VerbatimString { text, .. } => Some(text.as_ref()),
+        _ => None,
+    }
+}
+
+fn int<B: AsRef<[u8]>>(frame: &Frame<B>) -> Option<i64> {
+    match frame {
+        Frame::Integer(n) => Some(*n),
+        _ => None,
+    }
+}
+
+/// The value named `name` in a RESP3 map or a RESP2 flat array of names and values.
+fn field<'f, B: AsRef<[u8]>>(frame: &'f Frame<B>, name: &str) -> Option<&'f Frame<B>> {
+    let is = |key: &Frame<B>| text(key) == Some(name.as_bytes());
+    match frame {
+        Frame::Map(pairs) => pairs.iter().find(|(k, _)| is(k)).map(|(_, v)| v),
+        Frame::Array(flat) => flat
+            .chunks_exact(2)
+            .find(|pair| is(&pair[0]))
+            .map(|pair| &pair[1]),
+        _ => None,
+    }
+}
+
+fn owned(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn port(n: Option<i64>) -> Result<u16, MapError> {
+    let n = n.ok_or(MapError::Shape("a port is an integer"))?;
+    u16::try_from(n).map_err(|_| MapError::BadPort(n))
+}
+
+/// `[endpoint, port, id, metadata]` of CLUSTER SLOTS; the id and metadata are absent before
+/// Redis 7.0 (the id before 4.0). The endpoint `?` (hostname preferred, none set) is unknown.
+fn slots_endpoint<B: AsRef<[u8]>>(frame: &Frame<B>) -> Result<Endpoint, MapError> {
+    let fields = items(frame).ok_or(MapError::Shape("a node: an array"))?;
+    let [host, number, rest @ ..] = fields else {
+        return Err(MapError::Shape("a node: endpoint and port"));
+    };
+    let host = text(host).ok_or(MapError::Shape("an endpoint is a string"))?;
+    let mut endpoint = Endpoint {
+        host: if host == b"?" {
+            String::new()
+        } else {
+            owned(host)
+        },
+        port: port(int(number))?,
+        ..Endpoint::default()
+    };
+    if let Some(id) = rest.first().and_then(text) {
+        endpoint.id = Some(owned(id));
+    }
+    if let Some(meta) = rest.get(1) {
+        endpoint.ip = field(meta, "ip").and_then(text).map(owned);
+        endpoint.hostname = field(meta, "hostname").and_then(text).map(owned);
+    }
+    Ok(endpoint)
+}
+
+/// A node of CLUSTER SHARDS: `endpoint` (or `ip`), `port` (or `tls-port` alone), `id`,
+/// `ip`, `hostname`.
+fn shards_endpoint<B: AsRef<[u8]>>(frame: &Frame<B>) -> Result<Endpoint, MapError> {
+    let host = field(frame, "endpoint")
+        .or_else(|| field(frame, "ip"))
+        .and_then(text)
+        .ok_or(MapError::Shape("a shard node's endpoint"))?;
+    let number = field(frame, "port").or_else(|| field(frame, "tls-port"));
+    Ok(Endpoint {
+        host: if host == b"?" {
+            String::new()
+        } else {
+            owned(host)
+        },
+        port: port(number.and_then(int))?,
+        id: field(frame, "id").and_then(text).map(owned),
+        ip: field(frame, "ip").and_then(text).map(owned),
+        hostname: field(frame, "hostname").and_then(text).map(owned),
+    })
+}
+
+/// `ip:port@cport[,hostname]` of CLUSTER NODES (Redis 7.0 adds `,hostname`; IPv6 addresses
+/// keep their colons: the port is after the last one).
+fn nodes_endpoint(id: &str, address: &str) -> Option<Endpoint> {
+    let (address, hostname) = match address.split_once(',') {
+        Some((address, rest)) => {
+            let hostname = rest.split(',').next().filter(|h| !h.is_empty());
+            (address, hostname)
+        }
+        None => (address, None),
+    };
+    let address = address.split('@').next()?;
+    let (host, number) = address.rsplit_once(':')?;
+    Some(Endpoint {
+        host: String::from(host),
+        port: number.parse().ok()?,
+        id: Some(String::from(id)),
+        ip: Some(String::from(host)),
+        hostname: hostname.map(String::from),
+    })
+}
