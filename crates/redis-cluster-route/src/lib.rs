@@ -27,6 +27,7 @@ mod keys;
 mod map;
 mod redirect;
 mod spec;
+mod split;
 mod table;
 
 pub use keys::{KeyError, Keys, SlotAnswer};
@@ -36,4 +37,5 @@ pub use spec::{
     AclCategories, BeginSearch, CommandFlags, CommandSpec, FindKeys, KeySpec, KeySpecFlags,
     RequestPolicy, ResponsePolicy, Tips,
 };
+pub use split::{Merge, MergeError, Part, Route, Split};
 pub use table::CommandTable;

@@ -1,0 +1,345 @@
+//! [`Route`]: where a command goes, and for commands over several slots or every node, how
+//! to split it and merge the replies into the reply one server would have sent.
+
+use alloc::vec::Vec;
+
+use redis_hash_slot::{Slot, key_slot};
+use redis_resp::Frame;
+
+use crate::{
+    keys::{KeyError, SlotAnswer},
+    spec::{CommandSpec, FindKeys, RequestPolicy, ResponsePolicy},
+    table::CommandTable,
+};
+
+/// Where a command goes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Route {
+    /// No key and no request policy: any node can serve it (or a proxy answers it).
+    Any,
+    /// All its keys are in this slot: the slot's node.
+    Slot(Slot),
+    /// A `multi_shard` command whose keys are in several slots: one sub-command per slot,
+    /// replies merged by [`Split::merge`].
+    Split(Split),
+    /// To every master, replies merged by [`Merge::merge`].
+    AllShards(Merge),
+    /// To every node, replicas included, replies merged by [`Merge::merge`].
+    AllNodes(Merge),
+    /// `request_policy:special` (SCAN): only a client that knows the command can route it.
+    Special,
+    /// Keys in several slots and no way to split: a node would answer `-CROSSSLOT`.
+    CrossSlot,
+}
+
+/// How the replies of a fanned-out command become one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Merge {
+    /// By the command's `response_policy` tip.
+    Policy(ResponsePolicy),
+    /// No tip, a command without keys: arrays are concatenated, maps joined, anything else
+    /// is the first reply that is not an error.
+    Aggregate,
+    /// No tip, a command with keys (MGET): each part's array elements go back to the
+    /// positions of their keys.
+    ByKey,
+}
+
+/// Why replies could not be merged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum MergeError {
+    /// Not one reply per part.
+    #[error("{got} replies for {expected} parts")]
+    Count {
+        /// Parts.
+        expected: usize,
+        /// Replies.
+        got: usize,
+    },
+    /// A reply of a type the policy cannot combine (a string for a sum, an array of the wrong
+    /// length for ByKey).
+    #[error("a reply the {0:?} policy cannot merge")]
+    Unexpected(Merge),
+    /// `response_policy:special`: only a client that knows the command can merge it.
+    #[error("the command's replies need a command-specific merge")]
+    Special,
+}
+
+/// One sub-command of a [`Split`]: a slot and the key groups (a key and the arguments that
+/// follow it: MSET's value) that go there, by their index in the original command.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Part {
+    /// The slot of every key of the part.
+    pub slot: Slot,
+    /// The key groups, in their original order.
+    pub groups: Vec<usize>,
+}
+
+/// A multi-key command split by slot.
+///
+/// ```
+/// use redis_cluster_route::{CommandTable, Route};
+/// use redis_resp::Frame;
+///
+/// let argv = ["MGET", "a", "{a}1", "b"];
+/// let Route::Split(split) = CommandTable::REDIS_7_0.route(&argv)? else { panic!("a split") };
+/// assert_eq!(split.parts().len(), 2);
+/// let first: Vec<&str> = split.argv(0, &argv).copied().collect();
+/// assert_eq!(first, ["MGET", "a", "{a}1"]);
+/// let replies = vec![
+///     Frame::Array(vec![Frame::BulkString("1"), Frame::BulkString("2")]),
+///     Frame::Array(vec![Frame::NullBulkString]),
+/// ];
+/// assert_eq!(
+///     split.merge(replies)?,
+///     Frame::Array(vec![Frame::BulkString("1"), Frame::BulkString("2"), Frame::NullBulkString]),
+/// );
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Split {
+    /// Arguments before the first key (the name, and a subcommand's).
+    prefix: usize,
+    /// Arguments per key group.
+    group: usize,
+    parts: Vec<Part>,
+    groups: usize,
+    merge: Merge,
+}
+
+impl Split {
+    /// The sub-commands.
+    pub fn parts(&self) -> &[Part] {
+        &self.parts
+    }
+
+    /// How the replies merge.
+    pub const fn merge_policy(&self) -> Merge {
+        self.merge
+    }
+
+    /// The arguments of sub-command `part`: the original name, then its key groups.
+    pub fn argv<'x, A>(
+        &self,
+        part: usize,
+        argv: &'x [A],
+    ) -> impl Iterator<Item = &'x A> + use<'_, 'x, A> {
+        let groups = self.parts.get(part).map_or(&[][..], |p| &p.groups[..]);
+        let prefix = argv.get(..self.prefix).unwrap_or_default();
+        prefix.iter().chain(groups.iter().flat_map(move |&g| {
+            let at = self.prefix + g * self.group;
+            argv.get(at..at + self.group).unwrap_or_default()
+        }))
+    }
+
+    /// The reply the unsplit command would have had, from one reply per part in part order.
+    /// An error reply wins (the first one), as it would have on one server.
+    pub fn merge<B: Clone>(&self, replies: Vec<Frame<B>>) -> Result<Frame<B>, MergeError> {
+        if replies.len() != self.parts.len() {
+            return Err(MergeError::Count {
+                expected: self.parts.len(),
+                got: replies.len(),
+            });
+        }
+        if self.merge != Merge::ByKey {
+            return self.merge.merge(replies);
+        }
+        if let Some(error) = replies.iter().find(|r| is_error(r)) {
+            return Ok(error.clone());
+        }
+        let mut out: Vec<Option<Frame<B>>> = alloc::vec![None; self.groups];
+        for (part, reply) in self.parts.iter().zip(replies) {
+            let Frame::Array(items) = reply else {
+                return Err(MergeError::Unexpected(Merge::ByKey));
+            };
+            if items.len() != part.groups.len() {
+                return Err(MergeError::Unexpected(Merge::ByKey));
+            }
+            for (&group, item) in part.groups.iter().zip(items) {
+                if let Some(slot) = out.get_mut(group) {
+                    *slot = Some(item);
+                }
+            }
+        }
+        out.into_iter()
+            .collect::<Option<Vec<_>>>()
+            .map(Frame::Array)
+            .ok_or(MergeError::Unexpected(Merge::ByKey))
+    }
+}
+
+fn is_error<B>(frame: &Frame<B>) -> bool {
+    matches!(frame, Frame::SimpleError(_) | Frame::BulkError(_))
+}
+
+impl Merge {
+    /// One reply from the replies of every node a command went to.
+    pub fn merge<B: Clone>(&self, replies: Vec<Frame<B>>) -> Result<Frame<B>, MergeError> {
+        let first_error = replies.iter().find(|r| is_error(r)).cloned();
+        let policy = match self {
+            Self::Policy(policy) => *policy,
+            Self::Aggregate => return aggregate(replies),
+            Self::ByKey => return Err(MergeError::Unexpected(*self)),
+        };
+        // An error wins, except for a policy that asks for one success.
+        if let (Some(error), false) = (first_error, policy == ResponsePolicy::OneSucceeded) {
+            return Ok(error);
+        }
+        let combine: fn(i64, i64) -> i64 = match policy {
+            ResponsePolicy::OneSucceeded => {
+                return replies
+                    .iter()
+                    .find(|r| !is_error(r))
+                    .or(replies.first())
+                    .cloned()
+                    .ok_or(MergeError::Unexpected(*self));
+            }
+            ResponsePolicy::AllSucceeded => {
+                return replies
+                    .into_iter()
+                    .next()
+                    .ok_or(MergeError::Unexpected(*self));
+            }
+            ResponsePolicy::Special => return Err(MergeError::Special),
+            ResponsePolicy::AggSum => i64::saturating_add,
+            ResponsePolicy::AggMin => i64::min,
+            ResponsePolicy::AggMax => i64::max,
+            ResponsePolicy::AggLogicalAnd => |a, b| i64::from(a != 0 && b != 0),
+            ResponsePolicy::AggLogicalOr => |a, b| i64::from(a != 0 || b != 0),
+        };
+        fold(replies, combine).ok_or(MergeError::Unexpected(*self))
+    }
+}
+
+/// Integers combined, or arrays of integers combined element by element (SCRIPT EXISTS).
+fn fold<B>(replies: Vec<Frame<B>>, combine: fn(i64, i64) -> i64) -> Option<Frame<B>> {
+    let mut replies = replies.into_iter();
+    let mut acc = replies.next()?;
+    for reply in replies {
+        acc = match (acc, reply) {
+            (Frame::Integer(a), Frame::Integer(b)) => Frame::Integer(combine(a, b)),
+            (Frame::Array(a), Frame::Array(b)) if a.len() == b.len() => Frame::Array(
+                a.into_iter()
+                    .zip(b)
+                    .map(|pair| match pair {
+                        (Frame::Integer(a), Frame::Integer(b)) => {
+                            Some(Frame::Integer(combine(a, b)))
+                        }
+                        _ => None,
+                    })
+                    .collect::<Option<Vec<_>>>()?,
+            ),
+            _ => return None,
+        };
+    }
+    Some(acc)
+}
+
+fn aggregate<B: Clone>(replies: Vec<Frame<B>>) -> Result<Frame<B>, MergeError> {
+    let unexpected = MergeError::Unexpected(Merge::Aggregate);
+    if let Some(error) = replies.iter().find(|r| is_error(r)) {
+        return Ok(error.clone());
+    }
+    match replies.first() {
+        Some(Frame::Array(_) | Frame::Set(_)) => {
+            let set = matches!(replies.first(), Some(Frame::Set(_)));
+            let mut all = Vec::new();
+            for reply in replies {
+                match reply {
+                    Frame::Array(items) | Frame::Set(items) => all.extend(items),
+                    _ => return Err(unexpected),
+                }
+            }
+            Ok(if set {
+                Frame::Set(all)
+            } else {
+                Frame::Array(all)
+            })
+        }
+        Some(Frame::Map(_)) => {
+            let mut all = Vec::new();
+            for reply in replies {
+                match reply {
+                    Frame::Map(pairs) => all.extend(pairs),
+                    _ => return Err(unexpected),
+                }
+            }
+            Ok(Frame::Map(all))
+        }
+        Some(_) => Ok(replies.into_iter().next().ok_or(unexpected)?),
+        None => Err(unexpected),
+    }
+}
+
+impl CommandTable {
+    /// Where `argv` goes in a cluster, from its keys' slots and its request and response
+    /// policy tips. A `multi_shard` command (MGET, MSET, DEL, UNLINK, EXISTS, TOUCH, MSETNX)
+    /// over several slots is split when its keys and their arguments fill the whole command,
+    /// as they do for those; note that a split MSETNX is no longer atomic across slots.
+    pub fn route<A: AsRef<[u8]>>(&self, argv: &[A]) -> Result<Route, KeyError> {
+        let answer = self.slot(argv)?;
+        let spec = self.lookup(argv).ok_or(KeyError::UnknownCommand)?;
+        let tips = spec.tips;
+        let merge = match tips.response_policy {
+            Some(policy) => Merge::Policy(policy),
+            None if answer == SlotAnswer::NoKeys => Merge::Aggregate,
+            None => Merge::ByKey,
+        };
+        Ok(match (answer, tips.request_policy) {
+            (_, Some(RequestPolicy::Special)) => Route::Special,
+            (SlotAnswer::NoKeys, Some(RequestPolicy::AllShards)) => Route::AllShards(merge),
+            (SlotAnswer::NoKeys, Some(RequestPolicy::AllNodes)) => Route::AllNodes(merge),
+            (SlotAnswer::NoKeys, _) => Route::Any,
+            (SlotAnswer::Slot(slot), _) => Route::Slot(slot),
+            (SlotAnswer::CrossSlot, Some(RequestPolicy::MultiShard)) => {
+                split(spec, argv, merge).map_or(Route::CrossSlot, Route::Split)
+            }
+            (SlotAnswer::CrossSlot, _) => Route::CrossSlot,
+        })
+    }
+}
+
+/// Splits a command whose one key spec is a range to the end with the keys at every `step`,
+/// each followed by `step - 1` arguments of its own, and nothing else.
+fn split<A: AsRef<[u8]>>(spec: &CommandSpec, argv: &[A], merge: Merge) -> Option<Split> {
+    let [key_spec] = spec.key_specs else {
+        return None;
+    };
+    let FindKeys::Range {
+        last_key: -1,
+        step,
+        limit: 0,
+    } = key_spec.find_keys
+    else {
+        return None;
+    };
+    let prefix = spec.name.split('|').count();
+    let group = usize::try_from(step).ok().filter(|&s| s > 0)?;
+    let args = argv.len().checked_sub(prefix)?;
+    if args == 0
+        || args % group != 0
+        || key_spec.begin_search != crate::BeginSearch::Index(prefix as i32)
+    {
+        return None;
+    }
+    let mut parts: Vec<Part> = Vec::new();
+    for index in 0..args / group {
+        let key = argv.get(prefix + index * group)?;
+        let slot = key_slot(key.as_ref());
+        match parts.iter_mut().find(|p| p.slot == slot) {
+            Some(part) => part.groups.push(index),
+            None => parts.push(Part {
+                slot,
+                groups: alloc::vec![index],
+            }),
+        }
+    }
+    Some(Split {
+        prefix,
+        group,
+        parts,
+        groups: args / group,
+        merge,
+    })
+}

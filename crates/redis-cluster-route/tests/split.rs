@@ -1,0 +1,213 @@
+//! Routes, splits and merges: case by case, and for random MGET / MSET / DEL / EXISTS /
+//! UNLINK / TOUCH over random keys, split → each part run on a model keyspace → merge equals
+//! the whole command run on one model keyspace (reply and resulting keyspace).
+
+use std::collections::HashMap;
+
+use proptest::prelude::*;
+use redis_cluster_route::{CommandTable, Merge, MergeError, ResponsePolicy, Route};
+use redis_hash_slot::key_slot;
+use redis_resp::Frame;
+
+const TABLE: CommandTable = CommandTable::REDIS_7_0;
+
+type Reply = Frame<Vec<u8>>;
+
+fn route(line: &str) -> Route {
+    TABLE
+        .route(&line.split(' ').collect::<Vec<_>>())
+        .expect("a known command")
+}
+
+#[test]
+fn routes_follow_keys_and_tips() {
+    assert_eq!(route("GET foo"), Route::Slot(key_slot(b"foo")));
+    assert_eq!(route("MGET {a}1 {a}2"), Route::Slot(key_slot(b"a")));
+    assert!(matches!(route("MGET a b"), Route::Split(_)));
+    assert!(matches!(route("MSET a 1 b 2"), Route::Split(_)));
+    assert_eq!(route("SUNION a b"), Route::CrossSlot, "not multi_shard");
+    assert_eq!(
+        route("DBSIZE"),
+        Route::AllShards(Merge::Policy(ResponsePolicy::AggSum))
+    );
+    assert_eq!(route("KEYS *"), Route::AllShards(Merge::Aggregate));
+    assert_eq!(
+        route("CONFIG SET maxmemory 0"),
+        Route::AllNodes(Merge::Policy(ResponsePolicy::AllSucceeded))
+    );
+    assert_eq!(
+        route("SCRIPT EXISTS a b"),
+        Route::AllShards(Merge::Policy(ResponsePolicy::AggLogicalAnd))
+    );
+    assert_eq!(route("SCAN 0"), Route::Special);
+    assert_eq!(route("ECHO hi"), Route::Any);
+    assert!(TABLE.route(&["NOSUCH"]).is_err());
+}
+
+#[test]
+fn a_split_keeps_each_key_with_its_arguments() {
+    let argv = ["MSET", "a", "1", "b", "2", "{a}x", "3"];
+    let Route::Split(split) = TABLE.route(&argv).expect("known") else {
+        panic!("a split")
+    };
+    let parts: Vec<Vec<&str>> = (0..split.parts().len())
+        .map(|p| split.argv(p, &argv).copied().collect())
+        .collect();
+    assert_eq!(
+        parts,
+        [vec!["MSET", "a", "1", "{a}x", "3"], vec!["MSET", "b", "2"]]
+    );
+    assert_eq!(split.parts()[0].slot, key_slot(b"a"));
+    assert_eq!(split.parts()[0].groups, [0, 2]);
+    // MSET with a key without its value cannot be split: CROSSSLOT, as a node answers.
+    assert_eq!(TABLE.route(&["MSET", "a", "1", "b"]), Ok(Route::CrossSlot));
+}
+
+#[test]
+fn merges_follow_the_response_policy() {
+    let int = Frame::<&str>::Integer;
+    let sum = Merge::Policy(ResponsePolicy::AggSum);
+    assert_eq!(sum.merge(vec![int(2), int(3)]), Ok(int(5)));
+    let error = Frame::SimpleError("MOVED 1 127.0.0.1:7000");
+    assert_eq!(sum.merge(vec![int(2), error.clone()]), Ok(error.clone()));
+    assert_eq!(
+        sum.merge(vec![int(2), Frame::SimpleString("OK")]),
+        Err(MergeError::Unexpected(sum))
+    );
+    let all = Merge::Policy(ResponsePolicy::AllSucceeded);
+    assert_eq!(
+        all.merge(vec![Frame::SimpleString("OK"), Frame::SimpleString("OK")]),
+        Ok(Frame::SimpleString("OK"))
+    );
+    assert_eq!(
+        all.merge(vec![Frame::SimpleString("OK"), error.clone()]),
+        Ok(error.clone())
+    );
+    let one = Merge::Policy(ResponsePolicy::OneSucceeded);
+    assert_eq!(
+        one.merge(vec![error.clone(), Frame::SimpleString("OK")]),
+        Ok(Frame::SimpleString("OK"))
+    );
+    assert_eq!(one.merge(vec![error.clone()]), Ok(error));
+    let and = Merge::Policy(ResponsePolicy::AggLogicalAnd);
+    assert_eq!(
+        and.merge(vec![
+            Frame::Array(vec![int(1), int(1)]),
+            Frame::Array(vec![int(1), int(0)])
+        ]),
+        Ok(Frame::Array(vec![int(1), int(0)]))
+    );
+    let min = Merge::Policy(ResponsePolicy::AggMin);
+    assert_eq!(min.merge(vec![int(2), int(0), int(1)]), Ok(int(0)));
+    let max = Merge::Policy(ResponsePolicy::AggMax);
+    assert_eq!(max.merge(vec![int(2), int(0), int(1)]), Ok(int(2)));
+    assert_eq!(
+        Merge::Aggregate.merge(vec![
+            Frame::Array(vec![Frame::BulkString("a")]),
+            Frame::Array(vec![Frame::BulkString("b")])
+        ]),
+        Ok(Frame::Array(vec![
+            Frame::BulkString("a"),
+            Frame::BulkString("b")
+        ]))
+    );
+    assert_eq!(
+        Merge::Policy(ResponsePolicy::Special).merge(vec![int(1)]),
+        Err(MergeError::Special)
+    );
+}
+
+/// A keyspace of strings that runs the splittable commands as one server would.
+#[derive(Clone, Debug, Default, PartialEq)]
+struct Model(HashMap<Vec<u8>, Vec<u8>>);
+
+impl Model {
+    fn run(&mut self, argv: &[Vec<u8>]) -> Reply {
+        let args = &argv[1..];
+        match argv[0].as_slice() {
+            b"MGET" => Frame::Array(
+                args.iter()
+                    .map(|k| {
+                        self.0
+                            .get(k)
+                            .map_or(Frame::NullBulkString, |v| Frame::BulkString(v.clone()))
+                    })
+                    .collect(),
+            ),
+            b"MSET" => {
+                for pair in args.chunks(2) {
+                    self.0.insert(pair[0].clone(), pair[1].clone());
+                }
+                Frame::SimpleString(b"OK".to_vec())
+            }
+            b"DEL" | b"UNLINK" => {
+                Frame::Integer(args.iter().filter(|k| self.0.remove(*k).is_some()).count() as i64)
+            }
+            b"EXISTS" | b"TOUCH" => {
+                Frame::Integer(args.iter().filter(|k| self.0.contains_key(*k)).count() as i64)
+            }
+            other => panic!("the model has no {other:?}"),
+        }
+    }
+}
+
+fn key() -> impl Strategy<Value = Vec<u8>> {
+    prop_oneof![
+        "[a-e]".prop_map(String::into_bytes),
+        "\\{[a-c]\\}[0-9]".prop_map(String::into_bytes),
+    ]
+}
+
+fn command() -> impl Strategy<Value = Vec<Vec<u8>>> {
+    let keys = proptest::collection::vec(key(), 1..12);
+    prop_oneof![
+        (
+            prop_oneof![
+                Just("MGET"),
+                Just("DEL"),
+                Just("UNLINK"),
+                Just("EXISTS"),
+                Just("TOUCH")
+            ],
+            keys
+        )
+            .prop_map(|(name, keys)| {
+                std::iter::once(name.as_bytes().to_vec())
+                    .chain(keys)
+                    .collect()
+            }),
+        proptest::collection::vec((key(), "[x-z]{0,3}"), 1..8).prop_map(|pairs| {
+            std::iter::once(b"MSET".to_vec())
+                .chain(pairs.into_iter().flat_map(|(k, v)| [k, v.into_bytes()]))
+                .collect()
+        }),
+    ]
+}
+
+proptest! {
+    #[test]
+    fn split_then_merge_equals_one_server(
+        start in proptest::collection::vec((key(), "[x-z]{1,2}"), 0..10),
+        argv in command(),
+    ) {
+        let mut one = Model(start.into_iter().map(|(k, v)| (k, v.into_bytes())).collect());
+        let mut split_model = one.clone();
+        let whole = one.run(&argv);
+        let merged = match TABLE.route(&argv).expect("known") {
+            Route::Split(split) => {
+                let replies = (0..split.parts().len())
+                    .map(|p| {
+                        let part: Vec<Vec<u8>> = split.argv(p, &argv).cloned().collect();
+                        prop_assert!(part.len() < argv.len(), "a part is smaller");
+                        Ok(split_model.run(&part))
+                    })
+                    .collect::<Result<Vec<_>, TestCaseError>>()?;
+                split.merge(replies).map_err(|e| TestCaseError::fail(e.to_string()))?
+            }
+            Route::Slot(_) => split_model.run(&argv),
+            other => return Err(TestCaseError::fail(format!("{other:?}"))),
+        };
+        prop_assert_eq!(merged, whole);
+        prop_assert_eq!(split_model, one);
+    }
+}
