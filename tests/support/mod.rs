@@ -41,7 +41,28 @@ impl RedisServer {
         Self::start(false, extra)
     }
 
+    /// Starts a Sentinel (`redis-server <conf> --sentinel`) monitoring the master on
+    /// 127.0.0.1:`master_port` as `mymaster`, quorum 1, down after one second.
+    pub fn start_sentinel(master_port: u16) -> Self {
+        let conf = format!(
+            "sentinel monitor mymaster 127.0.0.1 {master_port} 1\n\
+             sentinel down-after-milliseconds mymaster 1000\n\
+             sentinel failover-timeout mymaster 10000\n"
+        );
+        Self::start_with(Mode::Sentinel(conf), &[])
+    }
+
     fn start(cluster: bool, extra: &[&str]) -> Self {
+        let mode = if cluster {
+            Mode::Cluster
+        } else {
+            Mode::Standalone
+        };
+        Self::start_with(mode, extra)
+    }
+
+    fn start_with(mode: Mode, extra: &[&str]) -> Self {
+        let cluster = matches!(mode, Mode::Cluster);
         let binary = std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".into());
         let mut last_error = String::new();
         for attempt in 0..5 {
@@ -51,12 +72,22 @@ impl RedisServer {
                 std::process::id()
             ));
             std::fs::create_dir_all(&dir).expect("create the server's scratch directory");
-            let mut args: Vec<String> = ["--port", &port.to_string(), "--bind", "127.0.0.1"]
-                .into_iter()
-                .chain(["--save", "", "--appendonly", "no"])
-                .chain(["--daemonize", "no", "--logfile", "redis.log"])
-                .map(String::from)
-                .collect();
+            let mut args: Vec<String> = Vec::new();
+            if let Mode::Sentinel(conf) = &mode {
+                // A Sentinel rewrites its config file: it must be a file of its own.
+                let path = dir.join("sentinel.conf");
+                std::fs::write(&path, conf).expect("write sentinel.conf");
+                args.push(path.display().to_string());
+                args.push("--sentinel".into());
+            } else {
+                args.extend(["--save", "", "--appendonly", "no"].map(String::from));
+            }
+            args.extend(
+                ["--port", &port.to_string(), "--bind", "127.0.0.1"]
+                    .into_iter()
+                    .chain(["--daemonize", "no", "--logfile", "redis.log"])
+                    .map(String::from),
+            );
             if cluster {
                 let bus_port = bus_port.to_string();
                 args.extend(
@@ -146,6 +177,14 @@ impl Drop for RedisServer {
         let _ = self.child.wait();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// What a started server is.
+enum Mode {
+    Standalone,
+    Cluster,
+    /// A Sentinel, with its config file's contents.
+    Sentinel(String),
 }
 
 /// `stream` with every read and write bounded by [`READ_TIMEOUT`].

@@ -26,6 +26,7 @@ extern crate alloc;
 mod keys;
 mod map;
 mod redirect;
+pub mod sentinel;
 mod spec;
 mod split;
 mod table;
