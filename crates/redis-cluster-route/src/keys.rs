@@ -16,8 +16,8 @@ use crate::{
 };
 
 /// Most runs of keys one command can have: one per key spec (three at most in the tables),
-/// or what a native function finds (two).
-const MAX_RUNS: usize = 8;
+/// or what a native function finds (two). Small, so that [`Keys`] is 72 bytes on the stack.
+const MAX_RUNS: usize = 4;
 
 /// Why no keys could be given for a command. The messages are the server's `COMMAND GETKEYS`
 /// errors.
@@ -40,18 +40,38 @@ pub enum KeyError {
     /// The arguments name no key where the command needs one (`COMMAND GETKEYS` only).
     #[error("Invalid arguments specified for command")]
     InvalidArguments,
-    /// A spec supplied by the caller finds more runs of keys than this crate keeps.
+    /// A spec supplied by the caller has more key specs than this crate keeps (4).
     #[error("more than {MAX_RUNS} key specs")]
     TooManySpecs,
 }
 
-/// Key positions in `argv`: first, last (inclusive), step, and how they are used.
+/// Key positions in `argv`: first, last (inclusive), step, and how they are used; packed in
+/// two words written whole, so that copying a [`Keys`] reads back exactly what was stored
+/// (written field by field, the copy stalled on store forwarding: `benches/route.rs`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 struct Run {
-    first: usize,
-    last: usize,
-    step: usize,
-    flags: KeySpecFlags,
+    /// `first | last << 32`.
+    span: u64,
+    /// `step | flags << 32`.
+    rest: u64,
+}
+
+impl Run {
+    const fn first(self) -> u32 {
+        self.span as u32
+    }
+
+    const fn last(self) -> u32 {
+        (self.span >> 32) as u32
+    }
+
+    const fn step(self) -> u32 {
+        self.rest as u32
+    }
+
+    const fn flags(self) -> KeySpecFlags {
+        KeySpecFlags((self.rest >> 32) as u16)
+    }
 }
 
 /// The keys of one command: their positions in its `argv`, in the server's order. Held
@@ -59,18 +79,24 @@ struct Run {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Keys {
     runs: [Run; MAX_RUNS],
-    len: usize,
+    len: u8,
 }
 
 impl Keys {
+    #[inline]
     fn push(&mut self, first: usize, last: usize, step: usize, flags: KeySpecFlags) -> bool {
-        match self.runs.get_mut(self.len) {
+        let (Ok(first), Ok(last), Ok(step)) = (
+            u32::try_from(first),
+            u32::try_from(last),
+            u32::try_from(step.max(1)),
+        ) else {
+            return false;
+        };
+        match self.runs.get_mut(usize::from(self.len)) {
             Some(run) => {
                 *run = Run {
-                    first,
-                    last,
-                    step: step.max(1),
-                    flags,
+                    span: u64::from(first) | u64::from(last) << 32,
+                    rest: u64::from(step) | u64::from(flags.0) << 32,
                 };
                 self.len += 1;
                 true
@@ -86,7 +112,7 @@ impl Keys {
     }
 
     fn runs(&self) -> &[Run] {
-        self.runs.get(..self.len).unwrap_or_default()
+        self.runs.get(..usize::from(self.len)).unwrap_or_default()
     }
 
     /// The positions of the keys in `argv`, in the server's order (a position can appear
@@ -99,9 +125,9 @@ impl Keys {
     /// carry the flags the server gives them (often none).
     pub fn with_flags(&self) -> impl Iterator<Item = (usize, KeySpecFlags)> + '_ {
         self.runs().iter().flat_map(|run| {
-            (run.first..=run.last)
-                .step_by(run.step)
-                .map(move |at| (at, run.flags))
+            (run.first()..=run.last())
+                .step_by(run.step() as usize)
+                .map(move |at| (at as usize, run.flags()))
         })
     }
 
@@ -109,7 +135,7 @@ impl Keys {
     pub fn len(&self) -> usize {
         self.runs()
             .iter()
-            .map(|run| (run.last - run.first) / run.step + 1)
+            .map(|run| ((run.last() - run.first()) / run.step() + 1) as usize)
             .sum()
     }
 
@@ -128,22 +154,28 @@ impl Keys {
         if !spec.accepts_argc(argv.len()) {
             return Err(KeyError::WrongArity);
         }
-        by_specs(spec, argv)
+        let mut keys = Self::default();
+        Ok(by_specs(spec, argv, &mut keys)?.then_some(keys))
     }
 
     /// The hash slot of all the keys: none, one, or more than one.
     pub fn slot<A: AsRef<[u8]>>(&self, argv: &[A]) -> SlotAnswer {
-        let mut answer = SlotAnswer::NoKeys;
-        for at in self.positions() {
-            let Some(key) = argv.get(at) else { continue };
-            let slot = key_slot(key.as_ref());
-            match answer {
-                SlotAnswer::NoKeys => answer = SlotAnswer::Slot(slot),
-                SlotAnswer::Slot(first) if first != slot => return SlotAnswer::CrossSlot,
-                _ => {}
+        let mut first = None;
+        for run in self.runs() {
+            let mut at = run.first() as usize;
+            while at <= run.last() as usize {
+                if let Some(key) = argv.get(at) {
+                    let slot = key_slot(key.as_ref());
+                    match first {
+                        None => first = Some(slot),
+                        Some(first) if first != slot => return SlotAnswer::CrossSlot,
+                        Some(_) => {}
+                    }
+                }
+                at += run.step() as usize;
             }
         }
-        answer
+        first.map_or(SlotAnswer::NoKeys, SlotAnswer::Slot)
     }
 }
 
@@ -233,19 +265,23 @@ fn getkeys<A: AsRef<[u8]>>(spec: &CommandSpec, argv: &[A]) -> Keys {
         .iter()
         .any(|s| s.flags.contains(KeySpecFlags::VARIABLE_FLAGS));
     if has_keyspec && !variable {
-        if let Ok(Some(keys)) = by_specs(spec, argv) {
+        let mut keys = Keys::default();
+        if by_specs(spec, argv, &mut keys) == Ok(true) {
             return keys;
         }
     }
     native(spec, argv).unwrap_or_default()
 }
 
-/// The keys by the specs; `Ok(None)` when a spec is invalid for these arguments or marked
-/// incomplete (`getKeysUsingKeySpecs` returning -1).
-fn by_specs<A: AsRef<[u8]>>(spec: &CommandSpec, argv: &[A]) -> Result<Option<Keys>, KeyError> {
+/// The keys by the specs, into `keys`; `Ok(false)` when a spec is invalid for these
+/// arguments or marked incomplete (`getKeysUsingKeySpecs` returning -1).
+fn by_specs<A: AsRef<[u8]>>(
+    spec: &CommandSpec,
+    argv: &[A],
+    keys: &mut Keys,
+) -> Result<bool, KeyError> {
     let argc = argv.len() as i64;
     let arg = |at: i64| argv.get(usize::try_from(at).ok()?).map(AsRef::as_ref);
-    let mut keys = Keys::default();
     for key_spec in spec.key_specs {
         if key_spec.flags.contains(KeySpecFlags::NOT_KEY) {
             continue;
@@ -277,7 +313,7 @@ fn by_specs<A: AsRef<[u8]>>(spec: &CommandSpec, argv: &[A]) -> Result<Option<Key
                     None => continue, // an optional keyword that is absent
                 }
             }
-            BeginSearch::Unknown => return Ok(None),
+            BeginSearch::Unknown => return Ok(false),
         };
         let (last, step) = match key_spec.find_keys {
             FindKeys::Range {
@@ -301,28 +337,28 @@ fn by_specs<A: AsRef<[u8]>>(spec: &CommandSpec, argv: &[A]) -> Result<Option<Key
                 step,
             } => {
                 let Some(count) = arg(first + i64::from(keynum_index)).and_then(parse_i64) else {
-                    return Ok(None);
+                    return Ok(false);
                 };
                 if count < 0 {
-                    return Ok(None);
+                    return Ok(false);
                 }
                 first += i64::from(first_key);
                 // The server keeps the count in an `int`.
                 (first + i64::from(count as i32) - 1, i64::from(step))
             }
-            FindKeys::Unknown => return Ok(None),
+            FindKeys::Unknown => return Ok(false),
         };
         if last >= argc || last < first || first >= argc || step < 1 {
-            return Ok(None);
+            return Ok(false);
         }
         if !keys.push(first as usize, last as usize, step as usize, key_spec.flags) {
             return Err(KeyError::TooManySpecs);
         }
         if key_spec.flags.contains(KeySpecFlags::INCOMPLETE) {
-            return Ok(None);
+            return Ok(false);
         }
     }
-    Ok(Some(keys))
+    Ok(true)
 }
 
 /// The legacy range (`getKeysUsingLegacyRangeSpec`): no key at all when a position falls
@@ -345,17 +381,14 @@ fn legacy<A: AsRef<[u8]>>(spec: &CommandSpec, argv: &[A]) -> Keys {
     if reached >= argc {
         return Keys::default();
     }
-    Keys::one(first as usize, KeySpecFlags::EMPTY).with_last(reached as usize, step as usize)
-}
-
-impl Keys {
-    fn with_last(mut self, last: usize, step: usize) -> Self {
-        if let Some(run) = self.runs.first_mut() {
-            run.last = last;
-            run.step = step.max(1);
-        }
-        self
-    }
+    let mut keys = Keys::default();
+    keys.push(
+        first as usize,
+        reached as usize,
+        step as usize,
+        KeySpecFlags::EMPTY,
+    );
+    keys
 }
 
 /// The server's native key-finding function of a command (`getkeys_proc`), for the commands

@@ -58,11 +58,7 @@ impl CommandSpec {
 
 /// The entry of `table` (sorted by name) whose name, after its first `skip` bytes, equals
 /// `name` ignoring ASCII case.
-pub(crate) fn find(
-    table: &'static [CommandSpec],
-    name: &[u8],
-    skip: usize,
-) -> Option<&'static CommandSpec> {
+fn find(table: &'static [CommandSpec], name: &[u8], skip: usize) -> Option<&'static CommandSpec> {
     table
         .binary_search_by(|spec| {
             let own = spec.name.as_bytes().get(skip..).unwrap_or_default();

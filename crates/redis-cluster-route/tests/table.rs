@@ -231,7 +231,7 @@ fn generate(server: &str, folder: &str, reply: &F<'_>) -> String {
          use crate::spec::*;\n\
          \n\
          /// Every command, sorted by name.\n\
-         pub(crate) static COMMANDS: &[CommandSpec] = &[\n"
+         pub(crate) const COMMANDS: &[CommandSpec] = &[\n"
     );
     for c in commands {
         command(c, &mut out, 4);

@@ -1,49 +1,11 @@
-//! Decoding on the zero-copy paths allocates nothing per frame, counted by a global allocator.
-//! (Its own test binary, because a global allocator is process-wide. The one `unsafe` of the
-//! workspace outside libraries: implementing `GlobalAlloc` is the only way to count.)
-#![allow(unsafe_code)]
+//! Decoding on the zero-copy paths allocates nothing per frame, counted by the global
+//! allocator of `counting.rs` (its own test binary: a global allocator is process-wide).
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
+mod counting;
 
 use bytes::BytesMut;
+use counting::allocations_during;
 use redis_resp::{Decoder, Frame, Status, encode_bulk, encode_command};
-
-struct Counting;
-
-thread_local! {
-    static ALLOCATIONS: Cell<usize> = const { Cell::new(0) };
-}
-
-// SAFETY: every call is forwarded to the system allocator unchanged; the counter is a
-// thread-local `Cell` with a const initialiser, which never allocates.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCATIONS.with(|n| n.set(n.get() + 1));
-        // SAFETY: the caller's contract for `alloc` is passed on as it is.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: the caller's contract for `dealloc` is passed on as it is.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        ALLOCATIONS.with(|n| n.set(n.get() + 1));
-        // SAFETY: the caller's contract for `realloc` is passed on as it is.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
-#[global_allocator]
-static GLOBAL: Counting = Counting;
-
-fn allocations_during(f: impl FnOnce()) -> usize {
-    let before = ALLOCATIONS.with(Cell::get);
-    f();
-    ALLOCATIONS.with(Cell::get) - before
-}
 
 #[test]
 fn zero_allocations_per_frame() {

@@ -6,7 +6,43 @@ mod redis_7_0;
 #[rustfmt::skip]
 mod valkey_8_1;
 
-use crate::spec::{CommandSpec, find};
+use crate::spec::CommandSpec;
+
+/// Slots in a table's name index: a power of two, four times the commands or more, so that a
+/// lookup mostly probes once.
+const INDEX_LEN: usize = 1024;
+
+/// FNV-1a over the ASCII-lowercased name.
+const fn name_hash(name: &[u8]) -> u32 {
+    let mut hash: u32 = 0x811c_9dc5;
+    let mut i = 0;
+    while i < name.len() {
+        hash ^= name[i].to_ascii_lowercase() as u32;
+        hash = hash.wrapping_mul(0x0100_0193);
+        i += 1;
+    }
+    hash
+}
+
+/// An open-addressing index of `commands` by name: entry `position + 1`, 0 for empty,
+/// linear probing. Built at compile time.
+const fn index(commands: &[CommandSpec]) -> [u16; INDEX_LEN] {
+    assert!(commands.len() * 4 <= INDEX_LEN, "the index is too small");
+    let mut index = [0u16; INDEX_LEN];
+    let mut n = 0;
+    while n < commands.len() {
+        let mut at = name_hash(commands[n].name.as_bytes()) as usize % INDEX_LEN;
+        while index[at] != 0 {
+            at = (at + 1) % INDEX_LEN;
+        }
+        index[at] = n as u16 + 1;
+        n += 1;
+    }
+    index
+}
+
+static REDIS_7_0_INDEX: [u16; INDEX_LEN] = index(redis_7_0::COMMANDS);
+static VALKEY_8_1_INDEX: [u16; INDEX_LEN] = index(valkey_8_1::COMMANDS);
 
 /// The commands one server knows, with their subcommands, looked up by name.
 ///
@@ -24,6 +60,7 @@ pub struct CommandTable {
     /// The server, as `name version`.
     pub server: &'static str,
     commands: &'static [CommandSpec],
+    index: &'static [u16; INDEX_LEN],
 }
 
 impl CommandTable {
@@ -31,12 +68,14 @@ impl CommandTable {
     pub const REDIS_7_0: Self = Self {
         server: "redis 7.0.15",
         commands: redis_7_0::COMMANDS,
+        index: &REDIS_7_0_INDEX,
     };
 
     /// Valkey 8.1.8's 242 commands and 137 subcommands.
     pub const VALKEY_8_1: Self = Self {
         server: "valkey 8.1.8",
         commands: valkey_8_1::COMMANDS,
+        index: &VALKEY_8_1_INDEX,
     };
 
     /// Every top-level command, sorted by name.
@@ -44,9 +83,18 @@ impl CommandTable {
         self.commands
     }
 
-    /// The top-level command named `name`, ignoring ASCII case.
+    /// The top-level command named `name`, ignoring ASCII case: one hash of the name and
+    /// mostly one comparison.
     pub fn command(&self, name: &[u8]) -> Option<&'static CommandSpec> {
-        find(self.commands, name, 0)
+        let mut at = name_hash(name) as usize % INDEX_LEN;
+        loop {
+            let entry = *self.index.get(at)?;
+            let spec = self.commands.get(usize::from(entry).checked_sub(1)?)?;
+            if spec.name.as_bytes().eq_ignore_ascii_case(name) {
+                return Some(spec);
+            }
+            at = (at + 1) % INDEX_LEN;
+        }
     }
 
     /// The command that `argv` runs, as the server looks it up: a container command with at

@@ -4,7 +4,7 @@
 use crate::spec::*;
 
 /// Every command, sorted by name.
-pub(crate) static COMMANDS: &[CommandSpec] = &[
+pub(crate) const COMMANDS: &[CommandSpec] = &[
     CommandSpec {
         name: "acl",
         arity: -2,

@@ -1,0 +1,133 @@
+//! Shows how `redis-cluster-route` sees a command: its keys, their slots, and how a proxy
+//! routes it, splits it and merges its replies.
+//!
+//! ```text
+//! cargo run --example route -- MSET a 1 b 2
+//! cargo run --example route -- --valkey CLUSTER SLOT-STATS SLOTSRANGE 0 10
+//! echo '["474554","666f6f"]' | cargo run --example route -- --batch
+//! ```
+//!
+//! `--batch` reads one JSON array of hex-encoded arguments per line and prints one JSON
+//! object per line: `{"keys_hex": [...], "slots": [...]}`, or `{"error": "..."}` with the text
+//! `COMMAND GETKEYS` answers, for scripted comparisons with a server.
+
+use std::io::{self, BufRead, Write};
+
+use redis_cluster_proto::hash_slot::key_slot;
+use redis_cluster_proto::route::{CommandTable, Merge, Route};
+use serde_json::{Value, json};
+
+fn main() -> io::Result<()> {
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    let mut table = CommandTable::REDIS_7_0;
+    if args.first().map(String::as_str) == Some("--valkey") {
+        args.remove(0);
+        table = CommandTable::VALKEY_8_1;
+    }
+    if args.first().map(String::as_str) == Some("--batch") {
+        return batch(table);
+    }
+    if args.is_empty() {
+        eprintln!("usage: route [--valkey] COMMAND [ARG ...] | route [--valkey] --batch");
+        std::process::exit(2);
+    }
+    explain(table, &args);
+    Ok(())
+}
+
+fn explain(table: CommandTable, argv: &[String]) {
+    let spec = match table.lookup(argv) {
+        Some(spec) => spec,
+        None => {
+            println!(
+                "{}: unknown to {} (a module's command?)",
+                argv[0], table.server
+            );
+            return;
+        }
+    };
+    println!(
+        "{} (arity {}, flags {:?}, {:?})",
+        spec.name, spec.arity, spec.flags, spec.acl_categories
+    );
+    match table.keys(argv) {
+        Ok(keys) if keys.is_empty() => println!("keys: none"),
+        Ok(keys) => {
+            for (at, flags) in keys.with_flags() {
+                let slot = u16::from(key_slot(argv[at].as_bytes()));
+                println!("key {at}: {:?} slot {slot} {flags:?}", argv[at]);
+            }
+        }
+        Err(e) => println!("keys: {e}"),
+    }
+    match table.route(argv) {
+        Ok(Route::Split(split)) => {
+            println!("route: split over {} slots", split.parts().len());
+            for (n, part) in split.parts().iter().enumerate() {
+                let sub: Vec<&str> = split.argv(n, argv).map(String::as_str).collect();
+                println!("  slot {:5}: {}", u16::from(part.slot), sub.join(" "));
+            }
+            println!("merge: {}", merge(split.merge_policy()));
+        }
+        Ok(Route::AllShards(m)) => println!("route: every master; merge: {}", merge(m)),
+        Ok(Route::AllNodes(m)) => println!("route: every node; merge: {}", merge(m)),
+        Ok(Route::Slot(slot)) => println!("route: the node serving slot {}", u16::from(slot)),
+        Ok(Route::Any) => println!("route: any node"),
+        Ok(Route::Special) => {
+            println!("route: needs command-specific handling (request_policy:special)")
+        }
+        Ok(Route::CrossSlot) => println!("route: refused, CROSSSLOT"),
+        Err(e) => println!("route: {e}"),
+    }
+}
+
+fn merge(merge: Merge) -> String {
+    match merge {
+        Merge::Policy(policy) => format!("{policy:?}"),
+        Merge::Aggregate => "replies concatenated".into(),
+        Merge::ByKey => "replies put back in key order".into(),
+    }
+}
+
+fn batch(table: CommandTable) -> io::Result<()> {
+    let mut out = io::BufWriter::new(io::stdout().lock());
+    for line in io::stdin().lock().lines() {
+        let line = line?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let value = match parse(&line) {
+            Some(argv) => match table.command_getkeys(&argv) {
+                Ok(keys) => json!({
+                    "keys_hex": keys.positions().map(|at| hex(&argv[at])).collect::<Vec<_>>(),
+                    "slots": keys.positions().map(|at| u16::from(key_slot(&argv[at]))).collect::<Vec<_>>(),
+                }),
+                Err(e) => json!({ "error": e.to_string() }),
+            },
+            None => json!({ "error": "not a JSON array of hex strings" }),
+        };
+        writeln!(out, "{value}")?;
+    }
+    out.flush()
+}
+
+fn parse(line: &str) -> Option<Vec<Vec<u8>>> {
+    let Value::Array(items) = serde_json::from_str(line).ok()? else {
+        return None;
+    };
+    items.iter().map(|item| unhex(item.as_str()?)).collect()
+}
+
+fn unhex(text: &str) -> Option<Vec<u8>> {
+    if text.len() % 2 != 0 {
+        return None;
+    }
+    (0..text.len())
+        .step_by(2)
+        .map(|at| u8::from_str_radix(text.get(at..at + 2)?, 16).ok())
+        .collect()
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
