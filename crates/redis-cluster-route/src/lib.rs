@@ -3,10 +3,13 @@
 //!
 //! [`CommandTable`] holds every command and subcommand of a real server (generated from its
 //! `COMMAND` reply: arity, flags, ACL categories, key specs, tips); [`CommandTable::keys`]
-//! finds a command's keys by its key specs exactly as the server's `COMMAND GETKEYS` does, and
-//! [`CommandTable::slot`] says which hash slot a command goes to, or that it has none or
-//! crosses slots, as a cluster node decides it. It does no I/O and allocates nothing to route
-//! a command.
+//! finds a command's keys by its key specs exactly as the server's `COMMAND GETKEYS` does,
+//! [`CommandTable::slot`] says which hash slot a command goes to as a cluster node decides
+//! it, and [`CommandTable::route`] says where a proxy sends it, splitting a multi-key command
+//! by slot and merging the replies ([`Split`], [`Merge`]). [`SlotMap`] knows which node
+//! serves each slot (from `CLUSTER SLOTS` / `SHARDS` / `NODES`, updated by
+//! [`ClusterError::parse`]'s MOVED), and [`sentinel`] reads what a Sentinel says. It does no
+//! I/O, reads no clock, and allocates nothing to route a single-key command.
 //!
 //! ```
 //! use redis_cluster_route::{CommandTable, SlotAnswer};
