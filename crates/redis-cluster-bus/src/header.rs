@@ -306,6 +306,11 @@ impl OwnedHeader {
     }
 }
 
+/// The length of a normal header, or of Valkey's light one.
+pub(crate) const fn header_len(normal: bool) -> usize {
+    if normal { HEADER_LEN } else { LIGHT_HEADER_LEN }
+}
+
 /// The `N` bytes of a fixed-size field at `at`. Every caller passes an offset that fits in
 /// its fixed-size message part, so the zero fallback is never taken.
 pub(crate) fn field_at<const N: usize>(bytes: &[u8], at: usize) -> [u8; N] {

@@ -26,6 +26,7 @@
 
 extern crate alloc;
 
+mod frame;
 mod keys;
 mod map;
 mod redirect;

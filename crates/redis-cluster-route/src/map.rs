@@ -7,7 +7,10 @@ use core::fmt;
 use redis_hash_slot::{SLOT_COUNT, Slot};
 use redis_resp::Frame;
 
-use crate::redirect::Redirect;
+use crate::{
+    frame::{field, int, items, text},
+    redirect::Redirect,
+};
 
 /// Where a node serves clients.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
@@ -386,42 +389,6 @@ impl SlotMap {
                 .collect();
         }
         Ok(map)
-    }
-}
-
-/// The elements of an array or a set.
-fn items<B>(frame: &Frame<B>) -> Option<&[Frame<B>]> {
-    match frame {
-        Frame::Array(items) | Frame::Set(items) => Some(items),
-        _ => None,
-    }
-}
-
-fn text<B: AsRef<[u8]>>(frame: &Frame<B>) -> Option<&[u8]> {
-    match frame {
-        Frame::BulkString(s) | Frame::SimpleString(s) => Some(s.as_ref()),
-        Frame::VerbatimString { text, .. } => Some(text.as_ref()),
-        _ => None,
-    }
-}
-
-fn int<B: AsRef<[u8]>>(frame: &Frame<B>) -> Option<i64> {
-    match frame {
-        Frame::Integer(n) => Some(*n),
-        _ => None,
-    }
-}
-
-/// The value named `name` in a RESP3 map or a RESP2 flat array of names and values.
-fn field<'f, B: AsRef<[u8]>>(frame: &'f Frame<B>, name: &str) -> Option<&'f Frame<B>> {
-    let is = |key: &Frame<B>| text(key) == Some(name.as_bytes());
-    match frame {
-        Frame::Map(pairs) => pairs.iter().find(|(k, _)| is(k)).map(|(_, v)| v),
-        Frame::Array(flat) => flat
-            .chunks_exact(2)
-            .find(|pair| is(&pair[0]))
-            .map(|pair| &pair[1]),
-        _ => None,
     }
 }
 

@@ -5,6 +5,8 @@ use alloc::{string::String, vec::Vec};
 
 use redis_resp::Frame;
 
+use crate::frame::{self, field, items};
+
 /// A host and port, as Sentinel and ROLE give them.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Address {
@@ -81,30 +83,12 @@ impl SentinelReplica {
 pub struct SentinelError(pub &'static str);
 
 fn text<B: AsRef<[u8]>>(frame: &Frame<B>) -> Option<String> {
-    match frame {
-        Frame::BulkString(s) | Frame::SimpleString(s) => {
-            Some(String::from_utf8_lossy(s.as_ref()).into_owned())
-        }
-        _ => None,
-    }
+    frame::text(frame).map(|s| String::from_utf8_lossy(s).into_owned())
 }
 
+/// An integer, or (as ROLE gives a replica's offsets in a master's list) a decimal string.
 fn int<B: AsRef<[u8]>>(frame: &Frame<B>) -> Option<i64> {
-    match frame {
-        Frame::Integer(n) => Some(*n),
-        // ROLE gives a replica's offsets as strings in the master's list.
-        Frame::BulkString(s) | Frame::SimpleString(s) => {
-            core::str::from_utf8(s.as_ref()).ok()?.parse().ok()
-        }
-        _ => None,
-    }
-}
-
-fn items<B>(frame: &Frame<B>) -> Option<&[Frame<B>]> {
-    match frame {
-        Frame::Array(items) | Frame::Push(items) | Frame::Set(items) => Some(items),
-        _ => None,
-    }
+    frame::int(frame).or_else(|| core::str::from_utf8(frame::text(frame)?).ok()?.parse().ok())
 }
 
 fn address<B: AsRef<[u8]>>(host: &Frame<B>, port: &Frame<B>) -> Option<Address> {
@@ -159,19 +143,6 @@ pub fn role<B: AsRef<[u8]>>(reply: &Frame<B>) -> Result<Role, SentinelError> {
                 .ok_or(WHAT)?,
         }),
         _ => Err(WHAT),
-    }
-}
-
-/// The value named `name` in a RESP3 map or a RESP2 flat array of names and values.
-fn field<'f, B: AsRef<[u8]>>(frame: &'f Frame<B>, name: &str) -> Option<&'f Frame<B>> {
-    let is = |key: &Frame<B>| text(key).as_deref() == Some(name);
-    match frame {
-        Frame::Map(pairs) => pairs.iter().find(|(k, _)| is(k)).map(|(_, v)| v),
-        Frame::Array(flat) => flat
-            .chunks_exact(2)
-            .find(|pair| is(&pair[0]))
-            .map(|pair| &pair[1]),
-        _ => None,
     }
 }
 

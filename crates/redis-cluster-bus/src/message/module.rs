@@ -6,7 +6,7 @@ use alloc::vec::Vec;
 use crate::{
     codes::MessageType,
     error::BusError,
-    header::{HEADER_LEN, Header, LIGHT_HEADER_LEN},
+    header::{Header, header_len},
 };
 
 /// Bytes before the payload: module id, payload length, module message type.
@@ -29,11 +29,7 @@ impl<'a> Module<'a> {
         body: &'a [u8],
         totlen: u32,
     ) -> Result<Self, BusError> {
-        let header_len = if header.is_some() {
-            HEADER_LEN
-        } else {
-            LIGHT_HEADER_LEN
-        };
+        let header_len = header_len(header.is_some());
         let wrong = |expected| BusError::wrong_length(MessageType::MODULE, totlen, expected);
         let (module_id, rest) = body
             .split_first_chunk::<8>()

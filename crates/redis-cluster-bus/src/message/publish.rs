@@ -5,7 +5,7 @@ use alloc::vec::Vec;
 use crate::{
     codes::MessageType,
     error::BusError,
-    header::{HEADER_LEN, Header, LIGHT_HEADER_LEN},
+    header::{Header, header_len},
 };
 
 /// A PUBLISH or PUBLISHSHARD, read in place.
@@ -26,11 +26,7 @@ impl<'a> Publish<'a> {
         body: &'a [u8],
         totlen: u32,
     ) -> Result<Self, BusError> {
-        let header_len = if header.is_some() {
-            HEADER_LEN
-        } else {
-            LIGHT_HEADER_LEN
-        };
+        let header_len = header_len(header.is_some());
         let wrong = |expected| BusError::wrong_length(kind, totlen, expected);
         let (lens, rest) = body.split_first_chunk::<8>().ok_or(wrong(header_len + 8))?;
         let channel_len = u32::from_be_bytes([lens[0], lens[1], lens[2], lens[3]]) as usize;
