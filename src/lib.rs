@@ -2,7 +2,8 @@
 //!
 //! Each module is a re-export of one crate of the workspace, which can also be depended on
 //! alone: [`hash_slot`] is `redis-hash-slot`, [`resp`] is `redis-resp`, [`bus`] is
-//! `redis-cluster-bus`, [`route`] is `redis-cluster-route`. None of them does I/O.
+//! `redis-cluster-bus`, [`route`] is `redis-cluster-route`, [`state`] is `redis-cluster-state`.
+//! None of them does I/O.
 //!
 //! ```
 //! use redis_cluster_proto::hash_slot::key_slot;
@@ -14,5 +15,6 @@
 
 pub use redis_cluster_bus as bus;
 pub use redis_cluster_route as route;
+pub use redis_cluster_state as state;
 pub use redis_hash_slot as hash_slot;
 pub use redis_resp as resp;

@@ -1,0 +1,363 @@
+//! [`ClusterNode`]: one node's view of the cluster: its node table, the slot table with the
+//! migrating and importing marks, its epochs and the cluster state.
+
+use alloc::{collections::BTreeMap, string::String, vec, vec::Vec};
+
+use redis_cluster_bus::{NodeFlags, NodeId};
+use redis_hash_slot::{SLOT_COUNT, Slot};
+
+use crate::{config::Config, node::Node};
+
+/// No owner in the slot table.
+const NONE: u16 = u16::MAX;
+
+/// One node's view of the cluster.
+///
+/// ```
+/// use redis_cluster_state::{ClusterNode, Config};
+/// use redis_hash_slot::{Slot, SlotRange};
+///
+/// let mut node = ClusterNode::new(Config::new("127.0.0.1", 7000));
+/// node.add_slots(SlotRange::new(Slot::new(0).unwrap(), Slot::new(5460).unwrap()).unwrap())?;
+/// assert_eq!(node.owner(Slot::new(42).unwrap()).map(|n| n.port), Some(7000));
+/// assert_eq!(node.myself().slots.len(), 5461);
+/// # Ok::<(), redis_cluster_state::CommandError>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct ClusterNode {
+    pub(crate) config: Config,
+    pub(crate) myself: u16,
+    /// The node table: a slab indexed by the numbers the slot table holds.
+    pub(crate) nodes: Vec<Option<Node>>,
+    pub(crate) index: BTreeMap<NodeId, u16>,
+    /// The owner of each slot, by slab index; [`NONE`] when unassigned.
+    pub(crate) owners: Vec<u16>,
+    pub(crate) migrating_to: BTreeMap<u16, NodeId>,
+    pub(crate) importing_from: BTreeMap<u16, NodeId>,
+    pub(crate) current_epoch: u64,
+    pub(crate) last_vote_epoch: u64,
+    pub(crate) state_ok: bool,
+}
+
+/// Why a command on the node table was refused; the text is the server's, without `ERR `.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum CommandError {
+    /// ADDSLOTS of a slot that has an owner.
+    #[error("Slot {0} is already busy")]
+    SlotBusy(u16),
+    /// DELSLOTS of a slot without one.
+    #[error("Slot {0} is already unassigned")]
+    SlotUnassigned(u16),
+    /// The same slot twice in one ADDSLOTS / DELSLOTS.
+    #[error("Slot {0} specified multiple times")]
+    SlotTwice(u16),
+    /// A slot number out of range, or not a number.
+    #[error("Invalid or out of range slot")]
+    BadSlot,
+    /// An id the table does not hold.
+    #[error("Unknown node {0}")]
+    UnknownNode(String),
+    /// Any other refusal, with the server's text.
+    #[error("{0}")]
+    Other(&'static str),
+}
+
+impl ClusterNode {
+    /// A node alone in its cluster, as at a first start: a master with no slots, epochs 0,
+    /// its id from `config.id` or else drawn from the seed.
+    pub fn new(config: Config) -> Self {
+        let mut rng = config.seed ^ 0x9e37_79b9_7f4a_7c15;
+        let id = config.id.unwrap_or_else(|| random_id(&mut rng));
+        let mut me = Node::new(id);
+        me.ip = config.ip.clone();
+        me.port = config.port;
+        me.cport = config.cport;
+        me.pport = config.pport;
+        me.hostname = config.hostname.clone();
+        me.flags = NodeFlags(NodeFlags::MYSELF.0 | NodeFlags::MASTER.0);
+        if config.replica_no_failover {
+            me.set(NodeFlags::NOFAILOVER, true);
+        }
+        me.link = true;
+        let mut node = Self {
+            config,
+            myself: 0,
+            nodes: Vec::new(),
+            index: BTreeMap::new(),
+            owners: vec![NONE; usize::from(SLOT_COUNT)],
+            migrating_to: BTreeMap::new(),
+            importing_from: BTreeMap::new(),
+            current_epoch: 0,
+            last_vote_epoch: 0,
+            state_ok: false,
+        };
+        node.myself = node.insert(me);
+        node.update_state();
+        node
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// This node's own entry.
+    pub fn myself(&self) -> &Node {
+        self.at(self.myself).unwrap_or_else(|| unreachable_myself())
+    }
+
+    pub(crate) fn myself_mut(&mut self) -> &mut Node {
+        let at = usize::from(self.myself);
+        match self.nodes.get_mut(at).and_then(Option::as_mut) {
+            Some(node) => node,
+            None => unreachable_myself(),
+        }
+    }
+
+    /// The node with this id.
+    pub fn node(&self, id: &NodeId) -> Option<&Node> {
+        self.at(*self.index.get(id)?)
+    }
+
+    pub(crate) fn node_mut(&mut self, id: &NodeId) -> Option<&mut Node> {
+        let at = usize::from(*self.index.get(id)?);
+        self.nodes.get_mut(at)?.as_mut()
+    }
+
+    /// Every known node, itself included, in id order.
+    pub fn nodes(&self) -> impl Iterator<Item = &Node> {
+        self.index.values().filter_map(|&at| self.at(at))
+    }
+
+    pub(crate) fn at(&self, at: u16) -> Option<&Node> {
+        self.nodes.get(usize::from(at))?.as_ref()
+    }
+
+    /// Adds a node to the table (replacing one with the same id) and returns its index.
+    pub(crate) fn insert(&mut self, node: Node) -> u16 {
+        if let Some(&at) = self.index.get(&node.id) {
+            self.nodes[usize::from(at)] = Some(node);
+            return at;
+        }
+        let id = node.id;
+        let at = match self.nodes.iter().position(Option::is_none) {
+            Some(free) => {
+                self.nodes[free] = Some(node);
+                free
+            }
+            None => {
+                self.nodes.push(Some(node));
+                self.nodes.len() - 1
+            }
+        };
+        let at = at as u16;
+        self.index.insert(id, at);
+        at
+    }
+
+    /// A bus link to `id` came up or went down (the driver owns the sockets). Returns whether
+    /// the node is known.
+    pub fn handle_link(&mut self, id: &NodeId, up: bool, now: u64) -> bool {
+        let _ = now; // link timing joins the failure detector
+        match self.node_mut(id) {
+            Some(node) => {
+                node.link = up || node.flags.contains(NodeFlags::MYSELF);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The node serving `slot`: one index into the table.
+    pub fn owner(&self, slot: Slot) -> Option<&Node> {
+        match self.owners.get(usize::from(u16::from(slot))) {
+            Some(&NONE) | None => None,
+            Some(&at) => self.at(at),
+        }
+    }
+
+    /// Binds `slot` to the node at `at` (or unbinds it), keeping every node's slot set in step.
+    pub(crate) fn bind(&mut self, slot: Slot, at: Option<u16>) {
+        let entry = usize::from(u16::from(slot));
+        let old = self.owners[entry];
+        if old != NONE {
+            if let Some(Some(node)) = self.nodes.get_mut(usize::from(old)) {
+                node.slots.remove(slot);
+            }
+        }
+        self.owners[entry] = at.unwrap_or(NONE);
+        if let Some(at) = at {
+            if let Some(Some(node)) = self.nodes.get_mut(usize::from(at)) {
+                node.slots.insert(slot);
+            }
+        }
+    }
+
+    /// The index of a node, by id.
+    pub(crate) fn index_of(&self, id: &NodeId) -> Option<u16> {
+        self.index.get(id).copied()
+    }
+
+    /// The node `slot` is migrating to, on its owner.
+    pub fn migrating_to(&self, slot: Slot) -> Option<&NodeId> {
+        self.migrating_to.get(&u16::from(slot))
+    }
+
+    /// The node `slot` is being imported from.
+    pub fn importing_from(&self, slot: Slot) -> Option<&NodeId> {
+        self.importing_from.get(&u16::from(slot))
+    }
+
+    /// The cluster-wide logical clock.
+    pub fn current_epoch(&self) -> u64 {
+        self.current_epoch
+    }
+
+    /// The epoch in which this node last voted.
+    pub fn last_vote_epoch(&self) -> u64 {
+        self.last_vote_epoch
+    }
+
+    /// The config epoch this node advertises: its own, or its master's for a replica
+    /// (`cluster_my_epoch`).
+    pub fn my_epoch(&self) -> u64 {
+        let me = self.myself();
+        match me.master.as_ref().and_then(|m| self.node(m)) {
+            Some(master) if me.is_replica() => master.config_epoch,
+            _ => me.config_epoch,
+        }
+    }
+
+    /// Whether the cluster is `ok` in this node's view (`cluster_state`).
+    pub fn state_ok(&self) -> bool {
+        self.state_ok
+    }
+
+    /// `CLUSTER ADDSLOTS` / `ADDSLOTSRANGE`: every slot must be unassigned and given once;
+    /// then each is bound to this node and its importing mark cleared.
+    pub fn add_slots(&mut self, slots: impl IntoIterator<Item = Slot>) -> Result<(), CommandError> {
+        let slots = self.distinct(slots)?;
+        if let Some(&busy) = slots.iter().find(|&&s| self.owner(s).is_some()) {
+            return Err(CommandError::SlotBusy(u16::from(busy)));
+        }
+        for slot in slots {
+            self.importing_from.remove(&u16::from(slot));
+            self.bind(slot, Some(self.myself));
+        }
+        self.update_state();
+        Ok(())
+    }
+
+    /// `CLUSTER DELSLOTS` / `DELSLOTSRANGE`: every slot must be assigned and given once.
+    pub fn del_slots(&mut self, slots: impl IntoIterator<Item = Slot>) -> Result<(), CommandError> {
+        let slots = self.distinct(slots)?;
+        if let Some(&free) = slots.iter().find(|&&s| self.owner(s).is_none()) {
+            return Err(CommandError::SlotUnassigned(u16::from(free)));
+        }
+        for slot in slots {
+            self.bind(slot, None);
+        }
+        self.update_state();
+        Ok(())
+    }
+
+    fn distinct(&self, slots: impl IntoIterator<Item = Slot>) -> Result<Vec<Slot>, CommandError> {
+        let mut seen = redis_hash_slot::SlotSet::new();
+        let mut out = Vec::new();
+        for slot in slots {
+            if !seen.insert(slot) {
+                return Err(CommandError::SlotTwice(u16::from(slot)));
+            }
+            out.push(slot);
+        }
+        Ok(out)
+    }
+
+    /// `CLUSTER SET-CONFIG-EPOCH`: only alone and at config epoch 0; raises the current epoch.
+    pub fn set_config_epoch(&mut self, epoch: u64) -> Result<(), CommandError> {
+        if self.index.len() > 1 {
+            return Err(CommandError::Other(
+                "The user can assign a config epoch only when the node does not know any other node.",
+            ));
+        }
+        if self.myself().config_epoch != 0 {
+            return Err(CommandError::Other("Node config epoch is already non-zero"));
+        }
+        self.myself_mut().config_epoch = epoch;
+        self.current_epoch = self.current_epoch.max(epoch);
+        Ok(())
+    }
+
+    /// Bump without consensus (`CLUSTER BUMPEPOCH`): when this node's config epoch is 0 or not
+    /// the largest known, takes currentEpoch + 1. Returns whether it bumped, and the epoch.
+    pub fn bump_epoch(&mut self) -> (bool, u64) {
+        let mine = self.myself().config_epoch;
+        let largest = self
+            .nodes()
+            .map(|n| n.config_epoch)
+            .max()
+            .unwrap_or(0)
+            .max(self.current_epoch);
+        if mine == 0 || mine != largest {
+            self.current_epoch += 1;
+            let epoch = self.current_epoch;
+            self.myself_mut().config_epoch = epoch;
+            (true, epoch)
+        } else {
+            (false, mine)
+        }
+    }
+
+    /// Recomputes `cluster_state` (semantics 1.5, without the start-up and rejoin delays):
+    /// `fail` when full coverage is required and a slot is unassigned or owned by a FAIL node,
+    /// or when fewer than a majority of the slot-owning masters are free of FAIL and PFAIL.
+    pub fn update_state(&mut self) -> bool {
+        let mut ok = true;
+        if self.config.require_full_coverage {
+            ok = self
+                .owners
+                .iter()
+                .all(|&at| at != NONE && self.at(at).is_some_and(|n| !n.is_failed()));
+        }
+        let masters = self
+            .nodes()
+            .filter(|n| n.is_master() && !n.slots.is_empty());
+        let (size, reachable) = masters.fold((0, 0), |(size, up), n| {
+            let healthy = !n.is_failed() && !n.is_pfailed();
+            (size + 1, up + usize::from(healthy))
+        });
+        if reachable < size / 2 + 1 {
+            ok = false;
+        }
+        self.state_ok = ok;
+        ok
+    }
+}
+
+fn next(state: &mut u64) -> u64 {
+    *state ^= *state >> 12;
+    *state ^= *state << 25;
+    *state ^= *state >> 27;
+    state.wrapping_mul(0x2545_f491_4f6c_dd1d)
+}
+
+/// 40 lowercase hex digits from the generator, as a first start draws its id.
+pub(crate) fn random_id(state: &mut u64) -> NodeId {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut id = [0u8; NodeId::LEN];
+    for chunk in id.chunks_mut(16) {
+        let mut bits = next(state);
+        for byte in chunk {
+            *byte = HEX[(bits & 15) as usize];
+            bits >>= 4;
+        }
+    }
+    NodeId(id)
+}
+
+/// The node's own entry is created with it and never removed.
+#[cold]
+fn unreachable_myself() -> ! {
+    unreachable!("a ClusterNode always holds its own entry")
+}

@@ -1,0 +1,35 @@
+//! The state machine of one Redis Cluster node: its node table, the slot table with migrating
+//! and importing marks, its epochs, and the decisions a node takes from them, such as where a
+//! keyed command goes.
+//!
+//! [`ClusterNode`] holds one node's view, built from a [`Config`] or loaded from nodes.conf
+//! text; [`ClusterNode::route`] is the redirect decision of a real node (served, MOVED, ASK,
+//! TRYAGAIN, CROSSSLOT, CLUSTERDOWN) with the server's error text. It does no I/O, reads no
+//! clock and spawns nothing: times and randomness come in as arguments and from the seed.
+//!
+//! ```
+//! use redis_cluster_state::{ClusterNode, Config, Request};
+//! use redis_hash_slot::SlotRange;
+//!
+//! let mut node = ClusterNode::new(Config::new("127.0.0.1", 7000));
+//! node.add_slots(SlotRange::ALL)?;
+//! let keys = [&b"foo"[..]];
+//! assert!(node.route(&Request::new(&keys), |_| true).is_served());
+//! # Ok::<(), redis_cluster_state::CommandError>(())
+//! ```
+#![no_std]
+#![forbid(unsafe_code)]
+
+extern crate alloc;
+
+mod cluster;
+mod config;
+mod node;
+mod route;
+mod text;
+
+pub use cluster::{ClusterNode, CommandError};
+pub use config::{Config, EndpointType};
+pub use node::Node;
+pub use route::{Decision, Request};
+pub use text::ConfError;

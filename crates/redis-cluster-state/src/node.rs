@@ -1,0 +1,101 @@
+//! [`Node`]: what a node knows of one node of the cluster (itself included).
+
+use alloc::string::String;
+
+use redis_cluster_bus::{NodeFlags, NodeId};
+use redis_hash_slot::SlotSet;
+
+/// One entry of the node table.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Node {
+    /// Its id.
+    pub id: NodeId,
+    /// Its IP, empty when unknown.
+    pub ip: String,
+    /// Its client port.
+    pub port: u16,
+    /// Its bus port.
+    pub cport: u16,
+    /// Its secondary client port.
+    pub pport: u16,
+    /// Its announced hostname.
+    pub hostname: Option<String>,
+    /// Its flags: role, failure state, handshake, …
+    pub flags: NodeFlags,
+    /// Its master, for a replica.
+    pub master: Option<NodeId>,
+    /// Its config epoch (a replica's line shows its master's).
+    pub config_epoch: u64,
+    /// When our outstanding ping to it was sent (ms), 0 for none.
+    pub ping_sent: u64,
+    /// When its last PONG arrived (ms).
+    pub pong_received: u64,
+    /// When it was flagged FAIL (ms).
+    pub fail_time: u64,
+    /// Whether we hold an outbound bus link to it.
+    pub link: bool,
+    /// The slots it serves, as we know them.
+    pub slots: SlotSet,
+    /// Its replication offset, as last advertised.
+    pub repl_offset: u64,
+    /// Fields after the hostname in a nodes.conf line (Redis 7.2+ / Valkey: `shard-id=…`,
+    /// `tls-port=…`), kept as they were read so that the file is written back the same.
+    pub aux: String,
+}
+
+impl Node {
+    /// A node with no address, no slots and no flags.
+    pub fn new(id: NodeId) -> Self {
+        Self {
+            id,
+            ip: String::new(),
+            port: 0,
+            cport: 0,
+            pport: 0,
+            hostname: None,
+            flags: NodeFlags(0),
+            master: None,
+            config_epoch: 0,
+            ping_sent: 0,
+            pong_received: 0,
+            fail_time: 0,
+            link: false,
+            slots: SlotSet::new(),
+            repl_offset: 0,
+            aux: String::new(),
+        }
+    }
+
+    /// Whether it is a master.
+    pub fn is_master(&self) -> bool {
+        self.flags.contains(NodeFlags::MASTER)
+    }
+
+    /// Whether it is a replica.
+    pub fn is_replica(&self) -> bool {
+        self.flags.contains(NodeFlags::REPLICA)
+    }
+
+    /// Whether it is flagged FAIL.
+    pub fn is_failed(&self) -> bool {
+        self.flags.contains(NodeFlags::FAIL)
+    }
+
+    /// Whether it is flagged PFAIL.
+    pub fn is_pfailed(&self) -> bool {
+        self.flags.contains(NodeFlags::PFAIL)
+    }
+
+    /// Whether it is still in a handshake.
+    pub fn in_handshake(&self) -> bool {
+        self.flags.contains(NodeFlags::HANDSHAKE)
+    }
+
+    pub(crate) fn set(&mut self, flag: NodeFlags, on: bool) {
+        if on {
+            self.flags.0 |= flag.0;
+        } else {
+            self.flags.0 &= !flag.0;
+        }
+    }
+}

@@ -1,0 +1,334 @@
+//! The node table as text: `CLUSTER NODES` lines and the nodes.conf file (semantics 6.1, 6.2).
+
+use alloc::{string::String, vec::Vec};
+use core::fmt::Write as _;
+
+use redis_cluster_bus::{NodeFlags, NodeId};
+use redis_hash_slot::{Slot, SlotRange};
+
+use crate::{cluster::ClusterNode, config::Config, node::Node};
+
+/// The flags of a `CLUSTER NODES` line, in the server's fixed order.
+const FLAG_NAMES: [(NodeFlags, &str); 8] = [
+    (NodeFlags::MYSELF, "myself"),
+    (NodeFlags::MASTER, "master"),
+    (NodeFlags::REPLICA, "slave"),
+    (NodeFlags::PFAIL, "fail?"),
+    (NodeFlags::FAIL, "fail"),
+    (NodeFlags::HANDSHAKE, "handshake"),
+    (NodeFlags::NOADDR, "noaddr"),
+    (NodeFlags::NOFAILOVER, "nofailover"),
+];
+
+/// Why a nodes.conf could not be loaded (the server stops with "Unrecoverable error:
+/// corrupted cluster config file.").
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("corrupted cluster config file, line {line}: {what}")]
+pub struct ConfError {
+    /// The line, from 1 (0: the file as a whole).
+    pub line: usize,
+    /// What is wrong.
+    pub what: &'static str,
+}
+
+impl ClusterNode {
+    /// `CLUSTER NODES`: one line per known node, handshake nodes included, each ending in
+    /// `\n`, in node-id order (the server's order is its hash table's, which clients never
+    /// rely on).
+    pub fn cluster_nodes(&self) -> String {
+        let mut out = String::new();
+        for node in self.nodes() {
+            self.write_line(&mut out, node, false);
+        }
+        out
+    }
+
+    /// The lines of `CLUSTER REPLICAS <id>`: the replicas of that master.
+    pub fn replica_lines(&self, master: &NodeId) -> Vec<String> {
+        self.nodes()
+            .filter(|n| n.is_replica() && n.master.as_ref() == Some(master))
+            .map(|node| {
+                let mut line = String::new();
+                self.write_line(&mut line, node, false);
+                line
+            })
+            .collect()
+    }
+
+    /// The nodes.conf file: the `CLUSTER NODES` lines without handshake nodes (with the aux
+    /// fields newer servers keep), then `vars currentEpoch <n> lastVoteEpoch <n>`.
+    pub fn nodes_conf(&self) -> String {
+        let mut out = String::new();
+        for node in self.nodes().filter(|n| !n.in_handshake()) {
+            self.write_line(&mut out, node, true);
+        }
+        let _ = writeln!(
+            out,
+            "vars currentEpoch {} lastVoteEpoch {}",
+            self.current_epoch, self.last_vote_epoch
+        );
+        out
+    }
+
+    fn write_line(&self, out: &mut String, node: &Node, conf: bool) {
+        let _ = write!(out, "{} {}:{}@{}", node.id, node.ip, node.port, node.cport);
+        let hostname = node.hostname.as_deref().unwrap_or_default();
+        if conf && !node.aux.is_empty() {
+            let _ = write!(out, ",{hostname},{}", node.aux);
+        } else if !hostname.is_empty() {
+            let _ = write!(out, ",{hostname}");
+        }
+        out.push(' ');
+        let mut any = false;
+        for (flag, name) in FLAG_NAMES {
+            if node.flags.contains(flag) {
+                if any {
+                    out.push(',');
+                }
+                out.push_str(name);
+                any = true;
+            }
+        }
+        if !any {
+            out.push_str("noflags");
+        }
+        match &node.master {
+            Some(master) if node.is_replica() => {
+                let _ = write!(out, " {master}");
+            }
+            _ => out.push_str(" -"),
+        }
+        let myself = node.flags.contains(NodeFlags::MYSELF);
+        let link = if node.link || myself {
+            "connected"
+        } else {
+            "disconnected"
+        };
+        let _ = write!(
+            out,
+            " {} {} {} {link}",
+            node.ping_sent,
+            node.pong_received,
+            self.node_epoch(node)
+        );
+        for range in node.slots.ranges() {
+            if range.start() == range.end() {
+                let _ = write!(out, " {}", u16::from(range.start()));
+            } else {
+                let _ = write!(
+                    out,
+                    " {}-{}",
+                    u16::from(range.start()),
+                    u16::from(range.end())
+                );
+            }
+        }
+        if myself {
+            // Open slots, in slot order, on the myself line only.
+            let mut marks: Vec<(u16, &str, &NodeId)> = Vec::new();
+            marks.extend(self.migrating_to.iter().map(|(s, id)| (*s, "->-", id)));
+            marks.extend(self.importing_from.iter().map(|(s, id)| (*s, "-<-", id)));
+            marks.sort_by_key(|(slot, _, _)| *slot);
+            for (slot, arrow, id) in marks {
+                let _ = write!(out, " [{slot}{arrow}{id}]");
+            }
+        }
+        out.push('\n');
+    }
+
+    /// The config epoch a line shows: a replica's is its master's.
+    fn node_epoch(&self, node: &Node) -> u64 {
+        match node.master.as_ref().and_then(|m| self.node(m)) {
+            Some(master) if node.is_replica() => master.config_epoch,
+            _ => node.config_epoch,
+        }
+    }
+
+    /// Loads a nodes.conf as a starting server does: `config` gives the announced ports and
+    /// options, the file gives the identity, the table and the epochs. Non-zero ping and pong
+    /// times become `now`, FAIL nodes fail at `now`, replicas' config epochs are forced to 0
+    /// and the current epoch is raised to the largest config epoch found.
+    pub fn from_nodes_conf(config: Config, text: &str, now: u64) -> Result<Self, ConfError> {
+        let mut cluster = Self::new(config);
+        let placeholder = cluster.myself().id;
+        let mut myself = None;
+        let mut open: Vec<(Slot, bool, NodeId)> = Vec::new();
+        let mut epochs = None;
+        for (number, line) in text.lines().enumerate() {
+            let bad = |what| ConfError {
+                line: number + 1,
+                what,
+            };
+            let fields: Vec<&str> = line.split(' ').filter(|f| !f.is_empty()).collect();
+            match fields.first() {
+                None => continue,
+                Some(&"vars") => {
+                    let (mut current, mut vote) = (0, 0);
+                    for pair in fields[1..].chunks(2) {
+                        let [name, value] = pair else {
+                            return Err(bad("vars without a value"));
+                        };
+                        let value = value.parse().map_err(|_| bad("vars value"))?;
+                        match *name {
+                            "currentEpoch" => current = value,
+                            "lastVoteEpoch" => vote = value,
+                            _ => {} // unknown variables are only warned about
+                        }
+                    }
+                    epochs = Some((current, vote));
+                    continue;
+                }
+                Some(_) if fields.len() < 8 => return Err(bad("fewer than 8 fields")),
+                Some(_) => {}
+            }
+            let id = parse_id(fields[0]).ok_or_else(|| bad("bad node id"))?;
+            let mut node = cluster
+                .node(&id)
+                .filter(|n| n.id != placeholder)
+                .cloned()
+                .unwrap_or_else(|| Node::new(id));
+            parse_address(fields[1], &mut node).ok_or_else(|| bad("bad address"))?;
+            node.flags = NodeFlags(0);
+            for flag in fields[2].split(',') {
+                if flag == "noflags" {
+                    continue;
+                }
+                let (bit, _) = FLAG_NAMES
+                    .iter()
+                    .find(|(_, name)| *name == flag)
+                    .ok_or_else(|| bad("unknown flag"))?;
+                node.set(*bit, true);
+            }
+            node.master = match fields[3] {
+                "-" => None,
+                master => {
+                    let master = parse_id(master).ok_or_else(|| bad("bad master id"))?;
+                    if cluster.node(&master).is_none_or(|n| n.id == placeholder) {
+                        cluster.insert(Node::new(master));
+                    }
+                    Some(master)
+                }
+            };
+            let time = |field: &str| -> Result<u64, ConfError> {
+                let t: u64 = field.parse().map_err(|_| bad("bad time"))?;
+                Ok(if t == 0 { 0 } else { now })
+            };
+            node.ping_sent = time(fields[4])?;
+            node.pong_received = time(fields[5])?;
+            node.config_epoch = fields[6].parse().map_err(|_| bad("bad config epoch"))?;
+            if node.is_replica() {
+                node.config_epoch = 0;
+            }
+            if node.is_failed() {
+                node.fail_time = now;
+            }
+            let is_myself = node.flags.contains(NodeFlags::MYSELF);
+            if is_myself {
+                if myself.is_some() {
+                    return Err(bad("two myself lines"));
+                }
+                myself = Some(id);
+                node.link = true;
+            }
+            let at = cluster.insert(node);
+            for token in &fields[8..] {
+                if let Some(mark) = token.strip_prefix('[').and_then(|t| t.strip_suffix(']')) {
+                    let (slot, migrating, target) = if let Some((s, id)) = mark.split_once("->-") {
+                        (s, true, id)
+                    } else if let Some((s, id)) = mark.split_once("-<-") {
+                        (s, false, id)
+                    } else {
+                        return Err(bad("bad open slot"));
+                    };
+                    let slot = slot.parse().ok().and_then(Slot::new);
+                    let target = parse_id(target);
+                    match (slot, target) {
+                        (Some(slot), Some(target)) if is_myself => {
+                            open.push((slot, migrating, target))
+                        }
+                        (Some(_), Some(_)) => {}
+                        _ => return Err(bad("bad open slot")),
+                    }
+                    continue;
+                }
+                let range = SlotRange::from_ascii(token.as_bytes()).map_err(|_| bad("bad slot"))?;
+                for slot in range {
+                    cluster.bind(slot, Some(at));
+                }
+            }
+        }
+        let Some(me) = myself else {
+            return Err(ConfError {
+                line: 0,
+                what: "no myself line",
+            });
+        };
+        // The placeholder identity of `new` gives way to the file's.
+        if me != placeholder {
+            if let Some(at) = cluster.index.remove(&placeholder) {
+                cluster.nodes[usize::from(at)] = None;
+            }
+        }
+        cluster.myself = cluster.index_of(&me).unwrap_or(cluster.myself);
+        let config = cluster.config.clone();
+        let me = cluster.myself_mut();
+        me.port = config.port;
+        me.cport = config.cport;
+        me.pport = config.pport;
+        if config.hostname.is_some() {
+            me.hostname = config.hostname.clone();
+        }
+        if me.ip.is_empty() {
+            me.ip = config.ip;
+        }
+        for (slot, migrating, target) in open {
+            let map = if migrating {
+                &mut cluster.migrating_to
+            } else {
+                &mut cluster.importing_from
+            };
+            map.insert(u16::from(slot), target);
+        }
+        let (current, vote) = epochs.unwrap_or((0, 0));
+        let largest = cluster.nodes().map(|n| n.config_epoch).max().unwrap_or(0);
+        cluster.current_epoch = current.max(largest);
+        cluster.last_vote_epoch = vote;
+        cluster.update_state();
+        Ok(cluster)
+    }
+}
+
+/// 40 hex digits.
+fn parse_id(text: &str) -> Option<NodeId> {
+    let bytes: [u8; NodeId::LEN] = text.as_bytes().try_into().ok()?;
+    bytes
+        .iter()
+        .all(u8::is_ascii_hexdigit)
+        .then_some(NodeId(bytes))
+}
+
+/// `ip:port[@cport][,hostname[,aux…]]`; without `@`, the bus port is port + 10000.
+fn parse_address(text: &str, node: &mut Node) -> Option<()> {
+    let (address, extra) = match text.split_once(',') {
+        Some((address, extra)) => (address, Some(extra)),
+        None => (text, None),
+    };
+    let (hostname, aux) = match extra {
+        Some(extra) => match extra.split_once(',') {
+            Some((hostname, aux)) => (hostname, aux),
+            None => (extra, ""),
+        },
+        None => ("", ""),
+    };
+    let (address, cport) = match address.split_once('@') {
+        Some((address, cport)) => (address, Some(cport.parse().ok()?)),
+        None => (address, None),
+    };
+    let (ip, port) = address.rsplit_once(':')?;
+    node.ip = String::from(ip);
+    node.port = port.parse().ok()?;
+    node.cport = cport.unwrap_or(node.port.wrapping_add(10000));
+    node.hostname = (!hostname.is_empty()).then(|| String::from(hostname));
+    node.aux = String::from(aux);
+    Some(())
+}

@@ -1,0 +1,188 @@
+//! nodes.conf and CLUSTER NODES against the real files of `shared/vectors/cluster-text/`:
+//! every nodes.conf loads, and what we write back is the same text (node order aside, and
+//! with the ping / pong times a load sets to "now"), as is our CLUSTER NODES against the real
+//! CLUSTER NODES of the same node.
+
+use std::path::{Path, PathBuf};
+
+use redis_cluster_bus::NodeId;
+use redis_cluster_state::{ClusterNode, Config};
+use redis_hash_slot::Slot;
+
+const NOW: u64 = 1_800_000_000_123;
+
+fn dirs() -> Vec<(PathBuf, u16)> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/vectors/cluster-text");
+    vec![
+        (root.join("redis-7.0.15"), 7000),
+        (root.join("redis-7.0.15/after-failovers"), 7000),
+        (root.join("valkey-8.1.8"), 7100),
+        (root.join("valkey-8.1.8/after-failovers"), 7100),
+    ]
+}
+
+fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// Lines sorted, with each non-zero ping / pong time replaced by a marker: what a load keeps.
+fn normal(text: &str) -> Vec<String> {
+    let mut lines: Vec<String> = text
+        .lines()
+        .map(|line| {
+            let mut fields: Vec<&str> = line.split(' ').collect();
+            if fields[0] != "vars" {
+                for at in [4, 5] {
+                    if fields[at] != "0" {
+                        fields[at] = "T";
+                    }
+                }
+            }
+            fields.join(" ")
+        })
+        .collect();
+    lines.sort();
+    lines
+}
+
+/// The node's nodes.conf loaded, then its bus links up, as they were when the files were taken.
+fn load(dir: &Path, port: u16) -> ClusterNode {
+    let mut config = Config::new("127.0.0.1", port);
+    config.hostname = Some("host-a1".into());
+    let mut node = ClusterNode::from_nodes_conf(config, &read(&dir.join("nodes.conf")), NOW)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+    assert!(
+        node.cluster_nodes().contains(" disconnected"),
+        "no link right after a load"
+    );
+    let ids: Vec<NodeId> = node.nodes().map(|n| n.id).collect();
+    for id in ids {
+        assert!(node.handle_link(&id, true, NOW));
+    }
+    node
+}
+
+#[test]
+fn real_nodes_conf_files_load_and_write_back_the_same() {
+    for (dir, port) in dirs() {
+        let node = load(&dir, port);
+        let what = dir.display().to_string();
+        let myid = read(&dir.join("cluster-myid.txt"));
+        assert_eq!(node.myself().id.to_string(), myid.trim(), "{what}");
+        assert_eq!(node.nodes().count(), 6, "{what}");
+        let assigned = (0..16384)
+            .filter(|&n| node.owner(Slot::new(n).expect("slot")).is_some())
+            .count();
+        assert_eq!(assigned, 16384, "{what}");
+        assert!(node.state_ok(), "{what}");
+        let file = read(&dir.join("nodes.conf"));
+        assert_eq!(normal(&node.nodes_conf()), normal(&file), "{what}");
+        // Replicas' config epochs are 0 once loaded; their lines show their masters'.
+        for n in node.nodes().filter(|n| n.is_replica()) {
+            assert_eq!(n.config_epoch, 0, "{what}");
+        }
+        assert!(
+            node.nodes_conf()
+                .lines()
+                .last()
+                .expect("vars")
+                .starts_with("vars currentEpoch ")
+        );
+    }
+}
+
+#[test]
+fn cluster_nodes_matches_the_real_reply() {
+    for (dir, port) in dirs() {
+        let node = load(&dir, port);
+        let real = read(&dir.join("cluster-nodes.txt"));
+        assert!(node.cluster_nodes().ends_with('\n'));
+        assert_eq!(
+            normal(&node.cluster_nodes()),
+            normal(&real),
+            "{}",
+            dir.display()
+        );
+    }
+}
+
+#[test]
+fn open_slots_and_flags_round_trip() {
+    let other = "b".repeat(40);
+    let me = "a".repeat(40);
+    let text = format!(
+        "{me} 10.0.0.1:7000@17000 myself,master - 0 0 3 connected 0-99 101 [100->-{other}] [200-<-{other}]\n\
+         {other} 10.0.0.2:7001@17001 master,fail? - 1700000000000 1700000000000 4 disconnected 100 102-16383\n\
+         {} ::1:7002 slave,nofailover {me} 0 0 3 connected\n\
+         vars currentEpoch 9 lastVoteEpoch 4\n",
+        "c".repeat(40)
+    );
+    let node =
+        ClusterNode::from_nodes_conf(Config::new("10.0.0.1", 7000), &text, NOW).expect("loads");
+    let other_id = NodeId(other.as_bytes().try_into().expect("40"));
+    assert_eq!(
+        node.migrating_to(Slot::new(100).expect("slot")),
+        Some(&other_id)
+    );
+    assert_eq!(
+        node.importing_from(Slot::new(200).expect("slot")),
+        Some(&other_id)
+    );
+    assert_eq!(node.current_epoch(), 9);
+    assert_eq!(node.last_vote_epoch(), 4);
+    let written = node.nodes_conf();
+    assert!(
+        written.contains(&format!(" 0-99 101 [100->-{other}] [200-<-{other}]\n")),
+        "{written}"
+    );
+    assert!(
+        written.contains(" ::1:7002@17002 slave,nofailover "),
+        "{written}"
+    );
+    assert!(written.contains(&format!(
+        " master,fail? - {NOW} {NOW} 4 disconnected 100 102-16383\n"
+    )));
+    assert!(!node.state_ok() || node.nodes().any(|n| n.is_pfailed()));
+}
+
+#[test]
+fn corrupt_files_are_refused_with_the_line() {
+    let me = "a".repeat(40);
+    let cases = [
+        (
+            format!("{me} 1.2.3.4:1@2 myself,master - 0 0 0\n"),
+            1,
+            "fewer than 8 fields",
+        ),
+        (
+            format!("{me} 1.2.3.4:1@2 myself,wizard - 0 0 0 connected\n"),
+            1,
+            "unknown flag",
+        ),
+        (
+            "xyz 1.2.3.4:1@2 myself,master - 0 0 0 connected\n".to_owned(),
+            1,
+            "bad node id",
+        ),
+        (
+            format!("{me} 1.2.3.4@2 myself,master - 0 0 0 connected\n"),
+            1,
+            "bad address",
+        ),
+        (
+            format!("{me} 1.2.3.4:1@2 master - 0 0 0 connected\n"),
+            0,
+            "no myself line",
+        ),
+        (
+            format!("{me} 1.2.3.4:1@2 myself,master - 0 0 0 connected 5-16384\n"),
+            1,
+            "bad slot",
+        ),
+    ];
+    for (text, line, what) in cases {
+        let err = ClusterNode::from_nodes_conf(Config::new("1.2.3.4", 1), &text, NOW)
+            .expect_err("corrupt");
+        assert_eq!((err.line, err.what), (line, what), "{text}");
+    }
+}
