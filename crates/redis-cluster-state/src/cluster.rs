@@ -37,6 +37,9 @@ pub struct ClusterNode {
     pub(crate) current_epoch: u64,
     pub(crate) last_vote_epoch: u64,
     pub(crate) state_ok: bool,
+    /// Bus messages sent and received, by type, for CLUSTER INFO.
+    pub(crate) stats_sent: [u64; 11],
+    pub(crate) stats_received: [u64; 11],
 }
 
 /// Why a command on the node table was refused; the text is the server's, without `ERR `.
@@ -58,6 +61,23 @@ pub enum CommandError {
     /// An id the table does not hold.
     #[error("Unknown node {0}")]
     UnknownNode(String),
+    /// An id the table does not hold (SETSLOT MIGRATING / IMPORTING).
+    #[error("I don't know about node {0}")]
+    UnknownAbout(String),
+    /// SETSLOT MIGRATING of a slot this node does not own.
+    #[error("I'm not the owner of hash slot {0}")]
+    NotOwner(u16),
+    /// SETSLOT IMPORTING of a slot this node owns.
+    #[error("I'm already the owner of hash slot {0}")]
+    AlreadyOwner(u16),
+    /// SETSLOT NODE giving away a slot that still holds keys.
+    #[error(
+        "Can't assign hashslot {0} to a different node while I still hold keys for this hash slot."
+    )]
+    StillHoldsKeys(u16),
+    /// ADDSLOTSRANGE / DELSLOTSRANGE with a start after its end.
+    #[error("start slot number {0} is greater than end slot number {1}")]
+    RangeOrder(u16, u16),
     /// Any other refusal, with the server's text.
     #[error("{0}")]
     Other(&'static str),
@@ -91,6 +111,8 @@ impl ClusterNode {
             current_epoch: 0,
             last_vote_epoch: 0,
             state_ok: false,
+            stats_sent: [0; 11],
+            stats_received: [0; 11],
         };
         node.myself = node.insert(me);
         node.update_state();

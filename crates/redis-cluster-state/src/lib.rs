@@ -23,13 +23,16 @@
 extern crate alloc;
 
 mod cluster;
+mod command;
 mod config;
 mod node;
+mod reply;
 mod route;
 mod text;
 
 pub use cluster::{ClusterNode, CommandError};
 pub use config::{Config, EndpointType};
 pub use node::Node;
+pub use reply::{Protocol, Reply};
 pub use route::{Decision, Request};
 pub use text::ConfError;

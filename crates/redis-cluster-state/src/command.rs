@@ -1,0 +1,301 @@
+//! `CLUSTER <subcommand>` for the subcommands that need no bus traffic: the replies and the
+//! errors of the real server, as RESP frames.
+
+use alloc::{format, string::String, vec::Vec};
+
+use redis_cluster_bus::{NodeFlags, NodeId};
+use redis_hash_slot::{Slot, key_slot};
+use redis_resp::Frame;
+
+use crate::{
+    cluster::{ClusterNode, CommandError},
+    reply::{Protocol, Reply, text_reply},
+};
+
+fn error(text: impl Into<String>) -> Reply {
+    Frame::SimpleError(format!("ERR {}", text.into()).into_bytes())
+}
+
+fn ok() -> Reply {
+    Frame::SimpleString(b"OK".to_vec())
+}
+
+/// `getSlotOrReply`: a decimal in 0..16384.
+fn slot(arg: &[u8]) -> Result<Slot, CommandError> {
+    core::str::from_utf8(arg)
+        .ok()
+        .and_then(|s| s.parse::<i64>().ok())
+        .and_then(|n| u16::try_from(n).ok())
+        .and_then(Slot::new)
+        .ok_or(CommandError::BadSlot)
+}
+
+fn node_id(arg: &[u8]) -> Option<NodeId> {
+    arg.try_into().ok().map(NodeId)
+}
+
+impl ClusterNode {
+    /// Runs `CLUSTER <args…>` (`args` without `CLUSTER`) for the subcommands served from the
+    /// tables alone: INFO, MYID, MYSHARDID, KEYSLOT, NODES, SLOTS, SHARDS, REPLICAS / SLAVES,
+    /// COUNT-FAILURE-REPORTS, ADDSLOTS, ADDSLOTSRANGE, DELSLOTS, DELSLOTSRANGE, SETSLOT,
+    /// SET-CONFIG-EPOCH, BUMPEPOCH. `keys_in_slot` counts the driver's keys in a slot (SETSLOT
+    /// NODE refuses to give away a slot that still holds some). Returns `None` for any other
+    /// subcommand, which the caller handles (or answers as unknown).
+    pub fn cluster_command<A: AsRef<[u8]>>(
+        &mut self,
+        args: &[A],
+        protocol: Protocol,
+        keys_in_slot: impl Fn(Slot) -> u64,
+    ) -> Option<Reply> {
+        let name = args.first()?.as_ref().to_ascii_lowercase();
+        let rest: Vec<&[u8]> = args[1..].iter().map(AsRef::as_ref).collect();
+        let arity_error = || {
+            let name = String::from_utf8_lossy(&name).into_owned();
+            error(format!(
+                "wrong number of arguments for 'cluster|{name}' command"
+            ))
+        };
+        let result = match (name.as_slice(), rest.as_slice()) {
+            (b"info", []) => Ok(text_reply(protocol, self.cluster_info())),
+            (b"myid", []) => Ok(Frame::BulkString(self.myself().id.as_bytes().to_vec())),
+            (b"myshardid", []) => Ok(Frame::BulkString(self.shard_id().into_bytes())),
+            (b"keyslot", [key]) => Ok(Frame::Integer(i64::from(u16::from(key_slot(key))))),
+            (b"nodes", []) => Ok(text_reply(protocol, self.cluster_nodes())),
+            (b"slots", []) => Ok(self.cluster_slots(protocol)),
+            (b"shards", []) => Ok(self.cluster_shards(protocol)),
+            (b"replicas" | b"slaves", [id]) => self.replicas_reply(id),
+            (b"count-failure-reports", [id]) => match node_id(id).and_then(|id| self.node(&id)) {
+                Some(_) => Ok(Frame::Integer(0)),
+                None => Err(CommandError::UnknownNode(
+                    String::from_utf8_lossy(id).into_owned(),
+                )),
+            },
+            (b"addslots" | b"delslots", slots) if !slots.is_empty() => slots
+                .iter()
+                .map(|s| slot(s))
+                .collect::<Result<Vec<_>, _>>()
+                .and_then(|slots| {
+                    if name == b"addslots" {
+                        self.add_slots(slots)
+                    } else {
+                        self.del_slots(slots)
+                    }
+                })
+                .map(|()| ok()),
+            (b"addslotsrange" | b"delslotsrange", pairs)
+                if !pairs.is_empty() && pairs.len() % 2 == 0 =>
+            {
+                self.slot_ranges(pairs)
+                    .and_then(|slots| {
+                        if name == b"addslotsrange" {
+                            self.add_slots(slots)
+                        } else {
+                            self.del_slots(slots)
+                        }
+                    })
+                    .map(|()| ok())
+            }
+            (b"setslot", [s, action, target @ ..]) => {
+                self.setslot_command(s, action, target, &keys_in_slot)
+            }
+            (b"set-config-epoch", [epoch]) => match core::str::from_utf8(epoch)
+                .ok()
+                .and_then(|e| e.parse::<i64>().ok())
+            {
+                Some(n) if n < 0 => Err(CommandError::Other("Invalid config epoch specified")),
+                Some(n) => self.set_config_epoch(n as u64).map(|()| ok()),
+                None => Err(CommandError::Other(
+                    "value is not an integer or out of range",
+                )),
+            },
+            (b"bumpepoch", []) => {
+                let (bumped, epoch) = self.bump_epoch();
+                let word = if bumped { "BUMPED" } else { "STILL" };
+                Ok(Frame::SimpleString(format!("{word} {epoch}").into_bytes()))
+            }
+            (
+                b"info"
+                | b"myid"
+                | b"myshardid"
+                | b"keyslot"
+                | b"nodes"
+                | b"slots"
+                | b"shards"
+                | b"replicas"
+                | b"slaves"
+                | b"count-failure-reports"
+                | b"addslots"
+                | b"delslots"
+                | b"addslotsrange"
+                | b"delslotsrange"
+                | b"setslot"
+                | b"set-config-epoch"
+                | b"bumpepoch",
+                _,
+            ) => return Some(arity_error()),
+            _ => return None,
+        };
+        Some(result.unwrap_or_else(|e| match e {
+            CommandError::Other("Invalid config epoch specified") => {
+                let epoch = String::from_utf8_lossy(rest[0]).into_owned();
+                error(format!("Invalid config epoch specified: {epoch}"))
+            }
+            e => error(format!("{e}")),
+        }))
+    }
+
+    /// The shard id: the one a newer server keeps in nodes.conf (`shard-id=`), else the id of
+    /// the shard's master.
+    pub fn shard_id(&self) -> String {
+        let me = self.myself();
+        if let Some(id) = me.aux.split(',').find_map(|f| f.strip_prefix("shard-id=")) {
+            return String::from(id);
+        }
+        let master = me.master.filter(|_| me.is_replica()).unwrap_or(me.id);
+        format!("{master}")
+    }
+
+    fn replicas_reply(&self, id: &[u8]) -> Result<Reply, CommandError> {
+        let unknown = || CommandError::UnknownNode(String::from_utf8_lossy(id).into_owned());
+        let master = node_id(id)
+            .and_then(|id| self.node(&id))
+            .ok_or_else(unknown)?;
+        if !master.is_master() {
+            return Err(CommandError::Other("The specified node is not a master"));
+        }
+        let lines = self.replica_lines(&master.id);
+        Ok(Frame::Array(
+            lines
+                .into_iter()
+                .map(|l| Frame::BulkString(l.into_bytes()))
+                .collect(),
+        ))
+    }
+
+    fn slot_ranges(&self, pairs: &[&[u8]]) -> Result<Vec<Slot>, CommandError> {
+        let mut slots = Vec::new();
+        for pair in pairs.chunks(2) {
+            let (start, end) = (slot(pair[0])?, slot(pair[1])?);
+            if start > end {
+                return Err(CommandError::RangeOrder(u16::from(start), u16::from(end)));
+            }
+            slots.extend((u16::from(start)..=u16::from(end)).filter_map(Slot::new));
+        }
+        Ok(slots)
+    }
+
+    fn setslot_command(
+        &mut self,
+        s: &[u8],
+        action: &[u8],
+        target: &[&[u8]],
+        keys_in_slot: &impl Fn(Slot) -> u64,
+    ) -> Result<Reply, CommandError> {
+        if self.myself().is_replica() {
+            return Err(CommandError::Other("Please use SETSLOT only with masters."));
+        }
+        let slot = slot(s)?;
+        let action = action.to_ascii_lowercase();
+        let target = match (action.as_slice(), target) {
+            (b"stable", []) => None,
+            (b"migrating" | b"importing" | b"node", [id]) => Some(*id),
+            _ => {
+                return Err(CommandError::Other(
+                    "Invalid CLUSTER SETSLOT action or number of arguments. Try CLUSTER HELP",
+                ));
+            }
+        };
+        let node = match target {
+            Some(id) => {
+                let known = node_id(id).filter(|id| self.node(id).is_some());
+                match known {
+                    Some(id) => Some(id),
+                    None if action == b"node" => {
+                        return Err(CommandError::UnknownNode(
+                            String::from_utf8_lossy(id).into_owned(),
+                        ));
+                    }
+                    None => {
+                        return Err(CommandError::UnknownAbout(
+                            String::from_utf8_lossy(id).into_owned(),
+                        ));
+                    }
+                }
+            }
+            None => None,
+        };
+        match (action.as_slice(), node) {
+            (b"stable", _) => {
+                self.migrating_to.remove(&u16::from(slot));
+                self.importing_from.remove(&u16::from(slot));
+            }
+            (b"migrating", Some(id)) => self.set_migrating(slot, id)?,
+            (b"importing", Some(id)) => self.set_importing(slot, id)?,
+            (b"node", Some(id)) => self.set_slot_node(slot, id, keys_in_slot(slot))?,
+            _ => {}
+        }
+        Ok(ok())
+    }
+
+    /// `CLUSTER SETSLOT <slot> MIGRATING <id>` on the owner.
+    pub fn set_migrating(&mut self, slot: Slot, to: NodeId) -> Result<(), CommandError> {
+        if self.owner(slot).map(|n| n.id) != Some(self.myself().id) {
+            return Err(CommandError::NotOwner(u16::from(slot)));
+        }
+        if !self.node(&to).is_some_and(|n| n.is_master()) {
+            return Err(CommandError::Other("Target node is not a master"));
+        }
+        self.migrating_to.insert(u16::from(slot), to);
+        Ok(())
+    }
+
+    /// `CLUSTER SETSLOT <slot> IMPORTING <id>` on the new owner.
+    pub fn set_importing(&mut self, slot: Slot, from: NodeId) -> Result<(), CommandError> {
+        if self.owner(slot).map(|n| n.id) == Some(self.myself().id) {
+            return Err(CommandError::AlreadyOwner(u16::from(slot)));
+        }
+        if !self.node(&from).is_some_and(|n| n.is_master()) {
+            return Err(CommandError::Other("Target node is not a master"));
+        }
+        self.importing_from.insert(u16::from(slot), from);
+        Ok(())
+    }
+
+    /// `CLUSTER SETSLOT <slot> NODE <id>`: `keys` is how many keys this node holds in the
+    /// slot. Closing an import on the new owner bumps its config epoch without consensus; a
+    /// master that gives away its last slot becomes the receiver's replica when replica
+    /// migration is allowed.
+    pub fn set_slot_node(&mut self, slot: Slot, to: NodeId, keys: u64) -> Result<(), CommandError> {
+        let me = self.myself().id;
+        let Some(target) = self.node(&to) else {
+            return Err(CommandError::UnknownNode(format!("{to}")));
+        };
+        if !target.is_master() {
+            return Err(CommandError::Other("Target node is not a master"));
+        }
+        let mine = self.owner(slot).map(|n| n.id) == Some(me);
+        if mine && to != me && keys > 0 {
+            return Err(CommandError::StillHoldsKeys(u16::from(slot)));
+        }
+        if keys == 0 {
+            self.migrating_to.remove(&u16::from(slot));
+        }
+        let at = self.index_of(&to);
+        self.bind(slot, at);
+        if mine && to != me && self.myself().slots.is_empty() && self.config.allow_replica_migration
+        {
+            let node = self.myself_mut();
+            node.set(NodeFlags::MASTER, false);
+            node.set(NodeFlags::REPLICA, true);
+            node.master = Some(to);
+            self.migrating_to.clear();
+            self.importing_from.clear();
+        }
+        if to == me && self.importing_from.remove(&u16::from(slot)).is_some() {
+            // Bump without consensus, so that the new claim wins over the old owner's.
+            self.bump_epoch();
+        }
+        self.update_state();
+        Ok(())
+    }
+}

@@ -1,0 +1,206 @@
+//! CLUSTER subcommands served from the tables: replies and the server's error texts.
+
+use redis_cluster_state::{ClusterNode, Config, Protocol};
+use redis_hash_slot::Slot;
+use redis_resp::Frame;
+
+const X: &str = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+const Y: &str = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
+const R: &str = "cccccccccccccccccccccccccccccccccccccccc";
+
+fn pair() -> ClusterNode {
+    let text = format!(
+        "{X} 10.0.0.1:7000@17000 myself,master - 0 0 1 connected 0-99\n\
+         {Y} 10.0.0.2:7001@17001 master - 0 0 2 connected 100-199\n\
+         {R} 10.0.0.3:7002@17002 slave {Y} 0 0 2 connected\n\
+         vars currentEpoch 2 lastVoteEpoch 0\n"
+    );
+    ClusterNode::from_nodes_conf(Config::new("10.0.0.1", 7000), &text, 0).expect("view")
+}
+
+/// Runs `line`, with `keys` keys in every slot, and shows the reply as the server's line.
+fn run(node: &mut ClusterNode, line: &str, keys: u64) -> String {
+    let args: Vec<&str> = line.split(' ').collect();
+    match node.cluster_command(&args, Protocol::Resp2, |_| keys) {
+        Some(Frame::SimpleString(s)) => format!("+{}", String::from_utf8_lossy(&s)),
+        Some(Frame::SimpleError(s)) => format!("-{}", String::from_utf8_lossy(&s)),
+        Some(Frame::Integer(n)) => format!(":{n}"),
+        Some(Frame::BulkString(s)) => String::from_utf8_lossy(&s).into_owned(),
+        Some(Frame::Array(items)) => format!("*{}", items.len()),
+        Some(other) => format!("{other:?}"),
+        None => "(not handled)".to_owned(),
+    }
+}
+
+#[test]
+fn slots_are_added_and_removed_all_or_nothing() {
+    let mut node = pair();
+    assert_eq!(run(&mut node, "ADDSLOTS 200 201", 0), "+OK");
+    assert_eq!(
+        run(&mut node, "ADDSLOTS 202 150", 0),
+        "-ERR Slot 150 is already busy"
+    );
+    assert!(
+        node.owner(Slot::new(202).expect("slot")).is_none(),
+        "nothing added"
+    );
+    assert_eq!(
+        run(&mut node, "ADDSLOTS 300 300", 0),
+        "-ERR Slot 300 specified multiple times"
+    );
+    assert_eq!(
+        run(&mut node, "ADDSLOTS 16384", 0),
+        "-ERR Invalid or out of range slot"
+    );
+    assert_eq!(
+        run(&mut node, "ADDSLOTS x", 0),
+        "-ERR Invalid or out of range slot"
+    );
+    assert_eq!(
+        run(&mut node, "DELSLOTS 5000", 0),
+        "-ERR Slot 5000 is already unassigned"
+    );
+    assert_eq!(run(&mut node, "ADDSLOTSRANGE 300 310 320 330", 0), "+OK");
+    assert_eq!(
+        run(&mut node, "ADDSLOTSRANGE 400 390", 0),
+        "-ERR start slot number 400 is greater than end slot number 390"
+    );
+    assert_eq!(run(&mut node, "DELSLOTSRANGE 300 305", 0), "+OK");
+    assert_eq!(node.myself().slots.len(), 100 + 2 + 5 + 11);
+    assert_eq!(
+        run(&mut node, "ADDSLOTSRANGE 1 2 3", 0),
+        "-ERR wrong number of arguments for 'cluster|addslotsrange' command"
+    );
+}
+
+#[test]
+fn small_commands() {
+    let mut node = pair();
+    assert_eq!(run(&mut node, "MYID", 0), X);
+    assert_eq!(run(&mut node, "KEYSLOT {user1000}.following", 0), ":3443");
+    // An empty hash tag: the whole key.
+    let whole = redis_hash_slot::key_slot(b"foo{}").get();
+    assert_ne!(whole, redis_hash_slot::key_slot(b"foo").get());
+    assert_eq!(run(&mut node, "keyslot foo{}", 0), format!(":{whole}"));
+    assert_eq!(
+        run(
+            &mut node,
+            "REPLICAS bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb",
+            0
+        ),
+        "*1"
+    );
+    assert_eq!(
+        run(&mut node, &format!("REPLICAS {R}"), 0),
+        "-ERR The specified node is not a master"
+    );
+    assert_eq!(run(&mut node, "SLAVES nope", 0), "-ERR Unknown node nope");
+    assert_eq!(
+        run(&mut node, &format!("COUNT-FAILURE-REPORTS {Y}"), 0),
+        ":0"
+    );
+    assert!(run(&mut node, "INFO", 0).starts_with("cluster_state:"));
+    assert!(run(&mut node, "NODES", 0).ends_with('\n'));
+    assert_eq!(run(&mut node, "MEET 10.0.0.9 7009", 0), "(not handled)");
+    assert_eq!(
+        run(&mut node, "KEYSLOT", 0),
+        "-ERR wrong number of arguments for 'cluster|keyslot' command"
+    );
+}
+
+#[test]
+fn epochs() {
+    let mut node = pair();
+    // Not the largest config epoch (Y has 2): bumped to currentEpoch + 1.
+    assert_eq!(run(&mut node, "BUMPEPOCH", 0), "+BUMPED 3");
+    assert_eq!(run(&mut node, "BUMPEPOCH", 0), "+STILL 3");
+    assert_eq!(
+        run(&mut node, "SET-CONFIG-EPOCH 5", 0),
+        "-ERR The user can assign a config epoch only when the node does not know any other node."
+    );
+    let mut alone = ClusterNode::new(Config::new("10.0.0.1", 7000));
+    assert_eq!(
+        run(&mut alone, "SET-CONFIG-EPOCH -1", 0),
+        "-ERR Invalid config epoch specified: -1"
+    );
+    assert_eq!(run(&mut alone, "SET-CONFIG-EPOCH 4", 0), "+OK");
+    assert_eq!(alone.current_epoch(), 4);
+    assert_eq!(
+        run(&mut alone, "SET-CONFIG-EPOCH 5", 0),
+        "-ERR Node config epoch is already non-zero"
+    );
+}
+
+#[test]
+fn setslot_follows_the_migration_protocol() {
+    let mut node = pair();
+    assert_eq!(
+        run(&mut node, &format!("SETSLOT 150 MIGRATING {Y}"), 0),
+        "-ERR I'm not the owner of hash slot 150"
+    );
+    assert_eq!(
+        run(&mut node, &format!("SETSLOT 50 IMPORTING {Y}"), 0),
+        "-ERR I'm already the owner of hash slot 50"
+    );
+    assert_eq!(
+        run(&mut node, &format!("SETSLOT 50 MIGRATING {R}"), 0),
+        "-ERR Target node is not a master"
+    );
+    assert_eq!(
+        run(
+            &mut node,
+            "SETSLOT 50 MIGRATING dddddddddddddddddddddddddddddddddddddddd",
+            0
+        ),
+        "-ERR I don't know about node dddddddddddddddddddddddddddddddddddddddd"
+    );
+    assert_eq!(
+        run(&mut node, "SETSLOT 50 SIDEWAYS", 0),
+        "-ERR Invalid CLUSTER SETSLOT action or number of arguments. Try CLUSTER HELP"
+    );
+    assert_eq!(
+        run(&mut node, &format!("SETSLOT 50 MIGRATING {Y}"), 0),
+        "+OK"
+    );
+    assert_eq!(
+        run(&mut node, &format!("SETSLOT 150 IMPORTING {Y}"), 0),
+        "+OK"
+    );
+    let nodes = node.cluster_nodes();
+    assert!(
+        nodes.contains(&format!(" 0-99 [50->-{Y}] [150-<-{Y}]\n")),
+        "{nodes}"
+    );
+    assert_eq!(
+        run(&mut node, &format!("SETSLOT 50 NODE {Y}"), 3),
+        "-ERR Can't assign hashslot 50 to a different node while I still hold keys for this hash slot."
+    );
+    assert_eq!(run(&mut node, &format!("SETSLOT 50 NODE {Y}"), 0), "+OK");
+    assert_eq!(
+        node.owner(Slot::new(50).expect("slot")).map(|n| n.port),
+        Some(7001)
+    );
+    assert!(node.migrating_to(Slot::new(50).expect("slot")).is_none());
+    // Closing the import on the new owner bumps its config epoch.
+    assert_eq!(run(&mut node, &format!("SETSLOT 150 NODE {X}"), 0), "+OK");
+    assert_eq!(node.myself().config_epoch, 3);
+    assert!(node.importing_from(Slot::new(150).expect("slot")).is_none());
+    assert_eq!(run(&mut node, "SETSLOT 150 STABLE", 0), "+OK");
+}
+
+#[test]
+fn a_master_giving_away_its_last_slot_becomes_a_replica() {
+    let mut node = pair();
+    node.del_slots((1..100).filter_map(Slot::new))
+        .expect("assigned");
+    assert_eq!(run(&mut node, &format!("SETSLOT 0 NODE {Y}"), 0), "+OK");
+    assert!(node.myself().is_replica());
+    assert_eq!(
+        node.myself().master.map(|m| m.to_string()),
+        Some(Y.to_owned())
+    );
+    assert_eq!(
+        run(&mut node, &format!("SETSLOT 0 NODE {X}"), 0),
+        "-ERR Please use SETSLOT only with masters."
+    );
+}
