@@ -1,12 +1,17 @@
 //! [`ClusterNode`]: one node's view of the cluster: its node table, the slot table with the
 //! migrating and importing marks, its epochs and the cluster state.
 
-use alloc::{collections::BTreeMap, string::String, vec, vec::Vec};
+use alloc::{
+    collections::{BTreeMap, VecDeque},
+    string::String,
+    vec,
+    vec::Vec,
+};
 
 use redis_cluster_bus::{NodeFlags, NodeId};
 use redis_hash_slot::{SLOT_COUNT, Slot};
 
-use crate::{config::Config, node::Node};
+use crate::{bus::Output, config::Config, node::Node};
 
 /// No owner in the slot table.
 const NONE: u16 = u16::MAX;
@@ -40,6 +45,13 @@ pub struct ClusterNode {
     /// Bus messages sent and received, by type, for CLUSTER INFO.
     pub(crate) stats_sent: [u64; 11],
     pub(crate) stats_received: [u64; 11],
+    /// The generator every random choice draws from, seeded by the config.
+    pub(crate) rng: u64,
+    pub(crate) outputs: VecDeque<Output>,
+    pub(crate) next_cron: u64,
+    pub(crate) cron_runs: u64,
+    /// Ids `CLUSTER FORGET` blacklisted, and until when (ms).
+    pub(crate) forgotten: Vec<(NodeId, u64)>,
 }
 
 /// Why a command on the node table was refused; the text is the server's, without `ERR `.
@@ -61,6 +73,9 @@ pub enum CommandError {
     /// An id the table does not hold.
     #[error("Unknown node {0}")]
     UnknownNode(String),
+    /// CLUSTER MEET of an address that cannot be one.
+    #[error("Invalid node address specified: {0}")]
+    BadAddress(String),
     /// An id the table does not hold (SETSLOT MIGRATING / IMPORTING).
     #[error("I don't know about node {0}")]
     UnknownAbout(String),
@@ -113,6 +128,11 @@ impl ClusterNode {
             state_ok: false,
             stats_sent: [0; 11],
             stats_received: [0; 11],
+            rng,
+            outputs: VecDeque::new(),
+            next_cron: 0,
+            cron_runs: 0,
+            forgotten: Vec::new(),
         };
         node.myself = node.insert(me);
         node.update_state();
@@ -176,19 +196,6 @@ impl ClusterNode {
         let at = at as u16;
         self.index.insert(id, at);
         at
-    }
-
-    /// A bus link to `id` came up or went down (the driver owns the sockets). Returns whether
-    /// the node is known.
-    pub fn handle_link(&mut self, id: &NodeId, up: bool, now: u64) -> bool {
-        let _ = now; // link timing joins the failure detector
-        match self.node_mut(id) {
-            Some(node) => {
-                node.link = up || node.flags.contains(NodeFlags::MYSELF);
-                true
-            }
-            None => false,
-        }
     }
 
     /// The node serving `slot`: one index into the table.
@@ -357,7 +364,7 @@ impl ClusterNode {
     }
 }
 
-fn next(state: &mut u64) -> u64 {
+pub(crate) fn next(state: &mut u64) -> u64 {
     *state ^= *state >> 12;
     *state ^= *state << 25;
     *state ^= *state >> 27;

@@ -22,6 +22,7 @@
 
 extern crate alloc;
 
+mod bus;
 mod cluster;
 mod command;
 mod config;
@@ -30,6 +31,7 @@ mod reply;
 mod route;
 mod text;
 
+pub use bus::{CRON_MS, Link, Output};
 pub use cluster::{ClusterNode, CommandError};
 pub use config::{Config, EndpointType};
 pub use node::Node;

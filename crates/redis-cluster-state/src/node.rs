@@ -38,6 +38,10 @@ pub struct Node {
     pub slots: SlotSet,
     /// Its replication offset, as last advertised.
     pub repl_offset: u64,
+    /// When the entry was created (ms): a handshake expires after the node timeout.
+    pub ctime: u64,
+    /// Whether a connection to it was requested and is not up yet.
+    pub connecting: bool,
     /// Fields after the hostname in a nodes.conf line (Redis 7.2+ / Valkey: `shard-id=…`,
     /// `tls-port=…`), kept as they were read so that the file is written back the same.
     pub aux: String,
@@ -62,6 +66,8 @@ impl Node {
             link: false,
             slots: SlotSet::new(),
             repl_offset: 0,
+            ctime: 0,
+            connecting: false,
             aux: String::new(),
         }
     }

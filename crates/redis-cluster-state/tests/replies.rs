@@ -2,34 +2,16 @@
 //! in `shared/vectors/cluster-text/`: SLOTS byte for byte in both protocols, SHARDS shard by
 //! shard (the server lists them in its hash table's order), INFO up to the message counters.
 
-use std::path::{Path, PathBuf};
+mod support;
 
-use redis_cluster_bus::NodeId;
-use redis_cluster_state::{ClusterNode, Config, Protocol};
+use redis_cluster_state::{ClusterNode, Protocol};
 use redis_resp::{Frame, Status};
+use support::dirs;
 
-fn dirs() -> Vec<(PathBuf, u16)> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/vectors/cluster-text");
-    vec![
-        (root.join("redis-7.0.15"), 7000),
-        (root.join("redis-7.0.15/after-failovers"), 7000),
-        (root.join("valkey-8.1.8"), 7100),
-        (root.join("valkey-8.1.8/after-failovers"), 7100),
-    ]
-}
-
-/// The node as it was when the replies were taken: links up, and each node's replication
-/// offset (an input: gossip headers and the replication layer give it) as that capture's
-/// SHARDS reply shows it.
-fn load(dir: &Path, port: u16) -> ClusterNode {
-    let mut config = Config::new("127.0.0.1", port);
-    config.hostname = Some("host-a1".into());
-    let text = std::fs::read_to_string(dir.join("nodes.conf")).expect("nodes.conf");
-    let mut node = ClusterNode::from_nodes_conf(config, &text, 1).expect("loads");
-    let ids: Vec<NodeId> = node.nodes().map(|n| n.id).collect();
-    for id in &ids {
-        node.handle_link(id, true, 1);
-    }
+/// The captured node with its links up and each node's replication offset (an input: gossip
+/// headers and the replication layer give it) as that capture's SHARDS reply shows it.
+fn load(dir: &std::path::Path, port: u16) -> ClusterNode {
+    let mut node = support::load(dir, port);
     let shards = std::fs::read(dir.join("cluster-shards.resp2")).expect("vector");
     let Frame::Array(shards) = decode(&shards) else {
         panic!("an array")
@@ -57,7 +39,7 @@ fn load(dir: &Path, port: u16) -> ClusterNode {
             else {
                 panic!("id and offset")
             };
-            let id = NodeId(id.try_into().expect("40 bytes"));
+            let id = redis_cluster_bus::NodeId(id.try_into().expect("40 bytes"));
             assert!(node.set_replication_offset(&id, offset as u64));
         }
     }
@@ -165,8 +147,10 @@ fn cluster_info_matches_up_to_the_counters() {
         };
         let ours = node.cluster_info();
         assert_eq!(head(&ours), head(&real), "{}", dir.display());
+        // Five links came up: five PINGs sent, five PONGs received.
         assert!(ours.ends_with(
-            "cluster_stats_messages_sent:0\r\ncluster_stats_messages_received:0\r\n\
+            "cluster_stats_messages_ping_sent:5\r\ncluster_stats_messages_sent:5\r\n\
+             cluster_stats_messages_pong_received:5\r\ncluster_stats_messages_received:5\r\n\
              total_cluster_links_buffer_limit_exceeded:0\r\n"
         ));
     }
@@ -175,7 +159,8 @@ fn cluster_info_matches_up_to_the_counters() {
     node.count_message(2, false);
     let info = node.cluster_info();
     assert!(info.contains(
-        "cluster_stats_messages_ping_sent:1\r\ncluster_stats_messages_sent:1\r\n\
-         cluster_stats_messages_meet_received:1\r\ncluster_stats_messages_received:1\r\n"
+        "cluster_stats_messages_ping_sent:6\r\ncluster_stats_messages_sent:6\r\n\
+         cluster_stats_messages_pong_received:5\r\ncluster_stats_messages_meet_received:1\r\n\
+         cluster_stats_messages_received:6\r\n"
     ));
 }

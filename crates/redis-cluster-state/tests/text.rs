@@ -3,27 +3,12 @@
 //! with the ping / pong times a load sets to "now"), as is our CLUSTER NODES against the real
 //! CLUSTER NODES of the same node.
 
-use std::path::{Path, PathBuf};
+mod support;
 
 use redis_cluster_bus::NodeId;
 use redis_cluster_state::{ClusterNode, Config};
 use redis_hash_slot::Slot;
-
-const NOW: u64 = 1_800_000_000_123;
-
-fn dirs() -> Vec<(PathBuf, u16)> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/vectors/cluster-text");
-    vec![
-        (root.join("redis-7.0.15"), 7000),
-        (root.join("redis-7.0.15/after-failovers"), 7000),
-        (root.join("valkey-8.1.8"), 7100),
-        (root.join("valkey-8.1.8/after-failovers"), 7100),
-    ]
-}
-
-fn read(path: &Path) -> String {
-    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-}
+use support::{NOW, dirs, load, load_conf, read};
 
 /// Lines sorted, with each non-zero ping / pong time replaced by a marker: what a load keeps.
 fn normal(text: &str) -> Vec<String> {
@@ -45,28 +30,14 @@ fn normal(text: &str) -> Vec<String> {
     lines
 }
 
-/// The node's nodes.conf loaded, then its bus links up, as they were when the files were taken.
-fn load(dir: &Path, port: u16) -> ClusterNode {
-    let mut config = Config::new("127.0.0.1", port);
-    config.hostname = Some("host-a1".into());
-    let mut node = ClusterNode::from_nodes_conf(config, &read(&dir.join("nodes.conf")), NOW)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
-    assert!(
-        node.cluster_nodes().contains(" disconnected"),
-        "no link right after a load"
-    );
-    let ids: Vec<NodeId> = node.nodes().map(|n| n.id).collect();
-    for id in ids {
-        assert!(node.handle_link(&id, true, NOW));
-    }
-    node
-}
-
 #[test]
 fn real_nodes_conf_files_load_and_write_back_the_same() {
     for (dir, port) in dirs() {
         let node = load(&dir, port);
         let what = dir.display().to_string();
+        // Right after the load, before any link: the same table.
+        let loaded = load_conf(&dir, port);
+        assert_eq!(loaded.nodes().count(), 6, "{what}");
         let myid = read(&dir.join("cluster-myid.txt"));
         assert_eq!(node.myself().id.to_string(), myid.trim(), "{what}");
         assert_eq!(node.nodes().count(), 6, "{what}");

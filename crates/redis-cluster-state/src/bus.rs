@@ -1,0 +1,619 @@
+//! The cluster bus side of a node: MEET handshakes, PING / PONG with gossip, the 100 ms cron,
+//! epochs and slot claims carried by headers (semantics sections 2, 3 and 9), as inputs
+//! (`handle_*`) and outputs (`poll_output`), with no socket in sight.
+
+use alloc::{string::String, vec::Vec};
+
+use redis_cluster_bus::{
+    ExtensionType, Message, MessageType, NodeFlags, NodeId, OwnedExtension, OwnedGossip,
+    OwnedHeader, OwnedMessage, OwnedPing,
+};
+use redis_hash_slot::{Slot, SlotSet};
+
+use crate::{
+    cluster::{ClusterNode, CommandError, random_id},
+    node::Node,
+};
+
+/// A bus connection, as the driver names it to the state machine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Link {
+    /// The connection this node opened to a node (after [`Output::Connect`]).
+    Outbound(NodeId),
+    /// A connection a peer opened to this node, numbered by the driver.
+    Inbound(u64),
+}
+
+/// Something the driver must do, drained with [`ClusterNode::poll_output`] after each input.
+// `Send` holds a message with its 2 KiB slot bitmap inline: outputs are drained one at a time,
+// and a box would add an allocation to every message sent.
+#[allow(clippy::large_enum_variant)]
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Output {
+    /// Open a bus connection to `node` at `ip:cport`, then call
+    /// [`ClusterNode::handle_link_up`] (or [`ClusterNode::handle_link_down`] on failure).
+    Connect {
+        /// The node (maybe a handshake node's temporary id).
+        node: NodeId,
+        /// Its IP.
+        ip: String,
+        /// Its bus port.
+        cport: u16,
+    },
+    /// Encode `message` and write it on `link`.
+    Send {
+        /// Where.
+        link: Link,
+        /// What.
+        message: OwnedMessage,
+    },
+    /// Close `link` (its node was forgotten, or left the handshake as a duplicate).
+    Close(Link),
+    /// The handshake node `from` turned out to be `to`: the outbound link the driver keeps
+    /// under `from` is now `to`'s.
+    Renamed {
+        /// The temporary id.
+        from: NodeId,
+        /// The node's real id.
+        to: NodeId,
+    },
+    /// The node table or the epochs changed: nodes.conf should be written again.
+    SaveConfig,
+}
+
+/// The cron period: `clusterCron` runs ten times a second.
+pub const CRON_MS: u64 = 100;
+
+impl ClusterNode {
+    /// The next output, in the order they were produced.
+    pub fn poll_output(&mut self) -> Option<Output> {
+        self.outputs.pop_front()
+    }
+
+    /// When [`ClusterNode::handle_timeout`] wants to run next (calling it earlier is
+    /// harmless).
+    pub fn poll_timeout(&self) -> u64 {
+        self.next_cron
+    }
+
+    pub(crate) fn push(&mut self, output: Output) {
+        self.outputs.push_back(output);
+    }
+
+    /// `CLUSTER MEET ip port [cport]`: starts a handshake with the node there, under a
+    /// temporary id until its first PONG names it.
+    pub fn meet(&mut self, ip: &str, port: u16, cport: u16, now: u64) -> Result<(), CommandError> {
+        if ip.is_empty() || port == 0 || cport == 0 {
+            return Err(CommandError::BadAddress(alloc::format!("{ip}:{port}")));
+        }
+        self.start_handshake(ip, port, cport, true, now);
+        Ok(())
+    }
+
+    /// Adds a handshake node for `ip:port@cport` unless one is already running for that
+    /// address (`clusterStartHandshake`); `meet`: its first message is a MEET.
+    fn start_handshake(&mut self, ip: &str, port: u16, cport: u16, meet: bool, now: u64) {
+        let running = self
+            .nodes()
+            .any(|n| n.in_handshake() && n.ip == ip && n.port == port && n.cport == cport);
+        if running {
+            return;
+        }
+        let id = random_id(&mut self.rng);
+        let mut node = Node::new(id);
+        node.ip = String::from(ip);
+        node.port = port;
+        node.cport = cport;
+        node.set(NodeFlags::HANDSHAKE, true);
+        node.set(NodeFlags::MEET, meet);
+        node.ctime = now;
+        self.insert(node);
+    }
+
+    /// `CLUSTER REPLICATE <id>`: this node becomes a replica of that master.
+    pub fn replicate(&mut self, master: &NodeId) -> Result<(), CommandError> {
+        let me = self.myself().id;
+        let Some(target) = self.node(master) else {
+            return Err(CommandError::UnknownNode(alloc::format!("{master}")));
+        };
+        if target.id == me {
+            return Err(CommandError::Other("Can't replicate myself"));
+        }
+        if !target.is_master() {
+            return Err(CommandError::Other(
+                "I can only replicate a master, not a replica.",
+            ));
+        }
+        if self.myself().is_master() && !self.myself().slots.is_empty() {
+            return Err(CommandError::Other(
+                "To set a master the node must be empty and without assigned slots.",
+            ));
+        }
+        self.set_my_master(*master);
+        self.push(Output::SaveConfig);
+        Ok(())
+    }
+
+    fn set_my_master(&mut self, master: NodeId) {
+        let me = self.myself_mut();
+        me.set(NodeFlags::MASTER, false);
+        me.set(NodeFlags::REPLICA, true);
+        me.master = Some(master);
+        self.migrating_to.clear();
+        self.importing_from.clear();
+        self.update_state();
+    }
+
+    /// An outbound link to `node` is connected: the first message on it is a MEET for a node
+    /// still to meet, else a PING.
+    pub fn handle_link_up(&mut self, node: &NodeId, now: u64) {
+        if *node == self.myself().id {
+            return;
+        }
+        let Some(entry) = self.node_mut(node) else {
+            self.push(Output::Close(Link::Outbound(*node)));
+            return;
+        };
+        entry.link = true;
+        entry.connecting = false;
+        let meet = entry.flags.contains(NodeFlags::MEET);
+        entry.set(NodeFlags::MEET, false);
+        let kind = if meet {
+            MessageType::MEET
+        } else {
+            MessageType::PING
+        };
+        self.send_ping(Link::Outbound(*node), kind, now);
+    }
+
+    /// A link closed or failed to connect.
+    pub fn handle_link_down(&mut self, link: Link, now: u64) {
+        let _ = now;
+        if let Link::Outbound(id) = link {
+            if let Some(node) = self.node_mut(&id) {
+                if !node.flags.contains(NodeFlags::MYSELF) {
+                    node.link = false;
+                    node.ping_sent = 0;
+                    node.connecting = false;
+                }
+            }
+        }
+    }
+
+    /// Builds and queues a PING, PONG or MEET with this node's header and gossip.
+    pub(crate) fn send_ping(&mut self, link: Link, kind: MessageType, now: u64) {
+        if kind == MessageType::PING {
+            if let Link::Outbound(id) = link {
+                if let Some(node) = self.node_mut(&id) {
+                    if node.ping_sent == 0 {
+                        node.ping_sent = now;
+                    }
+                }
+            }
+        }
+        let ping = self.gossip_body();
+        let message = OwnedMessage::new(kind, self.header(), ping);
+        self.count_message(kind.0, true);
+        self.push(Output::Send { link, message });
+    }
+
+    /// This node's header: a replica advertises its master's slots and config epoch.
+    pub(crate) fn header(&self) -> OwnedHeader {
+        let me = self.myself();
+        let master = me
+            .master
+            .as_ref()
+            .and_then(|m| self.node(m))
+            .filter(|_| me.is_replica());
+        let myslots = match master {
+            Some(master) => master.slots.clone(),
+            None => me.slots.clone(),
+        };
+        OwnedHeader {
+            port: me.port,
+            current_epoch: self.current_epoch,
+            config_epoch: self.my_epoch(),
+            offset: me.repl_offset,
+            sender: me.id,
+            myslots,
+            replicaof: master.map_or(NodeId::NONE, |m| m.id),
+            myip: me.ip.as_bytes().to_vec(),
+            pport: me.pport,
+            cport: me.cport,
+            flags: me.flags,
+            state: u8::from(!self.state_ok),
+            mflags: [0; 3],
+        }
+    }
+
+    /// The gossip section: `max(3, N/10)` random healthy nodes (at most N - 2), then every
+    /// PFAIL node; a hostname extension when this node announces one.
+    fn gossip_body(&mut self) -> OwnedPing {
+        let me = self.myself;
+        let candidates: Vec<u16> = self
+            .index
+            .values()
+            .copied()
+            .filter(|&at| at != me)
+            .collect();
+        let known = candidates.len() + 1;
+        let wanted = (known / 10).max(3).min(known.saturating_sub(2));
+        let mut chosen: Vec<u16> = Vec::new();
+        let mut tries = wanted * 3;
+        while chosen.len() < wanted && tries > 0 && !candidates.is_empty() {
+            tries -= 1;
+            let at = candidates[(self.rng_next() % candidates.len() as u64) as usize];
+            let Some(node) = self.at(at) else { continue };
+            let skip = node.in_handshake()
+                || node.flags.contains(NodeFlags::NOADDR)
+                || node.is_pfailed()
+                || (!node.link && node.slots.is_empty());
+            if skip || chosen.contains(&at) {
+                continue;
+            }
+            chosen.push(at);
+        }
+        let pfail: Vec<u16> = candidates
+            .iter()
+            .copied()
+            .filter(|&at| self.at(at).is_some_and(Node::is_pfailed) && !chosen.contains(&at))
+            .collect();
+        chosen.extend(pfail);
+        let gossip = chosen
+            .iter()
+            .filter_map(|&at| self.at(at))
+            .map(|node| {
+                OwnedGossip::new(node.id)
+                    .with_ping_sent((node.ping_sent / 1000) as u32)
+                    .with_pong_received((node.pong_received / 1000) as u32)
+                    .with_ip(node.ip.as_bytes())
+                    .with_port(node.port)
+                    .with_cport(node.cport)
+                    .with_flags(node.flags)
+                    .with_pport(node.pport)
+            })
+            .collect::<Vec<_>>();
+        let mut ping = OwnedPing::default().with_gossip(gossip);
+        if let Some(host) = self.myself().hostname.as_ref().filter(|h| !h.is_empty()) {
+            ping.extensions.push(OwnedExtension {
+                kind: ExtensionType::HOSTNAME,
+                payload: host.as_bytes().to_vec(),
+            });
+        }
+        ping
+    }
+
+    pub(crate) fn rng_next(&mut self) -> u64 {
+        crate::cluster::next(&mut self.rng)
+    }
+
+    /// The 100 ms cron (`clusterCron`): handshake timeouts, connections to open, pings (a
+    /// random one every second, and any node whose PONG is older than half the node timeout),
+    /// PFAIL, and the cluster state.
+    pub fn handle_timeout(&mut self, now: u64) {
+        if now < self.next_cron {
+            return;
+        }
+        self.next_cron = now + CRON_MS;
+        self.cron_runs += 1;
+        let timeout = self.config.node_timeout;
+        let handshake_ttl = timeout.max(1000);
+        let ids: Vec<NodeId> = self.index.keys().copied().collect();
+        let me = self.myself().id;
+        for id in &ids {
+            let Some(node) = self.node(id) else { continue };
+            if node.id == me {
+                continue;
+            }
+            if node.in_handshake() && now.saturating_sub(node.ctime) > handshake_ttl {
+                self.remove_node(id);
+                continue;
+            }
+            if !node.link && !node.connecting && !node.flags.contains(NodeFlags::NOADDR) {
+                let (ip, cport) = (node.ip.clone(), node.cport);
+                if let Some(node) = self.node_mut(id) {
+                    node.connecting = true;
+                }
+                self.push(Output::Connect {
+                    node: *id,
+                    ip,
+                    cport,
+                });
+            }
+        }
+        // Once a second: of five random linked nodes without a ping in flight, the one with
+        // the oldest PONG.
+        if self.cron_runs % 10 == 0 {
+            let mut oldest: Option<(u64, NodeId)> = None;
+            for _ in 0..5 {
+                if ids.is_empty() {
+                    break;
+                }
+                let id = ids[(self.rng_next() % ids.len() as u64) as usize];
+                let Some(node) = self.node(&id) else { continue };
+                if node.id == me || !node.link || node.ping_sent != 0 || node.in_handshake() {
+                    continue;
+                }
+                if oldest.is_none_or(|(pong, _)| node.pong_received < pong) {
+                    oldest = Some((node.pong_received, id));
+                }
+            }
+            if let Some((_, id)) = oldest {
+                self.send_ping(Link::Outbound(id), MessageType::PING, now);
+            }
+        }
+        for id in &ids {
+            let Some(node) = self.node(id) else { continue };
+            if node.id == me || node.in_handshake() || !node.link {
+                continue;
+            }
+            if node.ping_sent == 0 && now.saturating_sub(node.pong_received) > timeout / 2 {
+                self.send_ping(Link::Outbound(*id), MessageType::PING, now);
+                continue;
+            }
+            let late = node.ping_sent != 0 && now.saturating_sub(node.ping_sent) > timeout;
+            if late && !node.is_pfailed() && !node.is_failed() {
+                if let Some(node) = self.node_mut(id) {
+                    node.set(NodeFlags::PFAIL, true);
+                }
+            }
+        }
+        self.update_state();
+    }
+
+    fn remove_node(&mut self, id: &NodeId) {
+        let Some(at) = self.index.remove(id) else {
+            return;
+        };
+        for slot in 0..16384u16 {
+            if self.owners[usize::from(slot)] == at {
+                if let Some(slot) = Slot::new(slot) {
+                    self.bind(slot, None);
+                }
+            }
+        }
+        if let Some(entry) = self.nodes.get_mut(usize::from(at)) {
+            if entry.as_ref().is_some_and(|n| n.link) {
+                self.outputs.push_back(Output::Close(Link::Outbound(*id)));
+            }
+            *entry = None;
+        }
+    }
+
+    /// A message arrived on `link`; `peer_ip` is the address the connection comes from (what
+    /// a node learns another's IP from when the header carries none).
+    pub fn handle_message(&mut self, link: Link, peer_ip: &str, message: &Message<'_>, now: u64) {
+        let Some(header) = message.header() else {
+            return; // light-header PUBLISH / MODULE: nothing for the tables
+        };
+        let kind = message.kind();
+        self.count_message(kind.base().0, false);
+        let sender_id = header.sender();
+        let sender_known = self.node(&sender_id).is_some_and(|n| !n.in_handshake());
+        let header_ip = String::from_utf8_lossy(header.myip()).into_owned();
+        let ip = if header_ip.is_empty() {
+            String::from(peer_ip)
+        } else {
+            header_ip
+        };
+
+        // Epochs travel in every header from a known node (2.1).
+        if sender_known {
+            self.current_epoch = self.current_epoch.max(header.current_epoch());
+            if let Some(sender) = self.node_mut(&sender_id) {
+                if header.config_epoch() > sender.config_epoch && header.replicaof().is_none() {
+                    sender.config_epoch = header.config_epoch();
+                }
+                sender.repl_offset = header.offset();
+            }
+        }
+        let Message::Ping(ping) = message else {
+            return; // FAIL, UPDATE, failover messages: not handled yet
+        };
+
+        // A MEET from an unknown node: add it as a handshake node and gossip back.
+        if kind == MessageType::MEET && !sender_known {
+            self.start_handshake(&ip, header.port(), header.cport(), false, now);
+            self.process_gossip(ping, now);
+        }
+        if kind == MessageType::PING || kind == MessageType::MEET {
+            self.send_ping(link, MessageType::PONG, now);
+        }
+
+        // On our own link to a handshake node: its PONG gives its real id.
+        if let Link::Outbound(linked) = link {
+            let handshake = self.node(&linked).is_some_and(Node::in_handshake);
+            if handshake {
+                if self.node(&sender_id).is_some() {
+                    // Already known under its real id: drop the duplicate.
+                    self.remove_node(&linked);
+                    return;
+                }
+                self.rename(&linked, sender_id);
+                self.push(Output::SaveConfig);
+            } else if linked != sender_id && sender_known {
+                // A PONG from someone else on this node's link: its address is stale.
+                if let Some(node) = self.node_mut(&linked) {
+                    node.set(NodeFlags::NOADDR, true);
+                    node.link = false;
+                }
+                self.push(Output::Close(link));
+                return;
+            }
+        }
+        let Some(sender) = self.node(&sender_id).filter(|n| !n.in_handshake()) else {
+            return;
+        };
+        let sender_id = sender.id;
+
+        if kind == MessageType::PONG {
+            if let Link::Outbound(linked) = link {
+                if let Some(node) = self.node_mut(&linked) {
+                    node.pong_received = now;
+                    node.ping_sent = 0;
+                    node.set(NodeFlags::PFAIL, false);
+                }
+            }
+        }
+        // The sender's address, role and slots as it says them.
+        if let Some(node) = self.node_mut(&sender_id) {
+            if node.ip != ip || node.port != header.port() || node.cport != header.cport() {
+                node.ip = ip;
+                node.port = header.port();
+                node.cport = header.cport();
+                node.pport = header.pport();
+            }
+            let nofailover = header.flags().contains(NodeFlags::NOFAILOVER);
+            node.set(NodeFlags::NOFAILOVER, nofailover);
+        }
+        self.update_hostname(&sender_id, ping);
+        match header.replicaof() {
+            None => self.set_master_role(&sender_id),
+            Some(master) => self.set_replica_role(&sender_id, master),
+        }
+        let claimed = SlotSet::from(header.myslots());
+        let sender_is_master = header.replicaof().is_none();
+        if sender_is_master {
+            self.claim_slots(&sender_id, header.config_epoch(), &claimed);
+            self.resolve_epoch_collision(&sender_id);
+        }
+        self.process_gossip(ping, now);
+        self.update_state();
+    }
+
+    /// Sets the hostname a node announces (its ping extension gives it on the bus).
+    pub fn set_hostname(&mut self, id: &NodeId, hostname: Option<String>) {
+        if let Some(node) = self.node_mut(id) {
+            node.hostname = hostname.filter(|h| !h.is_empty());
+        }
+    }
+
+    fn update_hostname(&mut self, id: &NodeId, ping: &redis_cluster_bus::Ping<'_>) {
+        let host = ping.extensions().find_map(|e| {
+            (e.kind() == ExtensionType::HOSTNAME)
+                .then(|| e.text().map(|t| String::from_utf8_lossy(t).into_owned()))
+                .flatten()
+        });
+        if let Some(node) = self.node_mut(id) {
+            node.hostname = host.filter(|h| !h.is_empty());
+        }
+    }
+
+    fn rename(&mut self, from: &NodeId, to: NodeId) {
+        let Some(at) = self.index.remove(from) else {
+            return;
+        };
+        self.index.insert(to, at);
+        if let Some(Some(node)) = self.nodes.get_mut(usize::from(at)) {
+            node.id = to;
+            node.set(NodeFlags::HANDSHAKE, false);
+        }
+        // The driver opened the connection under the temporary id.
+        self.outputs.push_back(Output::Renamed { from: *from, to });
+    }
+
+    fn set_master_role(&mut self, id: &NodeId) {
+        if let Some(node) = self.node_mut(id) {
+            if !node.is_master() {
+                node.set(NodeFlags::REPLICA, false);
+                node.set(NodeFlags::MASTER, true);
+                node.master = None;
+            }
+        }
+    }
+
+    fn set_replica_role(&mut self, id: &NodeId, master: NodeId) {
+        let Some(node) = self.node(id) else { return };
+        let was_master = node.is_master();
+        if was_master {
+            // A master turned replica gives up its slots.
+            let slots: Vec<Slot> = node.slots.iter().collect();
+            for slot in slots {
+                self.bind(slot, None);
+            }
+        }
+        if let Some(node) = self.node_mut(id) {
+            node.set(NodeFlags::MASTER, false);
+            node.set(NodeFlags::REPLICA, true);
+            node.master = Some(master);
+        }
+    }
+
+    /// Semantics 2.2: bind each slot the master `sender` claims when it is unassigned or its
+    /// owner's config epoch is strictly smaller; never a slot this node imports. When this
+    /// node (or its master) loses its last slot to the sender, it follows the sender.
+    fn claim_slots(&mut self, sender: &NodeId, epoch: u64, claimed: &SlotSet) {
+        let Some(at) = self.index_of(sender) else {
+            return;
+        };
+        let me = self.myself().id;
+        let my_master = self.myself().master.filter(|_| self.myself().is_replica());
+        let mine = my_master.unwrap_or(me);
+        let mut lost_mine = false;
+        let mut changed = false;
+        for slot in claimed.iter() {
+            let owner = self.owner(slot).map(|n| (n.id, n.config_epoch));
+            match owner {
+                Some((owner, _)) if owner == *sender => continue,
+                _ if self.importing_from(slot).is_some() => continue,
+                Some((owner, owner_epoch)) if owner_epoch >= epoch => {
+                    let _ = owner;
+                    continue;
+                }
+                Some((owner, _)) => lost_mine |= owner == mine,
+                None => {}
+            }
+            self.bind(slot, Some(at));
+            changed = true;
+        }
+        if changed {
+            self.push(Output::SaveConfig);
+        }
+        let mine_empty = self.node(&mine).is_some_and(|n| n.slots.is_empty());
+        if lost_mine && mine_empty && self.config.allow_replica_migration {
+            self.set_my_master(*sender);
+        }
+    }
+
+    /// Semantics 2.4: two masters with the same config epoch; the smaller id moves.
+    fn resolve_epoch_collision(&mut self, sender: &NodeId) {
+        let me = self.myself();
+        let Some(other) = self.node(sender) else {
+            return;
+        };
+        if !me.is_master() || !other.is_master() || other.config_epoch != me.config_epoch {
+            return;
+        }
+        if me.id.as_bytes() >= other.id.as_bytes() {
+            return;
+        }
+        self.current_epoch += 1;
+        let epoch = self.current_epoch;
+        self.myself_mut().config_epoch = epoch;
+        self.push(Output::SaveConfig);
+    }
+
+    /// Gossip entries: unknown nodes are met (unless blacklisted or without an address),
+    /// known ones' addresses are kept.
+    fn process_gossip(&mut self, ping: &redis_cluster_bus::Ping<'_>, now: u64) {
+        for entry in ping.gossip() {
+            let id = entry.node();
+            if self.node(&id).is_some() {
+                continue;
+            }
+            let flags = entry.flags();
+            if flags.contains(NodeFlags::NOADDR) || flags.contains(NodeFlags::HANDSHAKE) {
+                continue;
+            }
+            if self
+                .forgotten
+                .iter()
+                .any(|(f, until)| *f == id && *until > now)
+            {
+                continue;
+            }
+            let ip = String::from_utf8_lossy(entry.ip()).into_owned();
+            self.start_handshake(&ip, entry.port(), entry.cport(), true, now);
+        }
+    }
+}

@@ -1,0 +1,85 @@
+//! Shared by the tests that compare with the real files: a captured node's nodes.conf loaded,
+//! then every bus link brought up and answered with a PONG made from that node's own line, as
+//! the node was when the files were taken (links connected, no ping in flight).
+
+#![allow(dead_code, unreachable_pub)]
+
+use std::path::{Path, PathBuf};
+
+use redis_cluster_bus::{
+    Message, MessageType, NodeFlags, NodeId, OwnedHeader, OwnedMessage, OwnedPing,
+};
+use redis_cluster_state::{ClusterNode, Config, Link};
+
+pub const NOW: u64 = 1_800_000_000_123;
+
+/// The four captures and their base node's port.
+pub fn dirs() -> Vec<(PathBuf, u16)> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/vectors/cluster-text");
+    vec![
+        (root.join("redis-7.0.15"), 7000),
+        (root.join("redis-7.0.15/after-failovers"), 7000),
+        (root.join("valkey-8.1.8"), 7100),
+        (root.join("valkey-8.1.8/after-failovers"), 7100),
+    ]
+}
+
+pub fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+pub fn load_conf(dir: &Path, port: u16) -> ClusterNode {
+    let mut config = Config::new("127.0.0.1", port);
+    config.hostname = Some("host-a1".into());
+    ClusterNode::from_nodes_conf(config, &read(&dir.join("nodes.conf")), NOW)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+}
+
+/// The PONG `id` would send: its own view of itself, as the table records it.
+fn pong_of(node: &ClusterNode, id: &NodeId) -> Vec<u8> {
+    let peer = node.node(id).expect("known");
+    let master = peer
+        .master
+        .and_then(|m| node.node(&m))
+        .filter(|_| peer.is_replica());
+    let header = OwnedHeader {
+        port: peer.port,
+        current_epoch: node.current_epoch(),
+        config_epoch: master.map_or(peer.config_epoch, |m| m.config_epoch),
+        offset: 14,
+        sender: peer.id,
+        myslots: master.map_or_else(|| peer.slots.clone(), |m| m.slots.clone()),
+        replicaof: master.map_or(NodeId::NONE, |m| m.id),
+        myip: peer.ip.as_bytes().to_vec(),
+        pport: peer.pport,
+        cport: peer.cport,
+        flags: NodeFlags(peer.flags.0 | NodeFlags::MYSELF.0),
+        state: 0,
+        mflags: [0; 3],
+    };
+    let mut wire = Vec::new();
+    OwnedMessage::new(MessageType::PONG, header, OwnedPing::default()).encode(&mut wire);
+    wire
+}
+
+/// [`load_conf`], then each link up and answered.
+pub fn load(dir: &Path, port: u16) -> ClusterNode {
+    let mut node = load_conf(dir, port);
+    assert!(
+        node.cluster_nodes().contains(" disconnected"),
+        "no link right after a load"
+    );
+    let me = node.myself().id;
+    let ids: Vec<NodeId> = node.nodes().map(|n| n.id).filter(|id| *id != me).collect();
+    for id in &ids {
+        let hostname = node.node(id).and_then(|n| n.hostname.clone());
+        node.handle_link_up(id, NOW);
+        let wire = pong_of(&node, id);
+        let message = Message::decode(&wire).expect("a PONG");
+        node.handle_message(Link::Outbound(*id), "127.0.0.1", &message, NOW);
+        // Hostnames travel in a ping extension this PONG does not carry: put it back.
+        node.set_hostname(id, hostname);
+    }
+    while node.poll_output().is_some() {}
+    node
+}
