@@ -421,6 +421,10 @@ impl ClusterNode {
         }
 
         // On our own link to a handshake node: its PONG gives its real id.
+        let mut link_node = match link {
+            Link::Outbound(linked) => Some(linked),
+            Link::Inbound(_) => None,
+        };
         if let Link::Outbound(linked) = link {
             let handshake = self.node(&linked).is_some_and(Node::in_handshake);
             if handshake {
@@ -430,6 +434,7 @@ impl ClusterNode {
                     return;
                 }
                 self.rename(&linked, sender_id);
+                link_node = Some(sender_id);
                 self.push(Output::SaveConfig);
             } else if linked != sender_id && sender_known {
                 // A PONG from someone else on this node's link: its address is stale.
@@ -447,7 +452,7 @@ impl ClusterNode {
         let sender_id = sender.id;
 
         if kind == MessageType::PONG {
-            if let Link::Outbound(linked) = link {
+            if let Some(linked) = link_node {
                 if let Some(node) = self.node_mut(&linked) {
                     node.pong_received = now;
                     node.ping_sent = 0;

@@ -1,0 +1,275 @@
+//! A deterministic simulator of a Redis Cluster: N [`ClusterNode`]s in one thread, talking over
+//! in-memory links in virtual time.
+//!
+//! Every message crosses its link as encoded bytes and is decoded on arrival, so a simulated
+//! run also exercises the `redis-cluster-bus` codec; time always jumps to the earliest
+//! deadline (a delivery or a node's cron); randomness comes from one seed, so the same seed
+//! gives the same trace. Not published: it is for tests, examples, benches and fuzzing.
+//!
+//! ```
+//! use redis_cluster_sim::Sim;
+//!
+//! let mut sim = Sim::new(3, 42);
+//! for n in 1..3 {
+//!     sim.meet(n, 0);
+//! }
+//! sim.run_for(5_000);
+//! assert!(sim.nodes().iter().all(|node| node.nodes().count() == 3));
+//! ```
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap};
+
+use redis_cluster_bus::{Message, NodeId};
+use redis_cluster_state::{ClusterNode, Config, Link, Output};
+
+/// The node timeout the simulated nodes use unless told otherwise (ms).
+pub const NODE_TIMEOUT: u64 = 5_000;
+
+/// One message or connection on its way.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Event {
+    /// `from` asked to connect to `to`, knowing it as `as_id`.
+    Connect {
+        from: usize,
+        to: usize,
+        as_id: NodeId,
+    },
+    /// Bytes for `to` on connection `conn`.
+    Deliver {
+        conn: u64,
+        to: usize,
+        bytes: Vec<u8>,
+    },
+}
+
+/// A connection: opened by `from` (its outbound link, keyed by the id it knows the peer as)
+/// and accepted by `to` (an inbound link numbered `conn`).
+#[derive(Clone, Debug)]
+struct Conn {
+    from: usize,
+    to: usize,
+    key: NodeId,
+}
+
+/// One line of the trace: when, who, what.
+pub type TraceLine = (u64, usize, String);
+
+/// The simulated cluster.
+pub struct Sim {
+    nodes: Vec<ClusterNode>,
+    now: u64,
+    /// Pending events by (time, sequence number).
+    queue: BinaryHeap<Reverse<(u64, u64, Event)>>,
+    sequence: u64,
+    conns: BTreeMap<u64, Conn>,
+    next_conn: u64,
+    latency: u64,
+    trace: Vec<TraceLine>,
+}
+
+impl Sim {
+    /// `n` fresh nodes on 127.0.0.1, client ports 7000…, bus ports 17000…, each seeded from
+    /// `seed`, one millisecond of latency per message.
+    pub fn new(n: usize, seed: u64) -> Self {
+        let nodes = (0..n)
+            .map(|i| {
+                let mut config = Config::new("127.0.0.1", 7000 + i as u16);
+                config.node_timeout = NODE_TIMEOUT;
+                config.seed = seed.wrapping_mul(1_000_003).wrapping_add(i as u64);
+                ClusterNode::new(config)
+            })
+            .collect();
+        Self {
+            nodes,
+            now: 0,
+            queue: BinaryHeap::new(),
+            sequence: 0,
+            conns: BTreeMap::new(),
+            next_conn: 1,
+            latency: 1,
+            trace: Vec::new(),
+        }
+    }
+
+    /// The nodes, by index.
+    pub fn nodes(&self) -> &[ClusterNode] {
+        &self.nodes
+    }
+
+    /// Node `i`, to drive with commands.
+    pub fn node_mut(&mut self, i: usize) -> &mut ClusterNode {
+        &mut self.nodes[i]
+    }
+
+    /// The virtual time (ms).
+    pub fn now(&self) -> u64 {
+        self.now
+    }
+
+    /// What happened, in order: deliveries by message type, connections.
+    pub fn trace(&self) -> &[TraceLine] {
+        &self.trace
+    }
+
+    /// `CLUSTER MEET` on node `from` with the address of node `to`.
+    pub fn meet(&mut self, from: usize, to: usize) {
+        let (ip, port, cport) = {
+            let target = self.nodes[to].myself();
+            (target.ip.clone(), target.port, target.cport)
+        };
+        let now = self.now;
+        self.nodes[from]
+            .meet(&ip, port, cport, now)
+            .expect("a valid address");
+        self.drain(from);
+    }
+
+    /// Runs the nodes for `ms` of virtual time.
+    pub fn run_for(&mut self, ms: u64) {
+        let end = self.now + ms;
+        loop {
+            let cron = self
+                .nodes
+                .iter()
+                .enumerate()
+                .map(|(i, n)| (n.poll_timeout(), i))
+                .min();
+            let event = self.queue.peek().map(|Reverse((t, _, _))| *t);
+            let next = match (cron, event) {
+                (Some((c, _)), Some(e)) => c.min(e),
+                (Some((c, _)), None) => c,
+                (None, Some(e)) => e,
+                (None, None) => break,
+            };
+            if next > end {
+                break;
+            }
+            self.now = next.max(self.now);
+            if event == Some(next) {
+                if let Some(Reverse((_, _, event))) = self.queue.pop() {
+                    self.handle(event);
+                }
+            } else if let Some((_, i)) = cron {
+                let now = self.now;
+                self.nodes[i].handle_timeout(now);
+                self.drain(i);
+            }
+        }
+        self.now = end;
+    }
+
+    fn schedule(&mut self, delay: u64, event: Event) {
+        self.sequence += 1;
+        self.queue
+            .push(Reverse((self.now + delay, self.sequence, event)));
+    }
+
+    fn handle(&mut self, event: Event) {
+        let now = self.now;
+        match event {
+            Event::Connect { from, to, as_id } => {
+                let conn = self.next_conn;
+                self.next_conn += 1;
+                self.conns.insert(
+                    conn,
+                    Conn {
+                        from,
+                        to,
+                        key: as_id,
+                    },
+                );
+                self.trace.push((now, from, format!("connect {to}")));
+                self.nodes[from].handle_link_up(&as_id, now);
+                self.drain(from);
+            }
+            Event::Deliver { conn, to, bytes } => {
+                let Some(c) = self.conns.get(&conn).cloned() else {
+                    return; // the connection closed while the bytes were on their way
+                };
+                let message = Message::decode(&bytes).expect("simulated nodes send valid messages");
+                let (link, peer) = if to == c.to {
+                    (Link::Inbound(conn), c.from)
+                } else {
+                    (Link::Outbound(c.key), c.to)
+                };
+                let kind = message.kind().name().unwrap_or("?");
+                self.trace.push((now, to, format!("{kind} from {peer}")));
+                let ip = self.nodes[peer].myself().ip.clone();
+                self.nodes[to].handle_message(link, &ip, &message, now);
+                self.drain(to);
+            }
+        }
+    }
+
+    /// Carries out node `i`'s outputs.
+    fn drain(&mut self, i: usize) {
+        while let Some(output) = self.nodes[i].poll_output() {
+            match output {
+                Output::Connect { node, ip, cport } => {
+                    let target = self
+                        .nodes
+                        .iter()
+                        .position(|n| n.myself().ip == ip && n.myself().cport == cport);
+                    match target {
+                        Some(to) => {
+                            let latency = self.latency;
+                            self.schedule(
+                                latency,
+                                Event::Connect {
+                                    from: i,
+                                    to,
+                                    as_id: node,
+                                },
+                            );
+                        }
+                        None => {
+                            let now = self.now;
+                            self.nodes[i].handle_link_down(Link::Outbound(node), now);
+                        }
+                    }
+                }
+                Output::Send { link, message } => {
+                    let conn = match link {
+                        Link::Inbound(conn) => Some(conn),
+                        Link::Outbound(id) => self
+                            .conns
+                            .iter()
+                            .find(|(_, c)| c.from == i && c.key == id)
+                            .map(|(k, _)| *k),
+                    };
+                    let Some(conn) = conn else { continue };
+                    let Some(c) = self.conns.get(&conn) else {
+                        continue;
+                    };
+                    let to = if c.from == i { c.to } else { c.from };
+                    let mut bytes = Vec::with_capacity(message.encoded_len());
+                    message.encode(&mut bytes);
+                    let latency = self.latency;
+                    self.schedule(latency, Event::Deliver { conn, to, bytes });
+                }
+                Output::Close(link) => {
+                    let conn = match link {
+                        Link::Inbound(conn) => Some(conn),
+                        Link::Outbound(id) => self
+                            .conns
+                            .iter()
+                            .find(|(_, c)| c.from == i && c.key == id)
+                            .map(|(k, _)| *k),
+                    };
+                    if let Some(conn) = conn {
+                        self.conns.remove(&conn);
+                    }
+                }
+                Output::Renamed { from, to } => {
+                    for c in self.conns.values_mut() {
+                        if c.from == i && c.key == from {
+                            c.key = to;
+                        }
+                    }
+                }
+                Output::SaveConfig => {}
+            }
+        }
+    }
+}

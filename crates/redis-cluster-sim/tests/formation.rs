@@ -1,0 +1,126 @@
+//! Scenario 1 of the issue: six nodes driven as `redis-cli --cluster create
+//! --cluster-replicas 1` drives real ones (ADDSLOTS, SET-CONFIG-EPOCH, MEET, REPLICATE)
+//! converge: identical slot columns in every CLUSTER NODES, `cluster_state:ok` everywhere.
+//! And scenario 8: the same seed gives the same trace.
+
+use redis_cluster_sim::Sim;
+use redis_hash_slot::{Slot, SlotRange};
+
+/// redis-cli's consistency signature (semantics 7.1): for each line with plain slot tokens,
+/// `id:tokens sorted as strings`, sorted and joined with `|`.
+fn signature(nodes: &str) -> String {
+    let mut entries: Vec<String> = nodes
+        .lines()
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split(' ').collect();
+            let mut slots: Vec<&str> = fields[8..]
+                .iter()
+                .copied()
+                .filter(|t| !t.starts_with('['))
+                .collect();
+            if slots.is_empty() {
+                return None;
+            }
+            slots.sort();
+            Some(format!("{}:{}", fields[0], slots.join(",")))
+        })
+        .collect();
+    entries.sort();
+    entries.join("|")
+}
+
+fn range(start: u16, end: u16) -> SlotRange {
+    SlotRange::new(
+        Slot::new(start).expect("slot"),
+        Slot::new(end).expect("slot"),
+    )
+    .expect("range")
+}
+
+/// Creates the cluster as redis-cli does, and returns the simulator after `ms` more.
+fn create(seed: u64, ms: u64) -> Sim {
+    let mut sim = Sim::new(6, seed);
+    for (i, (start, end)) in [(0, 5460), (5461, 10922), (10923, 16383)]
+        .into_iter()
+        .enumerate()
+    {
+        sim.node_mut(i)
+            .add_slots(range(start, end))
+            .expect("free slots");
+    }
+    for i in 0..6 {
+        sim.node_mut(i)
+            .set_config_epoch(i as u64 + 1)
+            .expect("alone, epoch 0");
+    }
+    for i in 1..6 {
+        sim.meet(i, 0);
+    }
+    sim.run_for(3_000);
+    for (replica, master) in [(3, 0), (4, 1), (5, 2)] {
+        let id = sim.nodes()[master].myself().id;
+        sim.node_mut(replica).replicate(&id).expect("known master");
+    }
+    sim.run_for(ms);
+    sim
+}
+
+#[test]
+fn six_nodes_form_a_cluster_as_redis_cli_creates_it() {
+    let sim = create(7, 10_000);
+    let signatures: Vec<String> = sim
+        .nodes()
+        .iter()
+        .map(|n| signature(&n.cluster_nodes()))
+        .collect();
+    assert!(
+        signatures.iter().all(|s| *s == signatures[0]),
+        "{signatures:#?}"
+    );
+    assert_eq!(
+        signatures[0].matches('|').count(),
+        2,
+        "three masters with slots"
+    );
+    for (i, node) in sim.nodes().iter().enumerate() {
+        assert_eq!(node.nodes().count(), 6, "node {i} knows everyone");
+        assert!(node.state_ok(), "node {i}: {}", node.cluster_info());
+        assert!(
+            node.nodes().all(|n| !n.in_handshake()),
+            "node {i}: no handshake left"
+        );
+        assert_eq!(node.myself().is_replica(), i >= 3, "node {i}'s role");
+        // Everyone sees the replicas as replicas of the right masters.
+        for (replica, master) in [(3, 0), (4, 1), (5, 2)] {
+            let r = node.node(&sim.nodes()[replica].myself().id).expect("known");
+            assert_eq!(r.master, Some(sim.nodes()[master].myself().id), "node {i}");
+        }
+    }
+}
+
+#[test]
+fn the_same_seed_gives_the_same_trace() {
+    let a = create(11, 3_000);
+    let b = create(11, 3_000);
+    assert!(!a.trace().is_empty());
+    assert_eq!(a.trace(), b.trace());
+    let c = create(12, 3_000);
+    assert_ne!(a.trace(), c.trace(), "another seed, other random choices");
+}
+
+#[test]
+fn formation_converges_for_many_seeds() {
+    for seed in 100..120 {
+        let sim = create(seed, 10_000);
+        let first = signature(&sim.nodes()[0].cluster_nodes());
+        for (i, node) in sim.nodes().iter().enumerate() {
+            assert_eq!(
+                signature(&node.cluster_nodes()),
+                first,
+                "seed {seed}, node {i}"
+            );
+            assert!(node.state_ok(), "seed {seed}, node {i}");
+            assert_eq!(node.nodes().count(), 6, "seed {seed}, node {i}");
+        }
+    }
+}
