@@ -66,6 +66,9 @@ pub struct Sim {
     next_conn: u64,
     latency: u64,
     trace: Vec<TraceLine>,
+    /// Whether each node runs; a crashed node keeps the nodes.conf it had.
+    alive: Vec<bool>,
+    saved: Vec<String>,
 }
 
 impl Sim {
@@ -81,6 +84,8 @@ impl Sim {
             })
             .collect();
         Self {
+            alive: vec![true; n],
+            saved: vec![String::new(); n],
             nodes,
             now: 0,
             queue: BinaryHeap::new(),
@@ -112,6 +117,52 @@ impl Sim {
         &self.trace
     }
 
+    /// Whether node `i` runs.
+    pub fn is_alive(&self, i: usize) -> bool {
+        self.alive[i]
+    }
+
+    /// Stops node `i` as a kill does: its connections drop (its peers see their links go
+    /// down), nothing reaches it, it runs no cron. Its nodes.conf is kept for a restart.
+    pub fn crash(&mut self, i: usize) {
+        if !self.alive[i] {
+            return;
+        }
+        self.alive[i] = false;
+        self.saved[i] = self.nodes[i].nodes_conf();
+        self.trace.push((self.now, i, "crash".into()));
+        let dropped: Vec<(u64, Conn)> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| c.from == i || c.to == i)
+            .map(|(k, c)| (*k, c.clone()))
+            .collect();
+        let now = self.now;
+        for (conn, c) in dropped {
+            self.conns.remove(&conn);
+            if c.from != i {
+                self.nodes[c.from].handle_link_down(Link::Outbound(c.key), now);
+                self.drain(c.from);
+            } else {
+                self.nodes[c.to].handle_link_down(Link::Inbound(conn), now);
+                self.drain(c.to);
+            }
+        }
+    }
+
+    /// Starts node `i` again from the nodes.conf it had when it crashed.
+    pub fn restart(&mut self, i: usize) {
+        if self.alive[i] {
+            return;
+        }
+        let config = self.nodes[i].config().clone();
+        let now = self.now;
+        self.nodes[i] = ClusterNode::from_nodes_conf(config, &self.saved[i], now)
+            .expect("a node reloads the nodes.conf it wrote");
+        self.alive[i] = true;
+        self.trace.push((now, i, "restart".into()));
+    }
+
     /// `CLUSTER MEET` on node `from` with the address of node `to`.
     pub fn meet(&mut self, from: usize, to: usize) {
         let (ip, port, cport) = {
@@ -133,6 +184,7 @@ impl Sim {
                 .nodes
                 .iter()
                 .enumerate()
+                .filter(|(i, _)| self.alive[*i])
                 .map(|(i, n)| (n.poll_timeout(), i))
                 .min();
             let event = self.queue.peek().map(|Reverse((t, _, _))| *t);
@@ -169,6 +221,15 @@ impl Sim {
         let now = self.now;
         match event {
             Event::Connect { from, to, as_id } => {
+                if !self.alive[from] {
+                    return;
+                }
+                if !self.alive[to] {
+                    // Connection refused.
+                    self.nodes[from].handle_link_down(Link::Outbound(as_id), now);
+                    self.drain(from);
+                    return;
+                }
                 let conn = self.next_conn;
                 self.next_conn += 1;
                 self.conns.insert(
@@ -187,6 +248,9 @@ impl Sim {
                 let Some(c) = self.conns.get(&conn).cloned() else {
                     return; // the connection closed while the bytes were on their way
                 };
+                if !self.alive[to] {
+                    return;
+                }
                 let message = Message::decode(&bytes).expect("simulated nodes send valid messages");
                 let (link, peer) = if to == c.to {
                     (Link::Inbound(conn), c.from)

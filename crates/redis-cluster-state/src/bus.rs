@@ -168,12 +168,16 @@ impl ClusterNode {
 
     /// A link closed or failed to connect.
     pub fn handle_link_down(&mut self, link: Link, now: u64) {
-        let _ = now;
         if let Link::Outbound(id) = link {
             if let Some(node) = self.node_mut(&id) {
                 if !node.flags.contains(NodeFlags::MYSELF) {
+                    // The ping in flight stays: failure detection goes on without a link. A
+                    // connection that could not even open counts as a ping sent now, or a
+                    // dead node would never time out.
+                    if node.connecting && node.ping_sent == 0 {
+                        node.ping_sent = now;
+                    }
                     node.link = false;
-                    node.ping_sent = 0;
                     node.connecting = false;
                 }
             }
@@ -344,13 +348,15 @@ impl ClusterNode {
         }
         for id in &ids {
             let Some(node) = self.node(id) else { continue };
-            if node.id == me || node.in_handshake() || !node.link {
+            if node.id == me || node.in_handshake() {
                 continue;
             }
-            if node.ping_sent == 0 && now.saturating_sub(node.pong_received) > timeout / 2 {
+            let idle = now.saturating_sub(node.pong_received) > timeout / 2;
+            if node.link && node.ping_sent == 0 && idle {
                 self.send_ping(Link::Outbound(*id), MessageType::PING, now);
                 continue;
             }
+            // A ping in flight for longer than the node timeout, link or not: PFAIL.
             let late = node.ping_sent != 0 && now.saturating_sub(node.ping_sent) > timeout;
             if late && !node.is_pfailed() && !node.is_failed() {
                 if let Some(node) = self.node_mut(id) {
@@ -407,8 +413,14 @@ impl ClusterNode {
                 sender.repl_offset = header.offset();
             }
         }
+        if let Message::Fail(fail) = message {
+            if sender_known {
+                self.handle_fail(&fail.node(), now);
+            }
+            return;
+        }
         let Message::Ping(ping) = message else {
-            return; // FAIL, UPDATE, failover messages: not handled yet
+            return; // UPDATE and failover messages: not handled yet
         };
 
         // A MEET from an unknown node: add it as a handshake node and gossip back.
@@ -458,6 +470,7 @@ impl ClusterNode {
                     node.ping_sent = 0;
                     node.set(NodeFlags::PFAIL, false);
                 }
+                self.clear_failure_if_needed(&linked, now);
             }
         }
         // The sender's address, role and slots as it says them.
@@ -601,9 +614,16 @@ impl ClusterNode {
     /// Gossip entries: unknown nodes are met (unless blacklisted or without an address),
     /// known ones' addresses are kept.
     fn process_gossip(&mut self, ping: &redis_cluster_bus::Ping<'_>, now: u64) {
+        let sender = ping.header().sender();
+        let sender_is_master = self
+            .node(&sender)
+            .is_some_and(|n| n.is_master() && !n.in_handshake());
         for entry in ping.gossip() {
             let id = entry.node();
             if self.node(&id).is_some() {
+                if sender_is_master {
+                    self.gossip_failure_report(&sender, &id, entry.flags(), now);
+                }
                 continue;
             }
             let flags = entry.flags();

@@ -38,13 +38,15 @@ impl ClusterNode {
     /// Runs `CLUSTER <args…>` (`args` without `CLUSTER`) for the subcommands served from the
     /// tables alone: INFO, MYID, MYSHARDID, KEYSLOT, NODES, SLOTS, SHARDS, REPLICAS / SLAVES,
     /// COUNT-FAILURE-REPORTS, ADDSLOTS, ADDSLOTSRANGE, DELSLOTS, DELSLOTSRANGE, SETSLOT,
-    /// SET-CONFIG-EPOCH, BUMPEPOCH. `keys_in_slot` counts the driver's keys in a slot (SETSLOT
+    /// SET-CONFIG-EPOCH, BUMPEPOCH, at time `now` (ms). `keys_in_slot` counts the driver's
+    /// keys in a slot (SETSLOT
     /// NODE refuses to give away a slot that still holds some). Returns `None` for any other
     /// subcommand, which the caller handles (or answers as unknown).
     pub fn cluster_command<A: AsRef<[u8]>>(
         &mut self,
         args: &[A],
         protocol: Protocol,
+        now: u64,
         keys_in_slot: impl Fn(Slot) -> u64,
     ) -> Option<Reply> {
         let name = args.first()?.as_ref().to_ascii_lowercase();
@@ -65,7 +67,10 @@ impl ClusterNode {
             (b"shards", []) => Ok(self.cluster_shards(protocol)),
             (b"replicas" | b"slaves", [id]) => self.replicas_reply(id),
             (b"count-failure-reports", [id]) => match node_id(id).and_then(|id| self.node(&id)) {
-                Some(_) => Ok(Frame::Integer(0)),
+                Some(node) => {
+                    let id = node.id;
+                    Ok(Frame::Integer(self.failure_reports(&id, now) as i64))
+                }
                 None => Err(CommandError::UnknownNode(
                     String::from_utf8_lossy(id).into_owned(),
                 )),

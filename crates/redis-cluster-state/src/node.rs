@@ -1,6 +1,6 @@
 //! [`Node`]: what a node knows of one node of the cluster (itself included).
 
-use alloc::string::String;
+use alloc::{string::String, vec::Vec};
 
 use redis_cluster_bus::{NodeFlags, NodeId};
 use redis_hash_slot::SlotSet;
@@ -42,6 +42,8 @@ pub struct Node {
     pub ctime: u64,
     /// Whether a connection to it was requested and is not up yet.
     pub connecting: bool,
+    /// The masters that reported it PFAIL or FAIL, and when (ms).
+    pub fail_reports: Vec<(NodeId, u64)>,
     /// Fields after the hostname in a nodes.conf line (Redis 7.2+ / Valkey: `shard-id=…`,
     /// `tls-port=…`), kept as they were read so that the file is written back the same.
     pub aux: String,
@@ -68,6 +70,7 @@ impl Node {
             repl_offset: 0,
             ctime: 0,
             connecting: false,
+            fail_reports: Vec::new(),
             aux: String::new(),
         }
     }

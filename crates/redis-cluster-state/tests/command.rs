@@ -21,7 +21,7 @@ fn pair() -> ClusterNode {
 /// Runs `line`, with `keys` keys in every slot, and shows the reply as the server's line.
 fn run(node: &mut ClusterNode, line: &str, keys: u64) -> String {
     let args: Vec<&str> = line.split(' ').collect();
-    match node.cluster_command(&args, Protocol::Resp2, |_| keys) {
+    match node.cluster_command(&args, Protocol::Resp2, 0, |_| keys) {
         Some(Frame::SimpleString(s)) => format!("+{}", String::from_utf8_lossy(&s)),
         Some(Frame::SimpleError(s)) => format!("-{}", String::from_utf8_lossy(&s)),
         Some(Frame::Integer(n)) => format!(":{n}"),

@@ -1,0 +1,133 @@
+//! Failure detection (semantics section 3): failure reports from masters, FAIL on a majority
+//! of the slot-owning masters and its broadcast, FAIL messages, and when FAIL is cleared.
+
+use redis_cluster_bus::{MessageType, NodeFlags, NodeId, OwnedFail, OwnedMessage};
+
+use crate::{
+    bus::{Link, Output},
+    cluster::ClusterNode,
+};
+
+impl ClusterNode {
+    /// How many slot-owning masters make a majority: `size / 2 + 1`.
+    pub(crate) fn quorum(&self) -> usize {
+        let size = self
+            .nodes()
+            .filter(|n| n.is_master() && !n.slots.is_empty())
+            .count();
+        size / 2 + 1
+    }
+
+    /// The failure reports about `id` younger than twice the node timeout.
+    pub fn failure_reports(&self, id: &NodeId, now: u64) -> usize {
+        let validity = self.config.node_timeout * 2;
+        self.node(id).map_or(0, |n| {
+            n.fail_reports
+                .iter()
+                .filter(|(_, at)| now.saturating_sub(*at) <= validity)
+                .count()
+        })
+    }
+
+    /// A gossip entry from master `sender` about `about`: a PFAIL or FAIL flag records (or
+    /// refreshes) its report, a healthy entry withdraws it; then FAIL is evaluated.
+    pub(crate) fn gossip_failure_report(
+        &mut self,
+        sender: &NodeId,
+        about: &NodeId,
+        flags: NodeFlags,
+        now: u64,
+    ) {
+        if *about == self.myself().id {
+            return;
+        }
+        let failing = flags.contains(NodeFlags::PFAIL) || flags.contains(NodeFlags::FAIL);
+        let Some(node) = self.node_mut(about) else {
+            return;
+        };
+        node.fail_reports.retain(|(reporter, _)| reporter != sender);
+        if failing {
+            node.fail_reports.push((*sender, now));
+            self.mark_failing_if_needed(about, now);
+        }
+    }
+
+    /// `markNodeAsFailingIfNeeded`: a node this node sees as PFAIL becomes FAIL when the
+    /// valid reports (plus this node's own opinion, for a master) reach the quorum; the FAIL
+    /// is then broadcast.
+    fn mark_failing_if_needed(&mut self, id: &NodeId, now: u64) {
+        let Some(node) = self.node(id) else { return };
+        if !node.is_pfailed() || node.is_failed() {
+            return;
+        }
+        let votes = self.failure_reports(id, now) + usize::from(self.myself().is_master());
+        if votes < self.quorum() {
+            return;
+        }
+        if let Some(node) = self.node_mut(id) {
+            node.set(NodeFlags::PFAIL, false);
+            node.set(NodeFlags::FAIL, true);
+            node.fail_time = now;
+        }
+        self.broadcast_fail(id);
+        self.update_state();
+        self.push(Output::SaveConfig);
+    }
+
+    /// Sends a FAIL about `id` on every link this node has.
+    fn broadcast_fail(&mut self, id: &NodeId) {
+        let me = self.myself().id;
+        let linked: alloc::vec::Vec<NodeId> = self
+            .nodes()
+            .filter(|n| n.link && n.id != me && !n.in_handshake())
+            .map(|n| n.id)
+            .collect();
+        for to in linked {
+            let message =
+                OwnedMessage::new(MessageType::FAIL, self.header(), OwnedFail { node: *id });
+            self.count_message(MessageType::FAIL.0, true);
+            self.push(Output::Send {
+                link: Link::Outbound(to),
+                message,
+            });
+        }
+    }
+
+    /// A FAIL message from a known node about `id`: believed without a quorum check, unless
+    /// it is about this node or a node already FAIL.
+    pub(crate) fn handle_fail(&mut self, id: &NodeId, now: u64) {
+        if *id == self.myself().id {
+            return;
+        }
+        let Some(node) = self.node_mut(id) else {
+            return;
+        };
+        if node.is_failed() {
+            return;
+        }
+        node.set(NodeFlags::PFAIL, false);
+        node.set(NodeFlags::FAIL, true);
+        node.fail_time = now;
+        self.update_state();
+        self.push(Output::SaveConfig);
+    }
+
+    /// `clearNodeFailureIfNeeded`, on a PONG over this node's own link to `id`: a replica or a
+    /// slot-less master at once; a master still owning slots only after twice the node
+    /// timeout (nobody took its slots over).
+    pub(crate) fn clear_failure_if_needed(&mut self, id: &NodeId, now: u64) {
+        let undo = self.config.node_timeout * 2;
+        let Some(node) = self.node_mut(id) else {
+            return;
+        };
+        if !node.is_failed() {
+            return;
+        }
+        let serving = node.is_master() && !node.slots.is_empty();
+        if !serving || now.saturating_sub(node.fail_time) > undo {
+            node.set(NodeFlags::FAIL, false);
+            self.update_state();
+            self.push(Output::SaveConfig);
+        }
+    }
+}
