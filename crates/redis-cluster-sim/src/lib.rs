@@ -75,11 +75,17 @@ impl Sim {
     /// `n` fresh nodes on 127.0.0.1, client ports 7000…, bus ports 17000…, each seeded from
     /// `seed`, one millisecond of latency per message.
     pub fn new(n: usize, seed: u64) -> Self {
+        Self::with_config(n, seed, |_, _| {})
+    }
+
+    /// As [`Sim::new`], with `tune` changing each node's config (by index) first.
+    pub fn with_config(n: usize, seed: u64, tune: impl Fn(usize, &mut Config)) -> Self {
         let nodes = (0..n)
             .map(|i| {
                 let mut config = Config::new("127.0.0.1", 7000 + i as u16);
                 config.node_timeout = NODE_TIMEOUT;
                 config.seed = seed.wrapping_mul(1_000_003).wrapping_add(i as u64);
+                tune(i, &mut config);
                 ClusterNode::new(config)
             })
             .collect();

@@ -14,8 +14,10 @@ fn range(start: u16, end: u16) -> SlotRange {
     .expect("range")
 }
 
+/// Three masters, one replica each; node 1's replica (node 4) never fails over, so that node 1
+/// stays the owner of its slots while it is down.
 fn cluster(seed: u64) -> Sim {
-    let mut sim = Sim::new(6, seed);
+    let mut sim = Sim::with_config(6, seed, |i, config| config.replica_no_failover = i == 4);
     for (i, (start, end)) in [(0, 5460), (5461, 10922), (10923, 16383)]
         .into_iter()
         .enumerate()

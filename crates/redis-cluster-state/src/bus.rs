@@ -364,6 +364,7 @@ impl ClusterNode {
                 }
             }
         }
+        self.handle_failover(now);
         self.update_state();
     }
 
@@ -413,11 +414,22 @@ impl ClusterNode {
                 sender.repl_offset = header.offset();
             }
         }
-        if let Message::Fail(fail) = message {
-            if sender_known {
+        match message {
+            Message::Fail(fail) if sender_known => {
                 self.handle_fail(&fail.node(), now);
+                return;
             }
-            return;
+            Message::Failover(request)
+                if sender_known && kind == MessageType::FAILOVER_AUTH_REQUEST =>
+            {
+                self.handle_auth_request(request, now);
+                return;
+            }
+            Message::Failover(ack) if sender_known && kind == MessageType::FAILOVER_AUTH_ACK => {
+                self.handle_auth_ack(ack, now);
+                return;
+            }
+            _ => {}
         }
         let Message::Ping(ping) = message else {
             return; // UPDATE and failover messages: not handled yet

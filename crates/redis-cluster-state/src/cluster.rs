@@ -52,6 +52,8 @@ pub struct ClusterNode {
     pub(crate) cron_runs: u64,
     /// Ids `CLUSTER FORGET` blacklisted, and until when (ms).
     pub(crate) forgotten: Vec<(NodeId, u64)>,
+    /// This replica's election, when one is under way.
+    pub(crate) election: crate::failover::Election,
 }
 
 /// Why a command on the node table was refused; the text is the server's, without `ERR `.
@@ -133,6 +135,7 @@ impl ClusterNode {
             next_cron: 0,
             cron_runs: 0,
             forgotten: Vec::new(),
+            election: crate::failover::Election::default(),
         };
         node.myself = node.insert(me);
         node.update_state();

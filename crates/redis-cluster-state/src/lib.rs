@@ -26,6 +26,7 @@ mod bus;
 mod cluster;
 mod command;
 mod config;
+mod failover;
 mod failure;
 mod node;
 mod reply;

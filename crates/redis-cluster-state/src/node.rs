@@ -42,6 +42,8 @@ pub struct Node {
     pub ctime: u64,
     /// Whether a connection to it was requested and is not up yet.
     pub connecting: bool,
+    /// When this node last voted for one of its replicas (ms), for a master.
+    pub voted_time: u64,
     /// The masters that reported it PFAIL or FAIL, and when (ms).
     pub fail_reports: Vec<(NodeId, u64)>,
     /// Fields after the hostname in a nodes.conf line (Redis 7.2+ / Valkey: `shard-id=…`,
@@ -70,6 +72,7 @@ impl Node {
             repl_offset: 0,
             ctime: 0,
             connecting: false,
+            voted_time: 0,
             fail_reports: Vec::new(),
             aux: String::new(),
         }
