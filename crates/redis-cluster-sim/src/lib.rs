@@ -69,6 +69,8 @@ pub struct Sim {
     /// Whether each node runs; a crashed node keeps the nodes.conf it had.
     alive: Vec<bool>,
     saved: Vec<String>,
+    /// Each node's side of the partition; nodes on different sides cannot talk.
+    side: Vec<u8>,
 }
 
 impl Sim {
@@ -91,6 +93,7 @@ impl Sim {
             .collect();
         Self {
             alive: vec![true; n],
+            side: vec![0; n],
             saved: vec![String::new(); n],
             nodes,
             now: 0,
@@ -154,6 +157,40 @@ impl Sim {
                 self.drain(c.to);
             }
         }
+    }
+
+    /// Cuts the network in two: `group` on one side, every other node on the other.
+    /// Connections across drop (both ends see their links go down) and new ones fail.
+    pub fn partition(&mut self, group: &[usize]) {
+        for (i, side) in self.side.iter_mut().enumerate() {
+            *side = u8::from(group.contains(&i));
+        }
+        self.trace
+            .push((self.now, 0, format!("partition {group:?}")));
+        let cut: Vec<(u64, Conn)> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| self.side[c.from] != self.side[c.to])
+            .map(|(k, c)| (*k, c.clone()))
+            .collect();
+        let now = self.now;
+        for (conn, c) in cut {
+            self.conns.remove(&conn);
+            if self.alive[c.from] {
+                self.nodes[c.from].handle_link_down(Link::Outbound(c.key), now);
+                self.drain(c.from);
+            }
+            if self.alive[c.to] {
+                self.nodes[c.to].handle_link_down(Link::Inbound(conn), now);
+                self.drain(c.to);
+            }
+        }
+    }
+
+    /// Joins the network again.
+    pub fn heal(&mut self) {
+        self.side.fill(0);
+        self.trace.push((self.now, 0, "heal".into()));
     }
 
     /// Starts node `i` again from the nodes.conf it had when it crashed.
@@ -230,8 +267,8 @@ impl Sim {
                 if !self.alive[from] {
                     return;
                 }
-                if !self.alive[to] {
-                    // Connection refused.
+                if !self.alive[to] || self.side[from] != self.side[to] {
+                    // Refused, or lost in the partition.
                     self.nodes[from].handle_link_down(Link::Outbound(as_id), now);
                     self.drain(from);
                     return;
@@ -254,7 +291,7 @@ impl Sim {
                 let Some(c) = self.conns.get(&conn).cloned() else {
                     return; // the connection closed while the bytes were on their way
                 };
-                if !self.alive[to] {
+                if !self.alive[to] || self.side[c.from] != self.side[c.to] {
                     return;
                 }
                 let message = Message::decode(&bytes).expect("simulated nodes send valid messages");

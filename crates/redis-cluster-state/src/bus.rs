@@ -429,6 +429,11 @@ impl ClusterNode {
                 self.handle_auth_ack(ack, now);
                 return;
             }
+            Message::Update(update) if sender_known => {
+                let slots = SlotSet::from(update.slots());
+                self.handle_update(&update.node(), update.config_epoch(), &slots);
+                return;
+            }
             _ => {}
         }
         let Message::Ping(ping) = message else {
@@ -503,6 +508,14 @@ impl ClusterNode {
         }
         let claimed = SlotSet::from(header.myslots());
         let sender_is_master = header.replicaof().is_none();
+        // Stale claims get an UPDATE about the owner that supersedes them (2.3).
+        let recorded = match header.replicaof() {
+            None => self.node(&sender_id).map(|n| n.slots.clone()),
+            Some(master) => self.node(&master).map(|n| n.slots.clone()),
+        };
+        if recorded.is_some_and(|r| r != claimed) {
+            self.send_update_if_stale(&sender_id, header.config_epoch(), &claimed);
+        }
         if sender_is_master {
             self.claim_slots(&sender_id, header.config_epoch(), &claimed);
             self.resolve_epoch_collision(&sender_id);
@@ -567,6 +580,55 @@ impl ClusterNode {
             node.set(NodeFlags::REPLICA, true);
             node.master = Some(master);
         }
+    }
+
+    /// Semantics 2.3, sending side: the first slot `sender` claims whose owner (neither the
+    /// sender nor unassigned) has a greater config epoch earns the sender one UPDATE about
+    /// that owner.
+    fn send_update_if_stale(&mut self, sender: &NodeId, epoch: u64, claimed: &SlotSet) {
+        let owner = claimed.iter().find_map(|slot| {
+            self.owner(slot)
+                .filter(|o| o.id != *sender && o.config_epoch > epoch)
+                .map(|o| (o.id, o.config_epoch, o.slots.clone()))
+        });
+        let Some((id, config_epoch, slots)) = owner else {
+            return;
+        };
+        if !self.node(sender).is_some_and(|n| n.link) {
+            return;
+        }
+        let message = OwnedMessage::new(
+            MessageType::UPDATE,
+            self.header(),
+            redis_cluster_bus::OwnedUpdate {
+                config_epoch,
+                node: id,
+                slots,
+            },
+        );
+        self.count_message(MessageType::UPDATE.0, true);
+        self.push(Output::Send {
+            link: Link::Outbound(*sender),
+            message,
+        });
+    }
+
+    /// Semantics 2.3, receiving side: news about `id` at a config epoch greater than ours.
+    fn handle_update(&mut self, id: &NodeId, epoch: u64, slots: &SlotSet) {
+        if *id == self.myself().id {
+            return; // an UPDATE about myself is discarded
+        }
+        let Some(node) = self.node(id) else { return };
+        if node.config_epoch >= epoch {
+            return;
+        }
+        self.set_master_role(id);
+        if let Some(node) = self.node_mut(id) {
+            node.config_epoch = epoch;
+        }
+        self.claim_slots(id, epoch, slots);
+        self.push(Output::SaveConfig);
+        self.update_state();
     }
 
     /// Semantics 2.2: bind each slot the master `sender` claims when it is unassigned or its
