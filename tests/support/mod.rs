@@ -52,6 +52,12 @@ impl RedisServer {
         Self::start_with(Mode::Sentinel(conf), &[])
     }
 
+    /// Starts a cluster-mode server whose nodes.conf is `conf(port, bus_port)`, written before
+    /// it starts, so that the server loads it.
+    pub fn start_cluster_with_conf(conf: impl Fn(u16, u16) -> String + 'static) -> Self {
+        Self::start_with(Mode::ClusterConf(Box::new(conf)), &[])
+    }
+
     fn start(cluster: bool, extra: &[&str]) -> Self {
         let mode = if cluster {
             Mode::Cluster
@@ -62,7 +68,7 @@ impl RedisServer {
     }
 
     fn start_with(mode: Mode, extra: &[&str]) -> Self {
-        let cluster = matches!(mode, Mode::Cluster);
+        let cluster = matches!(mode, Mode::Cluster | Mode::ClusterConf(_));
         let binary = std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".into());
         let mut last_error = String::new();
         for attempt in 0..5 {
@@ -81,6 +87,10 @@ impl RedisServer {
                 args.push("--sentinel".into());
             } else {
                 args.extend(["--save", "", "--appendonly", "no"].map(String::from));
+            }
+            if let Mode::ClusterConf(conf) = &mode {
+                std::fs::write(dir.join("nodes.conf"), conf(port, bus_port))
+                    .expect("write nodes.conf");
             }
             args.extend(
                 ["--port", &port.to_string(), "--bind", "127.0.0.1"]
@@ -127,6 +137,11 @@ impl RedisServer {
     /// The client port.
     pub fn port(&self) -> u16 {
         self.port
+    }
+
+    /// The server's scratch directory (its nodes.conf, its log).
+    pub fn dir(&self) -> &std::path::Path {
+        &self.dir
     }
 
     /// The cluster bus port (0 for a standalone server).
@@ -183,6 +198,8 @@ impl Drop for RedisServer {
 enum Mode {
     Standalone,
     Cluster,
+    /// In cluster mode, with a nodes.conf made from its ports.
+    ClusterConf(Box<dyn Fn(u16, u16) -> String>),
     /// A Sentinel, with its config file's contents.
     Sentinel(String),
 }
