@@ -141,6 +141,7 @@ impl ClusterNode {
         me.master = Some(master);
         self.migrating_to.clear();
         self.importing_from.clear();
+        self.manual = crate::failover::Manual::default();
         self.update_state();
     }
 
@@ -226,7 +227,7 @@ impl ClusterNode {
             cport: me.cport,
             flags: me.flags,
             state: u8::from(!self.state_ok),
-            mflags: [0; 3],
+            mflags: self.header_mflags(),
         }
     }
 
@@ -364,6 +365,7 @@ impl ClusterNode {
                 }
             }
         }
+        self.manual_cron(now);
         self.handle_failover(now);
         self.update_state();
     }
@@ -427,6 +429,10 @@ impl ClusterNode {
             }
             Message::Failover(ack) if sender_known && kind == MessageType::FAILOVER_AUTH_ACK => {
                 self.handle_auth_ack(ack, now);
+                return;
+            }
+            Message::Failover(_) if sender_known && kind == MessageType::MFSTART => {
+                self.handle_mfstart(&sender_id, now);
                 return;
             }
             Message::Update(update) if sender_known => {
@@ -502,6 +508,10 @@ impl ClusterNode {
             node.set(NodeFlags::NOFAILOVER, nofailover);
         }
         self.update_hostname(&sender_id, ping);
+        let paused = header
+            .message_flags()
+            .contains(redis_cluster_bus::MessageFlags::PAUSED);
+        self.manual_progress(&sender_id, paused, header.offset(), now);
         match header.replicaof() {
             None => self.set_master_role(&sender_id),
             Some(master) => self.set_replica_role(&sender_id, master),

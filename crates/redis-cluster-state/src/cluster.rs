@@ -54,6 +54,8 @@ pub struct ClusterNode {
     pub(crate) forgotten: Vec<(NodeId, u64)>,
     /// This replica's election, when one is under way.
     pub(crate) election: crate::failover::Election,
+    /// A manual failover under way, on either side.
+    pub(crate) manual: crate::failover::Manual,
 }
 
 /// Why a command on the node table was refused; the text is the server's, without `ERR `.
@@ -136,6 +138,7 @@ impl ClusterNode {
             cron_runs: 0,
             forgotten: Vec::new(),
             election: crate::failover::Election::default(),
+            manual: crate::failover::Manual::default(),
         };
         node.myself = node.insert(me);
         node.update_state();

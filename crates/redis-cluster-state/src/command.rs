@@ -113,6 +113,18 @@ impl ClusterNode {
                     "value is not an integer or out of range",
                 )),
             },
+            (b"failover", options) if options.len() <= 1 => {
+                let mode = match options.first().map(|o| o.to_ascii_lowercase()) {
+                    None => Some(crate::FailoverMode::Default),
+                    Some(o) if o == b"force" => Some(crate::FailoverMode::Force),
+                    Some(o) if o == b"takeover" => Some(crate::FailoverMode::Takeover),
+                    Some(_) => None,
+                };
+                match mode {
+                    Some(mode) => self.failover(mode, now).map(|()| ok()),
+                    None => Ok(Frame::SimpleError(b"ERR syntax error".to_vec())),
+                }
+            }
             (b"bumpepoch", []) => {
                 let (bumped, epoch) = self.bump_epoch();
                 let word = if bumped { "BUMPED" } else { "STILL" };
@@ -135,7 +147,8 @@ impl ClusterNode {
                 | b"delslotsrange"
                 | b"setslot"
                 | b"set-config-epoch"
-                | b"bumpepoch",
+                | b"bumpepoch"
+                | b"failover",
                 _,
             ) => return Some(arity_error()),
             _ => return None,

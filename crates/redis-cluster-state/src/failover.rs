@@ -27,6 +27,34 @@ pub(crate) struct Election {
     pub(crate) epoch: u64,
 }
 
+/// A manual failover in progress (`CLUSTER FAILOVER`), on the replica or on its master.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Manual {
+    /// When it times out (ms); 0 when none is in progress.
+    pub(crate) end: u64,
+    /// On the master: the replica taking over.
+    pub(crate) replica: Option<NodeId>,
+    /// On the replica: the master's offset once it paused, when known.
+    pub(crate) master_offset: Option<u64>,
+    /// On the replica: the election may start.
+    pub(crate) can_start: bool,
+}
+
+/// How long a manual failover may take, in ms; the master pauses writes for twice as long.
+const MANUAL_TIMEOUT: u64 = 5_000;
+
+/// `CLUSTER FAILOVER`'s option.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum FailoverMode {
+    /// Coordinated with a healthy master: it pauses writes until this replica has its offset.
+    #[default]
+    Default,
+    /// No coordination with the master; still an election.
+    Force,
+    /// No election: take the slots by bumping the config epoch without consensus.
+    Takeover,
+}
+
 /// `repl-ping-replica-period` of Redis 7.0, in ms: part of the data-age limit.
 const REPL_PING_PERIOD: u64 = 10_000;
 
@@ -50,7 +78,11 @@ impl ClusterNode {
         let Some(master) = self.node(&master_id) else {
             return;
         };
-        if !master.is_failed() || master.slots.is_empty() || self.config.replica_no_failover {
+        let manual = self.manual.end != 0 && self.manual.can_start;
+        if (!master.is_failed() && !manual) || master.slots.is_empty() {
+            return;
+        }
+        if self.config.replica_no_failover && !manual {
             return;
         }
         let timeout = self.config.node_timeout;
@@ -61,16 +93,26 @@ impl ClusterNode {
             .saturating_sub(master.pong_received)
             .saturating_sub(timeout);
         let factor = u64::from(self.config.replica_validity_factor);
-        if factor != 0 && data_age > REPL_PING_PERIOD + timeout * factor {
+        if !manual && factor != 0 && data_age > REPL_PING_PERIOD + timeout * factor {
             return;
         }
         // 2. Schedule an election when the last attempt is old enough.
         let previous = self.election.time;
         if previous == 0 || now.saturating_sub(previous) > auth_retry {
-            let rank = self.failover_rank(&master_id);
+            let rank = if manual {
+                0
+            } else {
+                self.failover_rank(&master_id)
+            };
             let jitter = self.rng_next() % 500;
+            // A manual failover starts at once.
+            let delay = if manual {
+                0
+            } else {
+                500 + jitter + rank as u64 * 1000
+            };
             self.election = Election {
-                time: now + 500 + jitter + rank as u64 * 1000,
+                time: now + delay,
                 sent: false,
                 rank,
                 votes: 0,
@@ -85,10 +127,12 @@ impl ClusterNode {
             for sibling in siblings {
                 self.send_ping(Link::Outbound(sibling), MessageType::PONG, now);
             }
-            return;
+            if !manual {
+                return;
+            }
         }
         // 3. A worse rank before the request: later.
-        if !self.election.sent {
+        if !self.election.sent && !manual {
             let rank = self.failover_rank(&master_id);
             if rank > self.election.rank {
                 self.election.time += (rank - self.election.rank) as u64 * 1000;
@@ -155,6 +199,7 @@ impl ClusterNode {
             self.bind(slot, Some(me));
         }
         self.election = Election::default();
+        self.manual = Manual::default();
         self.update_state();
         self.push(Output::SaveConfig);
         let linked: Vec<NodeId> = self
@@ -230,6 +275,121 @@ impl ClusterNode {
         if voter && self.election.sent && header.current_epoch() >= self.election.epoch {
             self.election.votes += 1;
             self.handle_failover(now);
+        }
+    }
+}
+
+impl ClusterNode {
+    /// `CLUSTER FAILOVER [FORCE|TAKEOVER]` on a replica (semantics 4.2). Replies at once;
+    /// the failover completes (or times out after 5 s) as messages come and go.
+    pub fn failover(&mut self, mode: FailoverMode, now: u64) -> Result<(), crate::CommandError> {
+        use crate::CommandError::Other;
+        let me = self.myself();
+        if !me.is_replica() {
+            return Err(Other("You should send CLUSTER FAILOVER to a replica"));
+        }
+        let Some(master) = me.master.and_then(|m| self.node(&m)) else {
+            return Err(Other("I'm a replica but my master is unknown to me"));
+        };
+        let master_id = master.id;
+        if mode == FailoverMode::Default && (master.is_failed() || !master.link) {
+            return Err(Other(
+                "Master is down or failed, please use CLUSTER FAILOVER FORCE",
+            ));
+        }
+        self.manual = Manual {
+            end: now + MANUAL_TIMEOUT,
+            ..Manual::default()
+        };
+        self.election = Election::default();
+        match mode {
+            FailoverMode::Takeover => {
+                // No election: a new config epoch of our own, then the slots.
+                self.bump_epoch();
+                self.election.epoch = self.myself().config_epoch;
+                self.win_election(master_id, now);
+            }
+            FailoverMode::Force => {
+                self.manual.can_start = true;
+                self.handle_failover(now);
+            }
+            FailoverMode::Default => {
+                let message =
+                    OwnedMessage::new(MessageType::MFSTART, self.header(), OwnedBody::Failover);
+                self.count_message(MessageType::MFSTART.0, true);
+                self.push(Output::Send {
+                    link: Link::Outbound(master_id),
+                    message,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether this master holds writes back for a manual failover (its clients' writes wait
+    /// until it ends or times out).
+    pub fn writes_paused(&self, now: u64) -> bool {
+        self.myself().is_master() && self.manual.replica.is_some() && now <= self.manual.end
+    }
+
+    /// The `mflags` this node's headers carry: PAUSED on a master in a manual failover,
+    /// FORCEACK on a replica's vote request during one.
+    pub(crate) fn header_mflags(&self) -> [u8; 3] {
+        let me = self.myself();
+        let mut flags = 0;
+        if me.is_master() && self.manual.replica.is_some() {
+            flags |= redis_cluster_bus::MessageFlags::PAUSED.0;
+        }
+        if me.is_replica() && self.manual.end != 0 {
+            flags |= redis_cluster_bus::MessageFlags::FORCEACK.0;
+        }
+        [flags, 0, 0]
+    }
+
+    /// MFSTART from one of this master's replicas: pause, and ping it at once.
+    pub(crate) fn handle_mfstart(&mut self, from: &NodeId, now: u64) {
+        let me = self.myself();
+        let own_replica = self
+            .node(from)
+            .is_some_and(|n| n.master == Some(me.id) && n.is_replica());
+        if !me.is_master() || !own_replica {
+            return;
+        }
+        self.manual = Manual {
+            end: now + MANUAL_TIMEOUT,
+            replica: Some(*from),
+            ..Manual::default()
+        };
+        self.send_ping(Link::Outbound(*from), MessageType::PING, now);
+    }
+
+    /// On the replica, a header from its master: once it says PAUSED, its offset is the one
+    /// to reach; reached (the driver's replication keeps this node's offset), the election
+    /// may start.
+    pub(crate) fn manual_progress(&mut self, from: &NodeId, paused: bool, offset: u64, now: u64) {
+        let me = self.myself();
+        if self.manual.end == 0 || !me.is_replica() || me.master != Some(*from) {
+            return;
+        }
+        let mine = me.repl_offset;
+        if paused && self.manual.master_offset.is_none() {
+            self.manual.master_offset = Some(offset);
+        }
+        if self.manual.master_offset == Some(mine) && !self.manual.can_start {
+            self.manual.can_start = true;
+            self.handle_failover(now);
+        }
+    }
+
+    /// The cron's part: a paused master pings its replica every tick; a manual failover past
+    /// its end is abandoned on both sides.
+    pub(crate) fn manual_cron(&mut self, now: u64) {
+        if self.manual.end != 0 && now > self.manual.end {
+            self.manual = Manual::default();
+            return;
+        }
+        if let Some(replica) = self.manual.replica {
+            self.send_ping(Link::Outbound(replica), MessageType::PING, now);
         }
     }
 }

@@ -36,6 +36,7 @@ mod text;
 pub use bus::{CRON_MS, Link, Output};
 pub use cluster::{ClusterNode, CommandError};
 pub use config::{Config, EndpointType};
+pub use failover::FailoverMode;
 pub use node::Node;
 pub use reply::{Protocol, Reply};
 pub use route::{Decision, Request};
