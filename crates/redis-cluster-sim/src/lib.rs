@@ -52,10 +52,37 @@ struct Conn {
     key: NodeId,
 }
 
+/// What the network does to messages, on every link alike.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Faults {
+    /// The smallest delivery delay (ms).
+    pub latency_min: u64,
+    /// The largest delivery delay (ms); delays vary between the two, which reorders
+    /// messages.
+    pub latency_max: u64,
+    /// Messages lost, per thousand.
+    pub loss: u16,
+    /// Messages delivered twice, per thousand.
+    pub duplicate: u16,
+}
+
+impl Default for Faults {
+    /// A perfect network with one millisecond of latency.
+    fn default() -> Self {
+        Self {
+            latency_min: 1,
+            latency_max: 1,
+            loss: 0,
+            duplicate: 0,
+        }
+    }
+}
+
 /// One line of the trace: when, who, what.
 pub type TraceLine = (u64, usize, String);
 
 /// The simulated cluster.
+#[derive(Clone)]
 pub struct Sim {
     nodes: Vec<ClusterNode>,
     now: u64,
@@ -64,7 +91,9 @@ pub struct Sim {
     sequence: u64,
     conns: BTreeMap<u64, Conn>,
     next_conn: u64,
-    latency: u64,
+    faults: Faults,
+    /// The network's own randomness, from the seed.
+    rng: u64,
     trace: Vec<TraceLine>,
     /// Whether each node runs; a crashed node keeps the nodes.conf it had.
     alive: Vec<bool>,
@@ -75,7 +104,7 @@ pub struct Sim {
 
 impl Sim {
     /// `n` fresh nodes on 127.0.0.1, client ports 7000…, bus ports 17000…, each seeded from
-    /// `seed`, one millisecond of latency per message.
+    /// `seed`, one millisecond of latency per message (see [`Sim::set_faults`]).
     pub fn new(n: usize, seed: u64) -> Self {
         Self::with_config(n, seed, |_, _| {})
     }
@@ -101,7 +130,8 @@ impl Sim {
             sequence: 0,
             conns: BTreeMap::new(),
             next_conn: 1,
-            latency: 1,
+            faults: Faults::default(),
+            rng: seed ^ 0x5851_f42d_4c95_7f2d,
             trace: Vec::new(),
         }
     }
@@ -254,6 +284,29 @@ impl Sim {
         self.now = end;
     }
 
+    /// Sets the network's behaviour from now on.
+    pub fn set_faults(&mut self, faults: Faults) {
+        self.faults = faults;
+    }
+
+    fn random(&mut self) -> u64 {
+        self.rng ^= self.rng >> 12;
+        self.rng ^= self.rng << 25;
+        self.rng ^= self.rng >> 27;
+        self.rng.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    /// A delivery delay drawn between the latency bounds.
+    fn latency(&mut self) -> u64 {
+        let Faults {
+            latency_min,
+            latency_max,
+            ..
+        } = self.faults;
+        let spread = latency_max.saturating_sub(latency_min) + 1;
+        latency_min + self.random() % spread
+    }
+
     fn schedule(&mut self, delay: u64, event: Event) {
         self.sequence += 1;
         self.queue
@@ -320,7 +373,7 @@ impl Sim {
                         .position(|n| n.myself().ip == ip && n.myself().cport == cport);
                     match target {
                         Some(to) => {
-                            let latency = self.latency;
+                            let latency = self.latency();
                             self.schedule(
                                 latency,
                                 Event::Connect {
@@ -352,7 +405,19 @@ impl Sim {
                     let to = if c.from == i { c.to } else { c.from };
                     let mut bytes = Vec::with_capacity(message.encoded_len());
                     message.encode(&mut bytes);
-                    let latency = self.latency;
+                    if self.random() % 1000 < u64::from(self.faults.loss) {
+                        continue;
+                    }
+                    if self.random() % 1000 < u64::from(self.faults.duplicate) {
+                        let latency = self.latency();
+                        let copy = Event::Deliver {
+                            conn,
+                            to,
+                            bytes: bytes.clone(),
+                        };
+                        self.schedule(latency, copy);
+                    }
+                    let latency = self.latency();
                     self.schedule(latency, Event::Deliver { conn, to, bytes });
                 }
                 Output::Close(link) => {

@@ -1,0 +1,121 @@
+//! Scenario 7: random fault schedules (crashes, restarts, partitions, healing, lost, delayed,
+//! reordered and duplicated messages). Whatever happened, once everything is healed and
+//! quiet, all nodes agree on every slot's owner; no node's current epoch ever went back;
+//! nothing panicked.
+
+use proptest::prelude::*;
+use redis_cluster_sim::{Faults, NODE_TIMEOUT, Sim};
+use redis_hash_slot::{Slot, SlotRange};
+
+#[derive(Clone, Debug)]
+enum Op {
+    Crash(usize),
+    Restart(usize),
+    Partition(Vec<usize>),
+    Heal,
+    Network(Faults),
+    Run(u64),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        (0usize..6).prop_map(Op::Crash),
+        (0usize..6).prop_map(Op::Restart),
+        proptest::collection::vec(0usize..6, 1..3).prop_map(Op::Partition),
+        Just(Op::Heal),
+        (1u64..50, 0u64..300, 0u16..200, 0u16..200).prop_map(|(min, spread, loss, duplicate)| {
+            Op::Network(Faults {
+                latency_min: min,
+                latency_max: min + spread,
+                loss,
+                duplicate,
+            })
+        }),
+        (100u64..8_000).prop_map(Op::Run),
+    ]
+}
+
+fn range(start: u16, end: u16) -> SlotRange {
+    SlotRange::new(
+        Slot::new(start).expect("slot"),
+        Slot::new(end).expect("slot"),
+    )
+    .expect("range")
+}
+
+/// Three masters and three replicas, formed as redis-cli forms them.
+fn cluster(seed: u64) -> Sim {
+    let mut sim = Sim::new(6, seed);
+    for (i, (start, end)) in [(0, 5460), (5461, 10922), (10923, 16383)]
+        .into_iter()
+        .enumerate()
+    {
+        sim.node_mut(i)
+            .add_slots(range(start, end))
+            .expect("free slots");
+    }
+    for i in 0..6 {
+        sim.node_mut(i)
+            .set_config_epoch(i as u64 + 1)
+            .expect("alone");
+    }
+    for i in 1..6 {
+        sim.meet(i, 0);
+    }
+    sim.run_for(3_000);
+    for (replica, master) in [(3, 0), (4, 1), (5, 2)] {
+        let id = sim.nodes()[master].myself().id;
+        sim.node_mut(replica).replicate(&id).expect("known");
+    }
+    sim.run_for(5_000);
+    sim
+}
+
+fn epochs(sim: &Sim) -> Vec<u64> {
+    sim.nodes().iter().map(|n| n.current_epoch()).collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    #[test]
+    fn after_any_faults_and_quiet_everyone_agrees(
+        seed in 0u64..1_000,
+        ops in proptest::collection::vec(op(), 1..6),
+    ) {
+        let mut sim = cluster(seed);
+        let mut last = epochs(&sim);
+        for op in &ops {
+            match op {
+                Op::Crash(i) => sim.crash(*i),
+                Op::Restart(i) => sim.restart(*i),
+                Op::Partition(group) => sim.partition(group),
+                Op::Heal => sim.heal(),
+                Op::Network(faults) => sim.set_faults(*faults),
+                Op::Run(ms) => sim.run_for(*ms),
+            }
+            let now = epochs(&sim);
+            for (i, (before, after)) in last.iter().zip(&now).enumerate() {
+                prop_assert!(after >= before, "node {}'s current epoch went back", i);
+            }
+            last = now;
+        }
+        // Heal everything and let it settle.
+        sim.heal();
+        sim.set_faults(Faults::default());
+        for i in 0..6 {
+            sim.restart(i);
+        }
+        sim.run_for(6 * NODE_TIMEOUT);
+        for (i, (before, after)) in last.iter().zip(&epochs(&sim)).enumerate() {
+            prop_assert!(after >= before, "node {}'s current epoch went back", i);
+        }
+        for n in (0..16384).step_by(61).chain([16383]) {
+            let slot = Slot::new(n).expect("slot");
+            let owner = sim.nodes()[0].owner(slot).map(|o| o.id);
+            for (i, node) in sim.nodes().iter().enumerate() {
+                prop_assert_eq!(node.owner(slot).map(|o| o.id), owner, "slot {} on node {}", n, i);
+            }
+        }
+    }
+}
