@@ -370,7 +370,7 @@ impl ClusterNode {
         self.update_state();
     }
 
-    fn remove_node(&mut self, id: &NodeId) {
+    pub(crate) fn remove_node(&mut self, id: &NodeId) {
         let Some(at) = self.index.remove(id) else {
             return;
         };

@@ -12,6 +12,9 @@ use crate::{
     reply::{Protocol, Reply, text_reply},
 };
 
+/// How long CLUSTER FORGET keeps a node out (ms).
+const FORGET_TTL: u64 = 60_000;
+
 fn error(text: impl Into<String>) -> Reply {
     Frame::SimpleError(format!("ERR {}", text.into()).into_bytes())
 }
@@ -38,7 +41,8 @@ impl ClusterNode {
     /// Runs `CLUSTER <args…>` (`args` without `CLUSTER`) for the subcommands served from the
     /// tables alone: INFO, MYID, MYSHARDID, KEYSLOT, NODES, SLOTS, SHARDS, REPLICAS / SLAVES,
     /// COUNT-FAILURE-REPORTS, ADDSLOTS, ADDSLOTSRANGE, DELSLOTS, DELSLOTSRANGE, SETSLOT,
-    /// SET-CONFIG-EPOCH, BUMPEPOCH, at time `now` (ms). `keys_in_slot` counts the driver's
+    /// SET-CONFIG-EPOCH, BUMPEPOCH, FAILOVER, MEET, REPLICATE, FORGET, SAVECONFIG, FLUSHSLOTS,
+    /// at time `now` (ms). `keys_in_slot` counts the driver's
     /// keys in a slot (SETSLOT
     /// NODE refuses to give away a slot that still holds some). Returns `None` for any other
     /// subcommand, which the caller handles (or answers as unknown).
@@ -125,6 +129,36 @@ impl ClusterNode {
                     None => Ok(Frame::SimpleError(b"ERR syntax error".to_vec())),
                 }
             }
+            (b"meet", [ip, port, cport @ ..]) if cport.len() <= 1 => {
+                self.meet_command(ip, port, cport.first().copied(), now)
+            }
+            (b"replicate", [id]) => match node_id(id) {
+                Some(id) => self.replicate(&id).map(|()| ok()),
+                None => Err(CommandError::UnknownNode(
+                    String::from_utf8_lossy(id).into_owned(),
+                )),
+            },
+            (b"forget", [id]) => self.forget_command(id, now),
+            (b"saveconfig", []) => {
+                self.push(crate::Output::SaveConfig);
+                Ok(ok())
+            }
+            (b"flushslots", []) => {
+                let keys: u64 = (0..16384).filter_map(Slot::new).map(&keys_in_slot).sum();
+                if keys > 0 {
+                    Err(CommandError::Other(
+                        "DB must be empty to perform CLUSTER FLUSHSLOTS.",
+                    ))
+                } else {
+                    let mine: Vec<Slot> = self.myself().slots.iter().collect();
+                    for slot in mine {
+                        self.bind(slot, None);
+                    }
+                    self.update_state();
+                    self.push(crate::Output::SaveConfig);
+                    Ok(ok())
+                }
+            }
             (b"bumpepoch", []) => {
                 let (bumped, epoch) = self.bump_epoch();
                 let word = if bumped { "BUMPED" } else { "STILL" };
@@ -148,7 +182,12 @@ impl ClusterNode {
                 | b"setslot"
                 | b"set-config-epoch"
                 | b"bumpepoch"
-                | b"failover",
+                | b"failover"
+                | b"meet"
+                | b"replicate"
+                | b"forget"
+                | b"saveconfig"
+                | b"flushslots",
                 _,
             ) => return Some(arity_error()),
             _ => return None,
@@ -160,6 +199,56 @@ impl ClusterNode {
             }
             e => error(format!("{e}")),
         }))
+    }
+
+    fn meet_command(
+        &mut self,
+        ip: &[u8],
+        port: &[u8],
+        cport: Option<&[u8]>,
+        now: u64,
+    ) -> Result<Reply, CommandError> {
+        let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+        let bad = || CommandError::BadAddress(alloc::format!("{}:{}", text(ip), text(port)));
+        let address: Option<core::net::IpAddr> =
+            core::str::from_utf8(ip).ok().and_then(|s| s.parse().ok());
+        let number = |b: &[u8]| {
+            core::str::from_utf8(b)
+                .ok()
+                .and_then(|s| s.parse::<u16>().ok())
+        };
+        let (Some(address), Some(port)) = (address, number(port)) else {
+            return Err(bad());
+        };
+        let cport = match cport {
+            Some(c) => number(c).ok_or_else(bad)?,
+            None => port.wrapping_add(10000),
+        };
+        self.meet(&alloc::format!("{address}"), port, cport, now)?;
+        Ok(ok())
+    }
+
+    /// `CLUSTER FORGET <id>`: removes the node and keeps it out for 60 s.
+    fn forget_command(&mut self, id: &[u8], now: u64) -> Result<Reply, CommandError> {
+        let unknown = || CommandError::UnknownNode(String::from_utf8_lossy(id).into_owned());
+        let id = node_id(id)
+            .filter(|id| self.node(id).is_some())
+            .ok_or_else(unknown)?;
+        let me = self.myself();
+        if id == me.id {
+            return Err(CommandError::Other(
+                "I tried hard but I can't forget myself...",
+            ));
+        }
+        if me.is_replica() && me.master == Some(id) {
+            return Err(CommandError::Other("Can't forget my master!"));
+        }
+        self.forgotten.retain(|(f, until)| *f != id && *until > now);
+        self.forgotten.push((id, now + FORGET_TTL));
+        self.remove_node(&id);
+        self.update_state();
+        self.push(crate::Output::SaveConfig);
+        Ok(ok())
     }
 
     /// The shard id: the one a newer server keeps in nodes.conf (`shard-id=`), else the id of

@@ -101,7 +101,7 @@ fn small_commands() {
     );
     assert!(run(&mut node, "INFO", 0).starts_with("cluster_state:"));
     assert!(run(&mut node, "NODES", 0).ends_with('\n'));
-    assert_eq!(run(&mut node, "MEET 10.0.0.9 7009", 0), "(not handled)");
+    assert_eq!(run(&mut node, "LINKS", 0), "(not handled)");
     assert_eq!(
         run(&mut node, "KEYSLOT", 0),
         "-ERR wrong number of arguments for 'cluster|keyslot' command"
@@ -203,4 +203,70 @@ fn a_master_giving_away_its_last_slot_becomes_a_replica() {
         run(&mut node, &format!("SETSLOT 0 NODE {X}"), 0),
         "-ERR Please use SETSLOT only with masters."
     );
+}
+
+#[test]
+fn meet_replicate_forget_flushslots() {
+    let mut node = pair();
+    assert_eq!(
+        run(&mut node, "MEET 10.0.0.300 7000", 0),
+        "-ERR Invalid node address specified: 10.0.0.300:7000"
+    );
+    assert_eq!(
+        run(&mut node, "MEET 10.0.0.9 99999", 0),
+        "-ERR Invalid node address specified: 10.0.0.9:99999"
+    );
+    assert_eq!(run(&mut node, "MEET 10.0.0.9 7009", 0), "+OK");
+    assert_eq!(
+        run(&mut node, "MEET 10.0.0.9 7009", 0),
+        "+OK",
+        "again: still OK"
+    );
+    let handshakes = node.nodes().filter(|n| n.in_handshake()).count();
+    assert_eq!(handshakes, 1, "one handshake per address");
+    let line = node.cluster_nodes();
+    assert!(line.contains(" 10.0.0.9:7009@17009 handshake - "), "{line}");
+    assert!(!node.nodes_conf().contains("handshake"), "not saved");
+
+    assert_eq!(
+        run(&mut node, &format!("REPLICATE {Y}"), 0),
+        "-ERR To set a master the node must be empty and without assigned slots."
+    );
+    assert_eq!(
+        run(&mut node, &format!("REPLICATE {R}"), 0),
+        "-ERR I can only replicate a master, not a replica."
+    );
+    assert_eq!(
+        run(&mut node, &format!("REPLICATE {X}"), 0),
+        "-ERR Can't replicate myself"
+    );
+    assert_eq!(
+        run(&mut node, "REPLICATE nope", 0),
+        "-ERR Unknown node nope"
+    );
+
+    assert_eq!(
+        run(&mut node, &format!("FORGET {X}"), 0),
+        "-ERR I tried hard but I can't forget myself..."
+    );
+    assert_eq!(run(&mut node, &format!("FORGET {R}"), 0), "+OK");
+    assert_eq!(node.nodes().count(), 3, "myself, Y and the handshake");
+    assert_eq!(
+        run(&mut node, &format!("FORGET {R}"), 0),
+        format!("-ERR Unknown node {R}")
+    );
+
+    assert_eq!(
+        run(&mut node, "FLUSHSLOTS", 1),
+        "-ERR DB must be empty to perform CLUSTER FLUSHSLOTS."
+    );
+    assert_eq!(run(&mut node, "FLUSHSLOTS", 0), "+OK");
+    assert!(node.myself().slots.is_empty());
+    assert_eq!(run(&mut node, &format!("REPLICATE {Y}"), 0), "+OK");
+    assert!(node.myself().is_replica());
+    assert_eq!(
+        run(&mut node, &format!("FORGET {Y}"), 0),
+        "-ERR Can't forget my master!"
+    );
+    assert_eq!(run(&mut node, "SAVECONFIG", 0), "+OK");
 }
