@@ -18,7 +18,7 @@
 //! ```
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap};
+use std::collections::{BTreeMap, BinaryHeap, HashMap};
 
 use redis_cluster_bus::{Message, NodeId};
 use redis_cluster_state::{ClusterNode, Config, Link, Output};
@@ -90,7 +90,15 @@ pub struct Sim {
     queue: BinaryHeap<Reverse<(u64, u64, Event)>>,
     sequence: u64,
     conns: BTreeMap<u64, Conn>,
+    /// Each node's outbound connections, by the id it knows the peer as.
+    outbound: HashMap<(usize, NodeId), u64>,
+    /// The node listening on each bus address.
+    addresses: HashMap<(String, u16), usize>,
     next_conn: u64,
+    /// Whether deliveries are written to the trace (large runs turn it off).
+    tracing: bool,
+    /// Messages and bytes delivered.
+    delivered: (u64, u64),
     faults: Faults,
     /// The network's own randomness, from the seed.
     rng: u64,
@@ -111,7 +119,7 @@ impl Sim {
 
     /// As [`Sim::new`], with `tune` changing each node's config (by index) first.
     pub fn with_config(n: usize, seed: u64, tune: impl Fn(usize, &mut Config)) -> Self {
-        let nodes = (0..n)
+        let nodes: Vec<ClusterNode> = (0..n)
             .map(|i| {
                 let mut config = Config::new("127.0.0.1", 7000 + i as u16);
                 config.node_timeout = NODE_TIMEOUT;
@@ -120,7 +128,16 @@ impl Sim {
                 ClusterNode::new(config)
             })
             .collect();
+        let addresses = nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n): (usize, &ClusterNode)| ((n.myself().ip.clone(), n.myself().cport), i))
+            .collect();
         Self {
+            outbound: HashMap::new(),
+            addresses,
+            tracing: true,
+            delivered: (0, 0),
             alive: vec![true; n],
             side: vec![0; n],
             saved: vec![String::new(); n],
@@ -178,7 +195,7 @@ impl Sim {
             .collect();
         let now = self.now;
         for (conn, c) in dropped {
-            self.conns.remove(&conn);
+            self.remove_conn(conn);
             if c.from != i {
                 self.nodes[c.from].handle_link_down(Link::Outbound(c.key), now);
                 self.drain(c.from);
@@ -205,7 +222,7 @@ impl Sim {
             .collect();
         let now = self.now;
         for (conn, c) in cut {
-            self.conns.remove(&conn);
+            self.remove_conn(conn);
             if self.alive[c.from] {
                 self.nodes[c.from].handle_link_down(Link::Outbound(c.key), now);
                 self.drain(c.from);
@@ -336,7 +353,12 @@ impl Sim {
                         key: as_id,
                     },
                 );
-                self.trace.push((now, from, format!("connect {to}")));
+                if let Some(old) = self.outbound.insert((from, as_id), conn) {
+                    self.conns.remove(&old);
+                }
+                if self.tracing {
+                    self.trace.push((now, from, format!("connect {to}")));
+                }
                 self.nodes[from].handle_link_up(&as_id, now);
                 self.drain(from);
             }
@@ -353,8 +375,12 @@ impl Sim {
                 } else {
                     (Link::Outbound(c.key), c.to)
                 };
-                let kind = message.kind().name().unwrap_or("?");
-                self.trace.push((now, to, format!("{kind} from {peer}")));
+                self.delivered.0 += 1;
+                self.delivered.1 += bytes.len() as u64;
+                if self.tracing {
+                    let kind = message.kind().name().unwrap_or("?");
+                    self.trace.push((now, to, format!("{kind} from {peer}")));
+                }
                 let ip = self.nodes[peer].myself().ip.clone();
                 self.nodes[to].handle_message(link, &ip, &message, now);
                 self.drain(to);
@@ -362,15 +388,30 @@ impl Sim {
         }
     }
 
+    fn remove_conn(&mut self, conn: u64) {
+        if let Some(c) = self.conns.remove(&conn) {
+            if self.outbound.get(&(c.from, c.key)) == Some(&conn) {
+                self.outbound.remove(&(c.from, c.key));
+            }
+        }
+    }
+
+    /// Turns the per-delivery trace on or off (on by default; large runs turn it off).
+    pub fn set_tracing(&mut self, on: bool) {
+        self.tracing = on;
+    }
+
+    /// Messages and bytes delivered so far.
+    pub fn delivered(&self) -> (u64, u64) {
+        self.delivered
+    }
+
     /// Carries out node `i`'s outputs.
     fn drain(&mut self, i: usize) {
         while let Some(output) = self.nodes[i].poll_output() {
             match output {
                 Output::Connect { node, ip, cport } => {
-                    let target = self
-                        .nodes
-                        .iter()
-                        .position(|n| n.myself().ip == ip && n.myself().cport == cport);
+                    let target = self.addresses.get(&(ip, cport)).copied();
                     match target {
                         Some(to) => {
                             let latency = self.latency();
@@ -392,11 +433,7 @@ impl Sim {
                 Output::Send { link, message } => {
                     let conn = match link {
                         Link::Inbound(conn) => Some(conn),
-                        Link::Outbound(id) => self
-                            .conns
-                            .iter()
-                            .find(|(_, c)| c.from == i && c.key == id)
-                            .map(|(k, _)| *k),
+                        Link::Outbound(id) => self.outbound.get(&(i, id)).copied(),
                     };
                     let Some(conn) = conn else { continue };
                     let Some(c) = self.conns.get(&conn) else {
@@ -423,21 +460,18 @@ impl Sim {
                 Output::Close(link) => {
                     let conn = match link {
                         Link::Inbound(conn) => Some(conn),
-                        Link::Outbound(id) => self
-                            .conns
-                            .iter()
-                            .find(|(_, c)| c.from == i && c.key == id)
-                            .map(|(k, _)| *k),
+                        Link::Outbound(id) => self.outbound.get(&(i, id)).copied(),
                     };
                     if let Some(conn) = conn {
-                        self.conns.remove(&conn);
+                        self.remove_conn(conn);
                     }
                 }
                 Output::Renamed { from, to } => {
-                    for c in self.conns.values_mut() {
-                        if c.from == i && c.key == from {
+                    if let Some(conn) = self.outbound.remove(&(i, from)) {
+                        if let Some(c) = self.conns.get_mut(&conn) {
                             c.key = to;
                         }
+                        self.outbound.insert((i, to), conn);
                     }
                 }
                 Output::SaveConfig => {}
