@@ -173,6 +173,70 @@ impl Sim {
         &self.trace
     }
 
+    /// A cluster that is already formed, as if every node had loaded the same nodes.conf:
+    /// `masters` masters with the slots split evenly (config epochs 1…), each with `replicas`
+    /// replicas; ids as random as real ones, from the seed; `node_timeout` in ms. The links
+    /// open at the first cron.
+    pub fn formed(masters: usize, replicas: usize, seed: u64, node_timeout: u64) -> Self {
+        let n = masters * (1 + replicas);
+        let id = |i: usize| {
+            // splitmix64 of the seed and the index, as 40 hex digits.
+            let mut x = seed.wrapping_add((i as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+            let mut out = String::new();
+            for _ in 0..3 {
+                x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+                x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+                x ^= x >> 31;
+                out.push_str(&format!("{x:016x}"));
+            }
+            out.truncate(40);
+            out
+        };
+        let mut lines = Vec::with_capacity(n);
+        for i in 0..n {
+            let (port, cport) = (7000 + i, 17000 + i);
+            if i < masters {
+                let start = i * 16384 / masters;
+                let end = (i + 1) * 16384 / masters - 1;
+                lines.push(format!(
+                    "{} 127.0.0.1:{port}@{cport} master - 0 0 {} connected {start}-{end}",
+                    id(i),
+                    i + 1
+                ));
+            } else {
+                let master = (i - masters) % masters;
+                lines.push(format!(
+                    "{} 127.0.0.1:{port}@{cport} slave {} 0 0 {} connected",
+                    id(i),
+                    id(master),
+                    master + 1
+                ));
+            }
+        }
+        let mut sim = Self::with_config(n, seed, |_, config| config.node_timeout = node_timeout);
+        for i in 0..n {
+            let mut text = String::new();
+            for (j, line) in lines.iter().enumerate() {
+                if j == i {
+                    let line = line.replacen(" master ", " myself,master ", 1).replacen(
+                        " slave ",
+                        " myself,slave ",
+                        1,
+                    );
+                    text.push_str(&line);
+                } else {
+                    text.push_str(line);
+                }
+                text.push('\n');
+            }
+            text.push_str(&format!("vars currentEpoch {masters} lastVoteEpoch 0\n"));
+            let config = sim.nodes[i].config().clone();
+            sim.nodes[i] = ClusterNode::from_nodes_conf(config, &text, 0)
+                .expect("the layout is a valid nodes.conf");
+        }
+        sim
+    }
+
     /// Whether node `i` runs.
     pub fn is_alive(&self, i: usize) -> bool {
         self.alive[i]

@@ -124,7 +124,7 @@ impl ClusterNode {
                 "I can only replicate a master, not a replica.",
             ));
         }
-        if self.myself().is_master() && !self.myself().slots.is_empty() {
+        if self.myself().is_master() && self.myself().has_slots() {
             return Err(CommandError::Other(
                 "To set a master the node must be empty and without assigned slots.",
             ));
@@ -252,7 +252,7 @@ impl ClusterNode {
             let skip = node.in_handshake()
                 || node.flags.contains(NodeFlags::NOADDR)
                 || node.is_pfailed()
-                || (!node.link && node.slots.is_empty());
+                || (!node.link && !node.has_slots());
             if skip || chosen.contains(&at) {
                 continue;
             }
@@ -516,18 +516,25 @@ impl ClusterNode {
             None => self.set_master_role(&sender_id),
             Some(master) => self.set_replica_role(&sender_id, master),
         }
-        let claimed = SlotSet::from(header.myslots());
         let sender_is_master = header.replicaof().is_none();
-        // Stale claims get an UPDATE about the owner that supersedes them (2.3).
+        // As the server does, slots are looked at only when the claim differs from what we
+        // record for the sender (or its master).
         let recorded = match header.replicaof() {
-            None => self.node(&sender_id).map(|n| n.slots.clone()),
-            Some(master) => self.node(&master).map(|n| n.slots.clone()),
+            None => self.node(&sender_id),
+            Some(master) => self.node(&master),
         };
-        if recorded.is_some_and(|r| r != claimed) {
-            self.send_update_if_stale(&sender_id, header.config_epoch(), &claimed);
+        let dirty = recorded.is_none_or(|r| r.slots.as_bitmap() != header.myslots().as_bitmap());
+        if dirty {
+            let claimed = SlotSet::from(header.myslots());
+            // Stale claims get an UPDATE about the owner that supersedes them (2.3).
+            if recorded.is_some() {
+                self.send_update_if_stale(&sender_id, header.config_epoch(), &claimed);
+            }
+            if sender_is_master {
+                self.claim_slots(&sender_id, header.config_epoch(), &claimed);
+            }
         }
         if sender_is_master {
-            self.claim_slots(&sender_id, header.config_epoch(), &claimed);
             self.resolve_epoch_collision(&sender_id);
         }
         self.process_gossip(ping, now);
@@ -671,7 +678,7 @@ impl ClusterNode {
         if changed {
             self.push(Output::SaveConfig);
         }
-        let mine_empty = self.node(&mine).is_some_and(|n| n.slots.is_empty());
+        let mine_empty = self.node(&mine).is_some_and(|n| !n.has_slots());
         if lost_mine && mine_empty && self.config.allow_replica_migration {
             self.set_my_master(*sender);
         }

@@ -218,13 +218,17 @@ impl ClusterNode {
         let old = self.owners[entry];
         if old != NONE {
             if let Some(Some(node)) = self.nodes.get_mut(usize::from(old)) {
-                node.slots.remove(slot);
+                if node.slots.remove(slot) {
+                    node.slot_count -= 1;
+                }
             }
         }
         self.owners[entry] = at.unwrap_or(NONE);
         if let Some(at) = at {
             if let Some(Some(node)) = self.nodes.get_mut(usize::from(at)) {
-                node.slots.insert(slot);
+                if node.slots.insert(slot) {
+                    node.slot_count += 1;
+                }
             }
         }
     }
@@ -350,14 +354,17 @@ impl ClusterNode {
     pub fn update_state(&mut self) -> bool {
         let mut ok = true;
         if self.config.require_full_coverage {
-            ok = self
-                .owners
-                .iter()
-                .all(|&at| at != NONE && self.at(at).is_some_and(|n| !n.is_failed()));
+            // Every slot has an owner that is not FAIL: the owners' counts add up.
+            let served: usize = self
+                .nodes()
+                .filter(|n| !n.is_failed())
+                .map(|n| usize::from(n.slot_count))
+                .sum();
+            ok = served == usize::from(SLOT_COUNT);
         }
         let masters = self
             .nodes()
-            .filter(|n| n.is_master() && !n.slots.is_empty());
+            .filter(|n| n.is_master() && n.has_slots());
         let (size, reachable) = masters.fold((0, 0), |(size, up), n| {
             let healthy = !n.is_failed() && !n.is_pfailed();
             (size + 1, up + usize::from(healthy))

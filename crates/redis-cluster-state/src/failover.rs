@@ -79,7 +79,7 @@ impl ClusterNode {
             return;
         };
         let manual = self.manual.end != 0 && self.manual.can_start;
-        if (!master.is_failed() && !manual) || master.slots.is_empty() {
+        if (!master.is_failed() && !manual) || !master.has_slots() {
             return;
         }
         if self.config.replica_no_failover && !manual {
@@ -216,7 +216,7 @@ impl ClusterNode {
     pub(crate) fn handle_auth_request(&mut self, request: &Failover<'_>, now: u64) {
         let header = request.header();
         let me = self.myself();
-        if !me.is_master() || me.slots.is_empty() {
+        if !me.is_master() || !me.has_slots() {
             return;
         }
         let requester = header.sender();
@@ -271,7 +271,7 @@ impl ClusterNode {
         let header = ack.header();
         let voter = self
             .node(&header.sender())
-            .is_some_and(|n| n.is_master() && !n.slots.is_empty());
+            .is_some_and(|n| n.is_master() && n.has_slots());
         if voter && self.election.sent && header.current_epoch() >= self.election.epoch {
             self.election.votes += 1;
             self.handle_failover(now);

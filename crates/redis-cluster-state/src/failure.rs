@@ -13,7 +13,7 @@ impl ClusterNode {
     pub(crate) fn quorum(&self) -> usize {
         let size = self
             .nodes()
-            .filter(|n| n.is_master() && !n.slots.is_empty())
+            .filter(|n| n.is_master() && n.has_slots())
             .count();
         size / 2 + 1
     }
@@ -123,7 +123,7 @@ impl ClusterNode {
         if !node.is_failed() {
             return;
         }
-        let serving = node.is_master() && !node.slots.is_empty();
+        let serving = node.is_master() && node.has_slots();
         if !serving || now.saturating_sub(node.fail_time) > undo {
             node.set(NodeFlags::FAIL, false);
             self.update_state();

@@ -36,6 +36,9 @@ pub struct Node {
     pub link: bool,
     /// The slots it serves, as we know them.
     pub slots: SlotSet,
+    /// How many: kept with `slots`, so that the cluster state is a walk over the nodes, not
+    /// over the 16384 slots.
+    pub(crate) slot_count: u16,
     /// Its replication offset, as last advertised.
     pub repl_offset: u64,
     /// When the entry was created (ms): a handshake expires after the node timeout.
@@ -69,6 +72,7 @@ impl Node {
             fail_time: 0,
             link: false,
             slots: SlotSet::new(),
+            slot_count: 0,
             repl_offset: 0,
             ctime: 0,
             connecting: false,
@@ -86,6 +90,11 @@ impl Node {
     /// Whether it is a replica.
     pub fn is_replica(&self) -> bool {
         self.flags.contains(NodeFlags::REPLICA)
+    }
+
+    /// Whether it serves at least one slot.
+    pub fn has_slots(&self) -> bool {
+        self.slot_count > 0
     }
 
     /// Whether it is flagged FAIL.

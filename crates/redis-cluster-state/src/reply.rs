@@ -218,7 +218,7 @@ impl ClusterNode {
         }
         let size = self
             .nodes()
-            .filter(|n| n.is_master() && !n.slots.is_empty())
+            .filter(|n| n.is_master() && n.has_slots())
             .count();
         let state = if self.state_ok { "ok" } else { "fail" };
         let lines = [
