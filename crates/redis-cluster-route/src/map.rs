@@ -308,7 +308,7 @@ impl SlotMap {
         Ok(map)
     }
 
-    /// The map in `CLUSTER NODES` text: masters with their slots (migrating and importing
+    /// The map in `CLUSTER NODES` text (or a nodes.conf): masters with their slots (migrating and importing
     /// marks are skipped: the slot stays with its owner), replicas under their masters, nodes
     /// flagged `fail`, `handshake` or `noaddr` left out.
     pub fn from_cluster_nodes(text: &str) -> Result<Self, MapError> {
@@ -321,7 +321,8 @@ impl SlotMap {
         let mut masters = Vec::new();
         let mut replicas = Vec::new();
         for (number, line) in text.lines().enumerate() {
-            if line.trim().is_empty() {
+            // Blank lines, and nodes.conf's `vars` line, say nothing about slots.
+            if line.trim().is_empty() || line.starts_with("vars ") {
                 continue;
             }
             let bad = |what| MapError::BadLine {

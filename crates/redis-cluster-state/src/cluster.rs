@@ -362,9 +362,7 @@ impl ClusterNode {
                 .sum();
             ok = served == usize::from(SLOT_COUNT);
         }
-        let masters = self
-            .nodes()
-            .filter(|n| n.is_master() && n.has_slots());
+        let masters = self.nodes().filter(|n| n.is_master() && n.has_slots());
         let (size, reachable) = masters.fold((0, 0), |(size, up), n| {
             let healthy = !n.is_failed() && !n.is_pfailed();
             (size + 1, up + usize::from(healthy))

@@ -389,8 +389,7 @@ impl ClusterNode {
         }
         let at = self.index_of(&to);
         self.bind(slot, at);
-        if mine && to != me && !self.myself().has_slots() && self.config.allow_replica_migration
-        {
+        if mine && to != me && !self.myself().has_slots() && self.config.allow_replica_migration {
             let node = self.myself_mut();
             node.set(NodeFlags::MASTER, false);
             node.set(NodeFlags::REPLICA, true);
