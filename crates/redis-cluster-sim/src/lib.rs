@@ -173,6 +173,46 @@ impl Sim {
         &self.trace
     }
 
+    /// A cluster formed the way `redis-cli --cluster create --cluster-replicas R` forms real
+    /// nodes: `masters` masters get the slots split evenly (ADDSLOTS), every node gets a
+    /// distinct config epoch (SET-CONFIG-EPOCH 1…), every node MEETs node 0, three seconds
+    /// pass, then each replica REPLICATEs its master (replica `masters + k` follows master
+    /// `k % masters`), and five more seconds pass. `tune` changes each node's config first.
+    pub fn create(
+        masters: usize,
+        replicas: usize,
+        seed: u64,
+        tune: impl Fn(usize, &mut Config),
+    ) -> Self {
+        let n = masters * (1 + replicas);
+        let mut sim = Self::with_config(n, seed, tune);
+        for i in 0..masters {
+            let start = (i * 16384 / masters) as u16;
+            let end = ((i + 1) * 16384 / masters - 1) as u16;
+            let slots = (start..=end).filter_map(redis_hash_slot::Slot::new);
+            sim.nodes[i]
+                .add_slots(slots)
+                .expect("fresh nodes own no slot");
+        }
+        for i in 0..n {
+            sim.nodes[i]
+                .set_config_epoch(i as u64 + 1)
+                .expect("a fresh node knows no other node");
+        }
+        for i in 1..n {
+            sim.meet(i, 0);
+        }
+        sim.run_for(3_000);
+        for replica in masters..n {
+            let master = sim.nodes[(replica - masters) % masters].myself().id;
+            sim.nodes[replica]
+                .replicate(&master)
+                .expect("the master is known by now");
+        }
+        sim.run_for(5_000);
+        sim
+    }
+
     /// A cluster that is already formed, as if every node had loaded the same nodes.conf:
     /// `masters` masters with the slots split evenly (config epochs 1…), each with `replicas`
     /// replicas; ids as random as real ones, from the seed; `node_timeout` in ms. The links

@@ -4,42 +4,11 @@
 //! master that kept its slots clears only after twice the node timeout.
 
 use redis_cluster_sim::{NODE_TIMEOUT, Sim};
-use redis_hash_slot::{Slot, SlotRange};
-
-fn range(start: u16, end: u16) -> SlotRange {
-    SlotRange::new(
-        Slot::new(start).expect("slot"),
-        Slot::new(end).expect("slot"),
-    )
-    .expect("range")
-}
 
 /// Three masters, one replica each; node 1's replica (node 4) never fails over, so that node 1
 /// stays the owner of its slots while it is down.
 fn cluster(seed: u64) -> Sim {
-    let mut sim = Sim::with_config(6, seed, |i, config| config.replica_no_failover = i == 4);
-    for (i, (start, end)) in [(0, 5460), (5461, 10922), (10923, 16383)]
-        .into_iter()
-        .enumerate()
-    {
-        sim.node_mut(i)
-            .add_slots(range(start, end))
-            .expect("free slots");
-    }
-    for i in 0..6 {
-        sim.node_mut(i)
-            .set_config_epoch(i as u64 + 1)
-            .expect("alone");
-    }
-    for i in 1..6 {
-        sim.meet(i, 0);
-    }
-    sim.run_for(3_000);
-    for (replica, master) in [(3, 0), (4, 1), (5, 2)] {
-        let id = sim.nodes()[master].myself().id;
-        sim.node_mut(replica).replicate(&id).expect("known");
-    }
-    sim.run_for(5_000);
+    let sim = Sim::create(3, 1, seed, |i, config| config.replica_no_failover = i == 4);
     assert!(sim.nodes().iter().all(|n| n.state_ok()));
     sim
 }

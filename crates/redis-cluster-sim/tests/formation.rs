@@ -4,7 +4,6 @@
 //! And scenario 8: the same seed gives the same trace.
 
 use redis_cluster_sim::Sim;
-use redis_hash_slot::{Slot, SlotRange};
 
 /// redis-cli's consistency signature (semantics 7.1): for each line with plain slot tokens,
 /// `id:tokens sorted as strings`, sorted and joined with `|`.
@@ -29,38 +28,9 @@ fn signature(nodes: &str) -> String {
     entries.join("|")
 }
 
-fn range(start: u16, end: u16) -> SlotRange {
-    SlotRange::new(
-        Slot::new(start).expect("slot"),
-        Slot::new(end).expect("slot"),
-    )
-    .expect("range")
-}
-
-/// Creates the cluster as redis-cli does, and returns the simulator after `ms` more.
+/// Creates the cluster as redis-cli does (`Sim::create`), then runs `ms` more.
 fn create(seed: u64, ms: u64) -> Sim {
-    let mut sim = Sim::new(6, seed);
-    for (i, (start, end)) in [(0, 5460), (5461, 10922), (10923, 16383)]
-        .into_iter()
-        .enumerate()
-    {
-        sim.node_mut(i)
-            .add_slots(range(start, end))
-            .expect("free slots");
-    }
-    for i in 0..6 {
-        sim.node_mut(i)
-            .set_config_epoch(i as u64 + 1)
-            .expect("alone, epoch 0");
-    }
-    for i in 1..6 {
-        sim.meet(i, 0);
-    }
-    sim.run_for(3_000);
-    for (replica, master) in [(3, 0), (4, 1), (5, 2)] {
-        let id = sim.nodes()[master].myself().id;
-        sim.node_mut(replica).replicate(&id).expect("known master");
-    }
+    let mut sim = Sim::create(3, 1, seed, |_, _| {});
     sim.run_for(ms);
     sim
 }

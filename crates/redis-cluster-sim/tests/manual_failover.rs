@@ -5,42 +5,7 @@
 
 use redis_cluster_sim::Sim;
 use redis_cluster_state::{FailoverMode, Request};
-use redis_hash_slot::{Slot, SlotRange};
-
-fn range(start: u16, end: u16) -> SlotRange {
-    SlotRange::new(
-        Slot::new(start).expect("slot"),
-        Slot::new(end).expect("slot"),
-    )
-    .expect("range")
-}
-
-fn cluster(seed: u64) -> Sim {
-    let mut sim = Sim::new(6, seed);
-    for (i, (start, end)) in [(0, 5460), (5461, 10922), (10923, 16383)]
-        .into_iter()
-        .enumerate()
-    {
-        sim.node_mut(i)
-            .add_slots(range(start, end))
-            .expect("free slots");
-    }
-    for i in 0..6 {
-        sim.node_mut(i)
-            .set_config_epoch(i as u64 + 1)
-            .expect("alone");
-    }
-    for i in 1..6 {
-        sim.meet(i, 0);
-    }
-    sim.run_for(3_000);
-    for (replica, master) in [(3, 0), (4, 1), (5, 2)] {
-        let id = sim.nodes()[master].myself().id;
-        sim.node_mut(replica).replicate(&id).expect("known");
-    }
-    sim.run_for(5_000);
-    sim
-}
+use redis_hash_slot::Slot;
 
 /// A key whose slot is in `start..=end`.
 fn key_of(start: u16, end: u16) -> Vec<u8> {
@@ -48,6 +13,10 @@ fn key_of(start: u16, end: u16) -> Vec<u8> {
         .map(|n| format!("k{n}").into_bytes())
         .find(|k| (start..=end).contains(&redis_hash_slot::key_slot(k).get()))
         .expect("a key")
+}
+
+fn cluster(seed: u64) -> Sim {
+    Sim::create(3, 1, seed, |_, _| {})
 }
 
 #[test]
