@@ -134,7 +134,7 @@ impl ClusterNode {
         Ok(())
     }
 
-    fn set_my_master(&mut self, master: NodeId) {
+    pub(crate) fn set_my_master(&mut self, master: NodeId) {
         let me = self.myself_mut();
         me.set(NodeFlags::MASTER, false);
         me.set(NodeFlags::REPLICA, true);
@@ -142,6 +142,9 @@ impl ClusterNode {
         self.migrating_to.clear();
         self.importing_from.clear();
         self.manual = crate::failover::Manual::default();
+        if let Some(master) = self.node_mut(&master) {
+            master.set(NodeFlags::MIGRATE_TO, true);
+        }
         self.update_state();
     }
 
@@ -367,6 +370,7 @@ impl ClusterNode {
         }
         self.manual_cron(now);
         self.handle_failover(now);
+        self.handle_replica_migration(now);
         self.update_state();
     }
 
@@ -596,6 +600,10 @@ impl ClusterNode {
             node.set(NodeFlags::MASTER, false);
             node.set(NodeFlags::REPLICA, true);
             node.master = Some(master);
+        }
+        // A master that has (had) replicas may receive a migrating one later.
+        if let Some(master) = self.node_mut(&master) {
+            master.set(NodeFlags::MIGRATE_TO, true);
         }
     }
 

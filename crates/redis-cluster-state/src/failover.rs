@@ -393,3 +393,68 @@ impl ClusterNode {
         }
     }
 }
+
+/// How long a master must stay orphaned before a replica migrates to it (ms).
+const MIGRATION_DELAY: u64 = 5_000;
+
+impl ClusterNode {
+    /// Replicas that are not FAIL, of master `id`.
+    fn ok_replicas(&self, id: &NodeId) -> usize {
+        self.replicas_of(id).filter(|r| !r.is_failed()).count()
+    }
+
+    /// Replica migration (semantics 4.3), from the cron: a replica whose master has the most
+    /// healthy replicas (at least two, and more than the migration barrier), and the smallest
+    /// id among those masters' replicas, moves to a master orphaned for more than 5 s.
+    pub(crate) fn handle_replica_migration(&mut self, now: u64) {
+        let me = self.myself();
+        let Some(my_master) = me.master.filter(|_| me.is_replica()) else {
+            return;
+        };
+        let masters: Vec<NodeId> = self
+            .nodes()
+            .filter(|n| n.is_master())
+            .map(|n| n.id)
+            .collect();
+        let mut max = 0;
+        let mut orphaned = Vec::new();
+        for id in &masters {
+            let Some(node) = self.node(id) else { continue };
+            let ok = self.ok_replicas(id);
+            max = max.max(ok);
+            let is_orphaned = !node.is_failed()
+                && node.flags.contains(NodeFlags::MIGRATE_TO)
+                && ok == 0
+                && node.has_slots();
+            orphaned.push((*id, is_orphaned));
+        }
+        for (id, is_orphaned) in &orphaned {
+            if let Some(node) = self.node_mut(id) {
+                if !is_orphaned {
+                    node.orphaned_time = 0;
+                } else if node.orphaned_time == 0 {
+                    node.orphaned_time = now;
+                }
+            }
+        }
+        let mine = self.ok_replicas(&my_master);
+        let allowed = self.config.allow_replica_migration && self.state_ok;
+        if !allowed || max < 2 || mine != max || mine <= self.config.migration_barrier as usize {
+            return;
+        }
+        let Some(target) = orphaned.iter().find(|(_, o)| *o).map(|(id, _)| *id) else {
+            return;
+        };
+        // The candidate: the smallest id among the replicas of the masters with `max`.
+        let candidate = masters
+            .iter()
+            .filter(|m| self.ok_replicas(m) == max)
+            .flat_map(|m| self.replicas_of(m).map(|r| r.id).collect::<Vec<_>>())
+            .min();
+        let since = self.node(&target).map_or(now, |n| n.orphaned_time);
+        if candidate == Some(self.myself().id) && now.saturating_sub(since) > MIGRATION_DELAY {
+            self.set_my_master(target);
+            self.push(Output::SaveConfig);
+        }
+    }
+}

@@ -45,6 +45,8 @@ pub struct Node {
     pub ctime: u64,
     /// Whether a connection to it was requested and is not up yet.
     pub connecting: bool,
+    /// Since when it has been an orphaned master (ms), 0 when it is not one.
+    pub orphaned_time: u64,
     /// When this node last voted for one of its replicas (ms), for a master.
     pub voted_time: u64,
     /// The masters that reported it PFAIL or FAIL, and when (ms).
@@ -76,6 +78,7 @@ impl Node {
             repl_offset: 0,
             ctime: 0,
             connecting: false,
+            orphaned_time: 0,
             voted_time: 0,
             fail_reports: Vec::new(),
             aux: String::new(),
