@@ -579,6 +579,11 @@ impl Sim {
                     }
                 }
                 Output::SaveConfig => {}
+                Output::Event(event) => {
+                    if self.tracing {
+                        self.trace.push((self.now, i, format!("{event:?}")));
+                    }
+                }
             }
         }
     }

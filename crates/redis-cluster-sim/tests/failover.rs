@@ -83,6 +83,11 @@ fn a_crashed_master_is_replaced_by_one_replica() {
             1,
             "seed {seed}: exactly one replica promoted"
         );
+        let told = sim
+            .trace()
+            .iter()
+            .any(|(t, i, what)| *t >= crashed_at && *i == promoted[0] && what == "BecameMaster");
+        assert!(told, "seed {seed}: the driver is told to stop replicating");
         let new = sim.nodes()[promoted[0]].myself().id;
         let owners = agreed_owners(&sim).unwrap_or_else(|| panic!("seed {seed}: no agreement"));
         assert!(

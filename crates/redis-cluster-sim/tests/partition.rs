@@ -26,6 +26,14 @@ fn the_minority_master_goes_down_and_comes_back_as_a_replica() {
             !sim.nodes()[0].state_ok(),
             "seed {seed}: the minority is down"
         );
+        let logged = sim
+            .trace()
+            .iter()
+            .any(|(_, i, what)| *i == 0 && what == "StateChanged { ok: false }");
+        assert!(
+            logged,
+            "seed {seed}: `Cluster state changed: fail` for the driver to log"
+        );
         sim.run_for(2 * NODE_TIMEOUT);
         let new = sim.nodes()[3].myself();
         assert!(new.is_master(), "seed {seed}: the replica took over");

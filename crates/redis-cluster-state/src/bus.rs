@@ -59,6 +59,37 @@ pub enum Output {
     },
     /// The node table or the epochs changed: nodes.conf should be written again.
     SaveConfig,
+    /// Something the driver may act on or log.
+    Event(Event),
+}
+
+/// What changed, for the driver: its replication, its logs, its blocked clients.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// `cluster_state` changed (`Cluster state changed: ok|fail`).
+    StateChanged {
+        /// Whether it is `ok` now.
+        ok: bool,
+    },
+    /// This node became a replica of `master` (REPLICATE, a lost last slot, replica
+    /// migration): the driver starts replicating from it.
+    BecameReplica {
+        /// The new master.
+        master: NodeId,
+    },
+    /// This node became a master (an election won, a manual failover, a takeover): the
+    /// driver stops replicating.
+    BecameMaster,
+    /// A node was flagged FAIL.
+    NodeFailed {
+        /// The node.
+        node: NodeId,
+    },
+    /// A node's FAIL flag was cleared.
+    NodeRecovered {
+        /// The node.
+        node: NodeId,
+    },
 }
 
 /// The cron period: `clusterCron` runs ten times a second.
@@ -135,6 +166,7 @@ impl ClusterNode {
     }
 
     pub(crate) fn set_my_master(&mut self, master: NodeId) {
+        self.push(Output::Event(Event::BecameReplica { master }));
         let me = self.myself_mut();
         me.set(NodeFlags::MASTER, false);
         me.set(NodeFlags::REPLICA, true);

@@ -56,6 +56,8 @@ pub struct ClusterNode {
     pub(crate) election: crate::failover::Election,
     /// A manual failover under way, on either side.
     pub(crate) manual: crate::failover::Manual,
+    /// Whether the state was evaluated once (the first evaluation is no change).
+    pub(crate) evaluated: bool,
 }
 
 /// Why a command on the node table was refused; the text is the server's, without `ERR `.
@@ -139,6 +141,7 @@ impl ClusterNode {
             forgotten: Vec::new(),
             election: crate::failover::Election::default(),
             manual: crate::failover::Manual::default(),
+            evaluated: false,
         };
         node.myself = node.insert(me);
         node.update_state();
@@ -370,6 +373,11 @@ impl ClusterNode {
         if reachable < size / 2 + 1 {
             ok = false;
         }
+        if self.state_ok != ok && self.evaluated {
+            self.outputs
+                .push_back(Output::Event(crate::bus::Event::StateChanged { ok }));
+        }
+        self.evaluated = true;
         self.state_ok = ok;
         ok
     }

@@ -180,6 +180,7 @@ impl ClusterNode {
     /// Step 7, the election won: master now, with the election epoch as config epoch and
     /// every slot of the old master, then a PONG to everyone.
     fn win_election(&mut self, old_master: NodeId, now: u64) {
+        self.push(Output::Event(crate::bus::Event::BecameMaster));
         let epoch = self.election.epoch;
         {
             let me = self.myself_mut();

@@ -4,7 +4,7 @@
 use redis_cluster_bus::{MessageType, NodeFlags, NodeId, OwnedFail, OwnedMessage};
 
 use crate::{
-    bus::{Link, Output},
+    bus::{Event, Link, Output},
     cluster::ClusterNode,
 };
 
@@ -69,6 +69,7 @@ impl ClusterNode {
             node.set(NodeFlags::FAIL, true);
             node.fail_time = now;
         }
+        self.push(Output::Event(Event::NodeFailed { node: *id }));
         self.broadcast_fail(id);
         self.update_state();
         self.push(Output::SaveConfig);
@@ -108,6 +109,7 @@ impl ClusterNode {
         node.set(NodeFlags::PFAIL, false);
         node.set(NodeFlags::FAIL, true);
         node.fail_time = now;
+        self.push(Output::Event(Event::NodeFailed { node: *id }));
         self.update_state();
         self.push(Output::SaveConfig);
     }
@@ -126,6 +128,7 @@ impl ClusterNode {
         let serving = node.is_master() && node.has_slots();
         if !serving || now.saturating_sub(node.fail_time) > undo {
             node.set(NodeFlags::FAIL, false);
+            self.push(Output::Event(Event::NodeRecovered { node: *id }));
             self.update_state();
             self.push(Output::SaveConfig);
         }

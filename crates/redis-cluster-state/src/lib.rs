@@ -33,7 +33,7 @@ mod reply;
 mod route;
 mod text;
 
-pub use bus::{CRON_MS, Link, Output};
+pub use bus::{CRON_MS, Event, Link, Output};
 pub use cluster::{ClusterNode, CommandError};
 pub use config::{Config, EndpointType};
 pub use failover::FailoverMode;
