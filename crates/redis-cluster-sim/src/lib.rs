@@ -175,8 +175,8 @@ impl Sim {
 
     /// A cluster formed the way `redis-cli --cluster create --cluster-replicas R` forms real
     /// nodes: `masters` masters get the slots split evenly (ADDSLOTS), every node gets a
-    /// distinct config epoch (SET-CONFIG-EPOCH 1…), every node MEETs node 0, three seconds
-    /// pass, then each replica REPLICATEs its master (replica `masters + k` follows master
+    /// distinct config epoch (SET-CONFIG-EPOCH 1…), every node MEETs node 0, time passes
+    /// until every node knows every other one, then each replica REPLICATEs its master (replica `masters + k` follows master
     /// `k % masters`), and five more seconds pass. `tune` changes each node's config first.
     pub fn create(
         masters: usize,
@@ -202,7 +202,14 @@ impl Sim {
         for i in 1..n {
             sim.meet(i, 0);
         }
-        sim.run_for(3_000);
+        // redis-cli waits for the configuration to agree; here: until every node knows every
+        // other one (and at least the second redis-cli sleeps).
+        sim.run_for(1_000);
+        let deadline = sim.now + 60_000;
+        while !sim.all_met() {
+            assert!(sim.now < deadline, "the nodes did not meet within a minute");
+            sim.run_for(100);
+        }
         for replica in masters..n {
             let master = sim.nodes[(replica - masters) % masters].myself().id;
             sim.nodes[replica]
@@ -211,6 +218,14 @@ impl Sim {
         }
         sim.run_for(5_000);
         sim
+    }
+
+    /// Whether every node knows every other one, none of them still in a handshake.
+    pub fn all_met(&self) -> bool {
+        let n = self.nodes.len();
+        self.nodes
+            .iter()
+            .all(|node| node.nodes().filter(|other| !other.in_handshake()).count() == n)
     }
 
     /// A cluster that is already formed, as if every node had loaded the same nodes.conf:

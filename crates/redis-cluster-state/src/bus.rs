@@ -331,9 +331,11 @@ impl ClusterNode {
     /// random one every second, and any node whose PONG is older than half the node timeout),
     /// PFAIL, and the cluster state.
     pub fn handle_timeout(&mut self, now: u64) {
+        self.clock = self.clock.max(now);
         if now < self.next_cron {
             return;
         }
+        self.first_cron.get_or_insert(now);
         self.next_cron = now + CRON_MS;
         self.cron_runs += 1;
         let timeout = self.config.node_timeout;
@@ -428,6 +430,7 @@ impl ClusterNode {
     /// A message arrived on `link`; `peer_ip` is the address the connection comes from (what
     /// a node learns another's IP from when the header carries none).
     pub fn handle_message(&mut self, link: Link, peer_ip: &str, message: &Message<'_>, now: u64) {
+        self.clock = self.clock.max(now);
         let Some(header) = message.header() else {
             return; // light-header PUBLISH / MODULE: nothing for the tables
         };

@@ -58,6 +58,12 @@ pub struct ClusterNode {
     pub(crate) manual: crate::failover::Manual,
     /// Whether the state was evaluated once (the first evaluation is no change).
     pub(crate) evaluated: bool,
+    /// The time of the latest input (ms).
+    pub(crate) clock: u64,
+    /// When the first cron ran.
+    pub(crate) first_cron: Option<u64>,
+    /// When this node last saw itself in a minority.
+    pub(crate) minority_time: Option<u64>,
 }
 
 /// Why a command on the node table was refused; the text is the server's, without `ERR `.
@@ -142,6 +148,9 @@ impl ClusterNode {
             election: crate::failover::Election::default(),
             manual: crate::failover::Manual::default(),
             evaluated: false,
+            clock: 0,
+            first_cron: None,
+            minority_time: None,
         };
         node.myself = node.insert(me);
         node.update_state();
@@ -351,10 +360,21 @@ impl ClusterNode {
         }
     }
 
-    /// Recomputes `cluster_state` (semantics 1.5, without the start-up and rejoin delays):
-    /// `fail` when full coverage is required and a slot is unassigned or owned by a FAIL node,
-    /// or when fewer than a majority of the slot-owning masters are free of FAIL and PFAIL.
+    /// Recomputes `cluster_state` (semantics 1.5): `fail` when full coverage is required and a
+    /// slot is unassigned or owned by a FAIL node, or when fewer than a majority of the
+    /// slot-owning masters are free of FAIL and PFAIL. A master does not turn `ok` within 2 s
+    /// of its first cron (`handle_timeout`), nor within the rejoin delay (the node timeout
+    /// clamped to 0.5–5 s) after it was last in a minority; before the first cron the state
+    /// is computed at once, so that a table built and queried without running the node (a
+    /// tool, a test) has its plain answer.
     pub fn update_state(&mut self) -> bool {
+        let now = self.clock;
+        let master = self.myself().is_master();
+        if let Some(first) = self.first_cron {
+            if master && !self.state_ok && now.saturating_sub(first) < WRITABLE_DELAY {
+                return false;
+            }
+        }
         let mut ok = true;
         if self.config.require_full_coverage {
             // Every slot has an owner that is not FAIL: the owners' counts add up.
@@ -372,6 +392,16 @@ impl ClusterNode {
         });
         if reachable < size / 2 + 1 {
             ok = false;
+            self.minority_time = Some(now);
+        }
+        if ok && !self.state_ok && master && self.first_cron.is_some() {
+            let rejoin = self.config.node_timeout.clamp(500, 5000);
+            if self
+                .minority_time
+                .is_some_and(|t| now.saturating_sub(t) < rejoin)
+            {
+                return false;
+            }
         }
         if self.state_ok != ok && self.evaluated {
             self.outputs
@@ -382,6 +412,9 @@ impl ClusterNode {
         ok
     }
 }
+
+/// How long a master stays `fail` after its first cron (ms).
+const WRITABLE_DELAY: u64 = 2_000;
 
 pub(crate) fn next(state: &mut u64) -> u64 {
     *state ^= *state >> 12;

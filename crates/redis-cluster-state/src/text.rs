@@ -153,6 +153,7 @@ impl ClusterNode {
         let placeholder = cluster.myself().id;
         let mut myself = None;
         let mut open: Vec<(Slot, bool, NodeId)> = Vec::new();
+        let mut from_file = alloc::collections::BTreeSet::new();
         let mut epochs = None;
         for (number, line) in text.lines().enumerate() {
             let bad = |what| ConfError {
@@ -182,11 +183,14 @@ impl ClusterNode {
                 Some(_) => {}
             }
             let id = parse_id(fields[0]).ok_or_else(|| bad("bad node id"))?;
-            let mut node = cluster
-                .node(&id)
-                .filter(|n| n.id != placeholder)
-                .cloned()
-                .unwrap_or_else(|| Node::new(id));
+            // The entry this file already made for the id (as a master of an earlier line),
+            // else a new one; never the placeholder of `new`, even when the seed drew the
+            // same id.
+            let mut node = match from_file.contains(&id) {
+                true => cluster.node(&id).cloned().unwrap_or_else(|| Node::new(id)),
+                false => Node::new(id),
+            };
+            from_file.insert(id);
             parse_address(fields[1], &mut node).ok_or_else(|| bad("bad address"))?;
             node.flags = NodeFlags(0);
             for flag in fields[2].split(',') {
@@ -203,7 +207,7 @@ impl ClusterNode {
                 "-" => None,
                 master => {
                     let master = parse_id(master).ok_or_else(|| bad("bad master id"))?;
-                    if cluster.node(&master).is_none_or(|n| n.id == placeholder) {
+                    if from_file.insert(master) {
                         cluster.insert(Node::new(master));
                     }
                     Some(master)
@@ -264,7 +268,7 @@ impl ClusterNode {
             });
         };
         // The placeholder identity of `new` gives way to the file's.
-        if me != placeholder {
+        if !from_file.contains(&placeholder) {
             if let Some(at) = cluster.index.remove(&placeholder) {
                 cluster.nodes[usize::from(at)] = None;
             }

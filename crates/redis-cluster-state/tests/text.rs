@@ -157,3 +157,26 @@ fn corrupt_files_are_refused_with_the_line() {
         assert_eq!((err.line, err.what), (line, what), "{text}");
     }
 }
+
+/// A restarted node draws the same id from its seed as at its first start: loading its own
+/// nodes.conf must not confuse that id with the temporary one `new` starts with, even when a
+/// replica's line names it as master after its own line (found by the fault-schedule
+/// proptest of the simulator).
+#[test]
+fn a_node_reloads_its_own_file_whatever_the_line_order() {
+    let config = Config::new("10.0.0.1", 7000);
+    let me = ClusterNode::new(config.clone()).myself().id;
+    let replica = "d".repeat(40);
+    let text = format!(
+        "{me} 10.0.0.1:7000@17000 myself,master - 0 0 1 connected 0-16383\n\
+         {replica} 10.0.0.2:7001@17001 slave {me} 0 0 1 connected\n\
+         vars currentEpoch 1 lastVoteEpoch 0\n"
+    );
+    let node = ClusterNode::from_nodes_conf(config, &text, NOW).expect("loads");
+    assert_eq!(node.myself().id, me);
+    assert!(node.myself().is_master());
+    assert_eq!(node.myself().slots.len(), 16384);
+    let id = NodeId(replica.as_bytes().try_into().expect("40"));
+    assert_eq!(node.node(&id).and_then(|n| n.master), Some(me));
+    assert!(node.nodes_conf().contains(" myself,master "));
+}
