@@ -122,9 +122,11 @@ impl ClusterNode {
         let Some(owner) = self.owner(slot) else {
             return Decision::Unbound; // A1
         };
-        let me = self.myself();
-        let migrating = owner.id == me.id && self.migrating_to(slot).is_some();
-        let importing = !migrating && self.importing_from(slot).is_some();
+        // Owners compare by their place in the table, not by their 40-byte ids.
+        let mine = self.owners[usize::from(u16::from(slot))] == self.myself;
+        let migrating = mine && !self.migrating_to.is_empty() && self.migrating_to(slot).is_some();
+        let importing =
+            !migrating && !self.importing_from.is_empty() && self.importing_from(slot).is_some();
         let mut multi_key = false;
         for key in &request.keys[1..] {
             let key = key.as_ref();
@@ -178,12 +180,14 @@ impl ClusterNode {
             return Decision::Serve;
         }
         // G. Reads of my master's slots on a READONLY replica.
-        let my_master = me.is_replica() && me.master == Some(owner.id);
-        if (request.readonly || request.pubsub_shard) && !request.write && my_master {
-            return Decision::Serve;
+        if (request.readonly || request.pubsub_shard) && !request.write {
+            let me = self.myself();
+            if me.is_replica() && me.master == Some(owner.id) {
+                return Decision::Serve;
+            }
         }
         // H.
-        if owner.id != me.id {
+        if !mine {
             return Decision::Moved(slot, owner, endpoint);
         }
         Decision::Serve
