@@ -220,6 +220,25 @@ impl ClusterNode {
         }
     }
 
+    /// A message of type `kind` with this node's header and `body`, to every linked node
+    /// (`clusterBroadcastMessage`).
+    pub(crate) fn broadcast(&mut self, kind: MessageType, body: redis_cluster_bus::OwnedBody) {
+        let me = self.myself().id;
+        let linked: Vec<NodeId> = self
+            .nodes()
+            .filter(|n| n.link && n.id != me && !n.in_handshake())
+            .map(|n| n.id)
+            .collect();
+        for to in linked {
+            let message = OwnedMessage::new(kind, self.header(), body.clone());
+            self.count_message(kind.0, true);
+            self.push(Output::Send {
+                link: Link::Outbound(to),
+                message,
+            });
+        }
+    }
+
     /// Builds and queues a PING, PONG or MEET with this node's header and gossip.
     pub(crate) fn send_ping(&mut self, link: Link, kind: MessageType, now: u64) {
         if kind == MessageType::PING {
@@ -708,10 +727,8 @@ impl ClusterNode {
             match owner {
                 Some((owner, _)) if owner == *sender => continue,
                 _ if self.importing_from(slot).is_some() => continue,
-                Some((owner, owner_epoch)) if owner_epoch >= epoch => {
-                    let _ = owner;
-                    continue;
-                }
+                // Equal epochs never rebind (2.2).
+                Some((_, owner_epoch)) if owner_epoch >= epoch => continue,
                 Some((owner, _)) => lost_mine |= owner == mine,
                 None => {}
             }

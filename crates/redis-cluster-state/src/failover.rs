@@ -148,32 +148,13 @@ impl ClusterNode {
             self.current_epoch += 1;
             self.election.epoch = self.current_epoch;
             self.election.sent = true;
-            self.broadcast(MessageType::FAILOVER_AUTH_REQUEST, now);
+            self.broadcast(MessageType::FAILOVER_AUTH_REQUEST, OwnedBody::Failover);
             self.push(Output::SaveConfig);
             return;
         }
         // 7. Won?
         if self.election.votes >= self.quorum() {
             self.win_election(master_id, now);
-        }
-    }
-
-    /// A message with this node's header and no body, to every linked node.
-    fn broadcast(&mut self, kind: MessageType, now: u64) {
-        let _ = now;
-        let me = self.myself().id;
-        let linked: Vec<NodeId> = self
-            .nodes()
-            .filter(|n| n.link && n.id != me && !n.in_handshake())
-            .map(|n| n.id)
-            .collect();
-        for to in linked {
-            let message = OwnedMessage::new(kind, self.header(), OwnedBody::Failover);
-            self.count_message(kind.0, true);
-            self.push(Output::Send {
-                link: Link::Outbound(to),
-                message,
-            });
         }
     }
 

@@ -1,10 +1,10 @@
 //! Failure detection (semantics section 3): failure reports from masters, FAIL on a majority
 //! of the slot-owning masters and its broadcast, FAIL messages, and when FAIL is cleared.
 
-use redis_cluster_bus::{MessageType, NodeFlags, NodeId, OwnedFail, OwnedMessage};
+use redis_cluster_bus::{MessageType, NodeFlags, NodeId, OwnedFail};
 
 use crate::{
-    bus::{Event, Link, Output},
+    bus::{Event, Output},
     cluster::ClusterNode,
 };
 
@@ -70,28 +70,9 @@ impl ClusterNode {
             node.fail_time = now;
         }
         self.push(Output::Event(Event::NodeFailed { node: *id }));
-        self.broadcast_fail(id);
+        self.broadcast(MessageType::FAIL, OwnedFail { node: *id }.into());
         self.update_state();
         self.push(Output::SaveConfig);
-    }
-
-    /// Sends a FAIL about `id` on every link this node has.
-    fn broadcast_fail(&mut self, id: &NodeId) {
-        let me = self.myself().id;
-        let linked: alloc::vec::Vec<NodeId> = self
-            .nodes()
-            .filter(|n| n.link && n.id != me && !n.in_handshake())
-            .map(|n| n.id)
-            .collect();
-        for to in linked {
-            let message =
-                OwnedMessage::new(MessageType::FAIL, self.header(), OwnedFail { node: *id });
-            self.count_message(MessageType::FAIL.0, true);
-            self.push(Output::Send {
-                link: Link::Outbound(to),
-                message,
-            });
-        }
     }
 
     /// A FAIL message from a known node about `id`: believed without a quorum check, unless
