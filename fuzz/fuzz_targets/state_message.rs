@@ -1,0 +1,67 @@
+//! Hostile bus input: any bytes, framed as a bus stream, fed to a node that is part of a
+//! three-node cluster, on an inbound link or on its links to the others, with its cron in
+//! between. Nothing panics, and the node's tables stay consistent: every slot's owner is a
+//! known node whose slot set holds the slot.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use redis_cluster_bus::{Framed, Framer, Message, NodeId};
+use redis_cluster_state::{ClusterNode, Config, Link};
+use redis_hash_slot::Slot;
+
+const A: &str = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+const B: &str = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
+const C: &str = "cccccccccccccccccccccccccccccccccccccccc";
+
+fn node() -> ClusterNode {
+    let text = format!(
+        "{A} 10.0.0.1:7000@17000 myself,master - 0 0 1 connected 0-5460\n\
+         {B} 10.0.0.2:7001@17001 master - 0 0 2 connected 5461-16383\n\
+         {C} 10.0.0.3:7002@17002 slave {B} 0 0 2 connected\n\
+         vars currentEpoch 2 lastVoteEpoch 0\n"
+    );
+    let mut node = ClusterNode::from_nodes_conf(Config::new("10.0.0.1", 7000), &text, 0)
+        .expect("a valid view");
+    for id in [B, C] {
+        node.handle_link_up(&NodeId(id.as_bytes().try_into().expect("40")), 0);
+    }
+    node
+}
+
+fuzz_target!(|input: &[u8]| {
+    let mut node = node();
+    let framer = Framer::default();
+    let mut rest = input;
+    let mut now = 0u64;
+    while let Some((&control, stream)) = rest.split_first() {
+        now += u64::from(control) * 10;
+        node.handle_timeout(now);
+        let Ok(Framed::Message(len)) = framer.frame(stream) else {
+            break;
+        };
+        let (bytes, after) = stream.split_at(len);
+        rest = after;
+        let Ok(message) = Message::decode(bytes) else {
+            continue;
+        };
+        let link = match control % 3 {
+            0 => Link::Inbound(1),
+            1 => Link::Outbound(NodeId(B.as_bytes().try_into().expect("40"))),
+            _ => Link::Outbound(NodeId(C.as_bytes().try_into().expect("40"))),
+        };
+        node.handle_message(link, "10.0.0.9", &message, now);
+        while node.poll_output().is_some() {}
+    }
+    for n in 0..16384 {
+        let slot = Slot::new(n).expect("slot");
+        if let Some(owner) = node.owner(slot) {
+            assert!(
+                owner.slots.contains(slot),
+                "slot {n}: owner and slot set disagree"
+            );
+            assert!(node.node(&owner.id).is_some());
+        }
+    }
+    let _ = node.nodes_conf();
+    let _ = node.cluster_info();
+});
