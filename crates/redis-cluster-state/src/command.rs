@@ -42,7 +42,7 @@ impl ClusterNode {
     /// tables alone: INFO, MYID, MYSHARDID, KEYSLOT, NODES, SLOTS, SHARDS, REPLICAS / SLAVES,
     /// COUNT-FAILURE-REPORTS, ADDSLOTS, ADDSLOTSRANGE, DELSLOTS, DELSLOTSRANGE, SETSLOT,
     /// SET-CONFIG-EPOCH, BUMPEPOCH, FAILOVER, MEET, REPLICATE, FORGET, SAVECONFIG, FLUSHSLOTS,
-    /// at time `now` (ms). `keys_in_slot` counts the driver's
+    /// RESET, at time `now` (ms). `keys_in_slot` counts the driver's
     /// keys in a slot (SETSLOT
     /// NODE refuses to give away a slot that still holds some). Returns `None` for any other
     /// subcommand, which the caller handles (or answers as unknown).
@@ -139,6 +139,25 @@ impl ClusterNode {
                 )),
             },
             (b"forget", [id]) => self.forget_command(id, now),
+            (b"reset", options) if options.len() <= 1 => {
+                let hard = match options.first().map(|o| o.to_ascii_lowercase()) {
+                    None => Some(false),
+                    Some(o) if o == b"soft" => Some(false),
+                    Some(o) if o == b"hard" => Some(true),
+                    Some(_) => None,
+                };
+                let keys: u64 = (0..16384).filter_map(Slot::new).map(&keys_in_slot).sum();
+                match hard {
+                    None => Ok(Frame::SimpleError(b"ERR syntax error".to_vec())),
+                    Some(_) if self.myself().is_master() && keys > 0 => Err(CommandError::Other(
+                        "CLUSTER RESET can't be called with master nodes containing keys",
+                    )),
+                    Some(hard) => {
+                        self.reset(hard);
+                        Ok(ok())
+                    }
+                }
+            }
             (b"saveconfig", []) => {
                 self.push(crate::Output::SaveConfig);
                 Ok(ok())
@@ -187,7 +206,8 @@ impl ClusterNode {
                 | b"replicate"
                 | b"forget"
                 | b"saveconfig"
-                | b"flushslots",
+                | b"flushslots"
+                | b"reset",
                 _,
             ) => return Some(arity_error()),
             _ => return None,
@@ -249,6 +269,43 @@ impl ClusterNode {
         self.update_state();
         self.push(crate::Output::SaveConfig);
         Ok(ok())
+    }
+
+    /// `CLUSTER RESET [SOFT|HARD]` (`clusterReset`): a replica becomes a master (the driver
+    /// empties its keyspace on [`crate::Event::BecameMaster`]), every slot and open slot is
+    /// dropped, every other node forgotten; HARD also zeroes the epochs and draws a new id.
+    pub fn reset(&mut self, hard: bool) {
+        if self.myself().is_replica() {
+            let me = self.myself_mut();
+            me.set(NodeFlags::REPLICA, false);
+            me.set(NodeFlags::MASTER, true);
+            me.master = None;
+            self.push(crate::Output::Event(crate::Event::BecameMaster));
+        }
+        self.migrating_to.clear();
+        self.importing_from.clear();
+        for n in 0..16384 {
+            if let Some(slot) = Slot::new(n) {
+                self.bind(slot, None);
+            }
+        }
+        let me = self.myself().id;
+        let others: Vec<NodeId> = self.nodes().map(|n| n.id).filter(|id| *id != me).collect();
+        for id in others {
+            self.remove_node(&id);
+        }
+        if hard {
+            self.current_epoch = 0;
+            self.last_vote_epoch = 0;
+            self.myself_mut().config_epoch = 0;
+            let id = crate::cluster::random_id(&mut self.rng);
+            if let Some(at) = self.index.remove(&me) {
+                self.index.insert(id, at);
+            }
+            self.myself_mut().id = id;
+        }
+        self.update_state();
+        self.push(crate::Output::SaveConfig);
     }
 
     /// The shard id: the one a newer server keeps in nodes.conf (`shard-id=`), else the id of

@@ -270,3 +270,24 @@ fn meet_replicate_forget_flushslots() {
     );
     assert_eq!(run(&mut node, "SAVECONFIG", 0), "+OK");
 }
+
+#[test]
+fn reset_forgets_everything() {
+    let mut node = pair();
+    assert_eq!(
+        run(&mut node, "RESET", 5),
+        "-ERR CLUSTER RESET can't be called with master nodes containing keys"
+    );
+    assert_eq!(run(&mut node, "RESET SIDEWAYS", 0), "-ERR syntax error");
+    assert_eq!(run(&mut node, "RESET SOFT", 0), "+OK");
+    assert_eq!(node.nodes().count(), 1);
+    assert!(node.myself().slots.is_empty());
+    assert_eq!(node.myself().id.to_string(), X, "soft keeps the id");
+    assert_eq!(node.current_epoch(), 2, "soft keeps the epochs");
+
+    let mut node = pair();
+    assert_eq!(run(&mut node, "RESET HARD", 0), "+OK");
+    assert_ne!(node.myself().id.to_string(), X, "hard draws a new id");
+    assert_eq!((node.current_epoch(), node.myself().config_epoch), (0, 0));
+    assert!(node.cluster_nodes().contains("myself,master"));
+}
