@@ -7,8 +7,55 @@ use core::fmt;
 
 /// A node id: 40 bytes, normally lowercase hex. "No node" (a master's `replicaof`) is 40 zero
 /// bytes on the wire, [`NodeId::NONE`].
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+///
+/// Equality and order are the bytes' (lexicographic), computed as five big-endian words: a
+/// node table keyed by id compares ids on every look-up, and a call to `memcmp` per
+/// comparison was a fifth of a simulated cluster's time.
+#[derive(Clone, Copy)]
 pub struct NodeId(pub [u8; Self::LEN]);
+
+impl NodeId {
+    /// The id as five big-endian words: ordering them orders the bytes.
+    #[inline]
+    fn words(&self) -> [u64; 5] {
+        let mut words = [0u64; 5];
+        for (word, chunk) in words.iter_mut().zip(self.0.chunks_exact(8)) {
+            let mut bytes = [0u8; 8];
+            bytes.copy_from_slice(chunk);
+            *word = u64::from_be_bytes(bytes);
+        }
+        words
+    }
+}
+
+impl PartialEq for NodeId {
+    #[inline]
+    fn eq(&self, other: &Self) -> bool {
+        self.words() == other.words()
+    }
+}
+
+impl Eq for NodeId {}
+
+impl core::hash::Hash for NodeId {
+    fn hash<H: core::hash::Hasher>(&self, state: &mut H) {
+        self.0.hash(state);
+    }
+}
+
+impl PartialOrd for NodeId {
+    #[inline]
+    fn partial_cmp(&self, other: &Self) -> Option<core::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for NodeId {
+    #[inline]
+    fn cmp(&self, other: &Self) -> core::cmp::Ordering {
+        self.words().cmp(&other.words())
+    }
+}
 
 impl NodeId {
     /// Bytes in a node id.

@@ -209,3 +209,27 @@ proptest! {
         prop_assert_eq!(decoded.to_owned_message(), message);
     }
 }
+
+proptest! {
+    /// `NodeId` compares by words; the answers must be the bytes' own, including ids that
+    /// share a long prefix and differ in the last byte.
+    #[test]
+    fn node_id_order_is_byte_order(
+        a in proptest::array::uniform32(any::<u8>()),
+        tail_a in proptest::array::uniform8(any::<u8>()),
+        b in proptest::array::uniform32(any::<u8>()),
+        tail_b in proptest::array::uniform8(any::<u8>()),
+        share in 0usize..=40,
+    ) {
+        let mut x = [0u8; 40];
+        x[..32].copy_from_slice(&a);
+        x[32..].copy_from_slice(&tail_a);
+        let mut y = [0u8; 40];
+        y[..32].copy_from_slice(&b);
+        y[32..].copy_from_slice(&tail_b);
+        y[..share].copy_from_slice(&x[..share]);
+        prop_assert_eq!(NodeId(x).cmp(&NodeId(y)), x.cmp(&y));
+        prop_assert_eq!(NodeId(x) == NodeId(y), x == y);
+        prop_assert_eq!(NodeId(x).partial_cmp(&NodeId(y)), x.partial_cmp(&y));
+    }
+}

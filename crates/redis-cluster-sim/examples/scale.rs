@@ -4,6 +4,7 @@
 //! ```text
 //! cargo run --release -p redis-cluster-sim --example scale            # N = 6 … 300
 //! cargo run --release -p redis-cluster-sim --example scale -- 1000    # one N
+//! cargo run --release -p redis-cluster-sim --example scale -- 1000 30 # one N, one T (s)
 //! ```
 //!
 //! The cluster starts formed (every node loaded the same nodes.conf: half masters, half
@@ -26,12 +27,16 @@ fn main() {
         Some(n) => vec![n.parse().expect("a node count")],
         None => vec![6, 30, 100, 300],
     };
+    let timeouts: Vec<u64> = match std::env::args().nth(2) {
+        Some(t) => vec![t.parse::<u64>().expect("a node timeout in seconds") * 1000],
+        None => vec![15_000, 30_000],
+    };
     println!(
         "| N | T | messages/s per node (sim) | model 2P | bytes/s per node (sim) | model 2P·S | wall for 60 s |"
     );
     println!("|---:|---:|---:|---:|---:|---:|---:|");
     for n in sizes {
-        for timeout in [15_000u64, 30_000] {
+        for &timeout in &timeouts {
             let mut sim = Sim::formed(n / 2, 1, 1, timeout);
             sim.set_tracing(false);
             sim.run_for(10_000);

@@ -41,6 +41,8 @@ enum Event {
         to: usize,
         bytes: Vec<u8>,
     },
+    /// Node `node`'s deadline ([`ClusterNode::poll_timeout`]) as it was when scheduled.
+    Cron { node: usize },
 }
 
 /// A connection: opened by `from` (its outbound link, keyed by the id it knows the peer as)
@@ -108,6 +110,9 @@ pub struct Sim {
     saved: Vec<String>,
     /// Each node's side of the partition; nodes on different sides cannot talk.
     side: Vec<u8>,
+    /// The time of each node's earliest `Cron` event in the queue (`u64::MAX`: none); a
+    /// `Cron` event for another time is stale and skipped.
+    cron_at: Vec<u64>,
 }
 
 impl Sim {
@@ -140,6 +145,7 @@ impl Sim {
             delivered: (0, 0),
             alive: vec![true; n],
             side: vec![0; n],
+            cron_at: vec![u64::MAX; n],
             saved: vec![String::new(); n],
             nodes,
             now: 0,
@@ -386,38 +392,40 @@ impl Sim {
     }
 
     /// Runs the nodes for `ms` of virtual time.
+    ///
+    /// Nodes' deadlines wait in the same queue as deliveries, so each step costs a heap
+    /// operation whatever the cluster's size; every node is looked at once per call, for
+    /// changes made to it from outside (commands, restarts).
     pub fn run_for(&mut self, ms: u64) {
         let end = self.now + ms;
-        loop {
-            let cron = self
-                .nodes
-                .iter()
-                .enumerate()
-                .filter(|(i, _)| self.alive[*i])
-                .map(|(i, n)| (n.poll_timeout(), i))
-                .min();
-            let event = self.queue.peek().map(|Reverse((t, _, _))| *t);
-            let next = match (cron, event) {
-                (Some((c, _)), Some(e)) => c.min(e),
-                (Some((c, _)), None) => c,
-                (None, Some(e)) => e,
-                (None, None) => break,
-            };
-            if next > end {
+        for i in 0..self.nodes.len() {
+            self.schedule_cron(i);
+        }
+        while let Some(Reverse((time, _, _))) = self.queue.peek() {
+            if *time > end {
                 break;
             }
-            self.now = next.max(self.now);
-            if event == Some(next) {
-                if let Some(Reverse((_, _, event))) = self.queue.pop() {
-                    self.handle(event);
-                }
-            } else if let Some((_, i)) = cron {
-                let now = self.now;
-                self.nodes[i].handle_timeout(now);
-                self.drain(i);
-            }
+            let Some(Reverse((time, _, event))) = self.queue.pop() else {
+                break;
+            };
+            self.now = time.max(self.now);
+            self.handle(event);
         }
         self.now = end;
+    }
+
+    /// Queues node `i`'s next deadline, unless an earlier or equal one is queued already.
+    fn schedule_cron(&mut self, i: usize) {
+        if !self.alive[i] {
+            return;
+        }
+        let at = self.nodes[i].poll_timeout().max(self.now);
+        if at < self.cron_at[i] {
+            self.cron_at[i] = at;
+            self.sequence += 1;
+            self.queue
+                .push(Reverse((at, self.sequence, Event::Cron { node: i })));
+        }
     }
 
     /// Sets the network's behaviour from now on.
@@ -452,6 +460,16 @@ impl Sim {
     fn handle(&mut self, event: Event) {
         let now = self.now;
         match event {
+            Event::Cron { node } => {
+                if self.cron_at[node] != now {
+                    return; // superseded by an earlier deadline, already run
+                }
+                self.cron_at[node] = u64::MAX;
+                if self.alive[node] {
+                    self.nodes[node].handle_timeout(now);
+                    self.drain(node);
+                }
+            }
             Event::Connect { from, to, as_id } => {
                 if !self.alive[from] {
                     return;
@@ -601,5 +619,6 @@ impl Sim {
                 }
             }
         }
+        self.schedule_cron(i);
     }
 }

@@ -289,20 +289,19 @@ impl ClusterNode {
     /// PFAIL node; a hostname extension when this node announces one.
     fn gossip_body(&mut self) -> OwnedPing {
         let me = self.myself;
-        let candidates: Vec<u16> = self
-            .index
-            .values()
-            .copied()
-            .filter(|&at| at != me)
-            .collect();
-        let known = candidates.len() + 1;
+        let known = self.index.len();
+        let table = self.nodes.len() as u64;
         let wanted = (known / 10).max(3).min(known.saturating_sub(2));
-        let mut chosen: Vec<u16> = Vec::new();
+        let mut chosen: Vec<u16> = Vec::with_capacity(wanted + self.pfail_nodes);
+        // Random draws from the table, as the server draws random dictionary entries: three
+        // tries per wanted entry, a draw of this node (or of a free table slot) spends one.
         let mut tries = wanted * 3;
-        while chosen.len() < wanted && tries > 0 && !candidates.is_empty() {
+        while chosen.len() < wanted && tries > 0 && table > 1 {
             tries -= 1;
-            let at = candidates[(self.rng_next() % candidates.len() as u64) as usize];
-            let Some(node) = self.at(at) else { continue };
+            let at = (self.rng_next() % table) as u16;
+            let Some(node) = self.at(at).filter(|_| at != me) else {
+                continue;
+            };
             let skip = node.in_handshake()
                 || node.flags.contains(NodeFlags::NOADDR)
                 || node.is_pfailed()
@@ -312,12 +311,16 @@ impl ClusterNode {
             }
             chosen.push(at);
         }
-        let pfail: Vec<u16> = candidates
-            .iter()
-            .copied()
-            .filter(|&at| self.at(at).is_some_and(Node::is_pfailed) && !chosen.contains(&at))
-            .collect();
-        chosen.extend(pfail);
+        // Every PFAIL node, counted by the last cron: no walk of the table when there is none.
+        if self.pfail_nodes > 0 {
+            for (at, node) in self.nodes.iter().enumerate() {
+                let at = at as u16;
+                let pfail = node.as_ref().is_some_and(Node::is_pfailed);
+                if pfail && at != me && !chosen.contains(&at) {
+                    chosen.push(at);
+                }
+            }
+        }
         let gossip = chosen
             .iter()
             .filter_map(|&at| self.at(at))
@@ -359,24 +362,29 @@ impl ClusterNode {
         self.cron_runs += 1;
         let timeout = self.config.node_timeout;
         let handshake_ttl = timeout.max(1000);
-        let ids: Vec<NodeId> = self.index.keys().copied().collect();
-        let me = self.myself().id;
-        for id in &ids {
-            let Some(node) = self.node(id) else { continue };
-            if node.id == me {
+        // The walk goes by table index: no id look-ups, which at a thousand nodes ten times
+        // a second would be most of the cron's cost.
+        let all: Vec<u16> = (0..self.nodes.len())
+            .filter_map(|at| u16::try_from(at).ok())
+            .filter(|&at| self.at(at).is_some())
+            .collect();
+        let me = self.myself;
+        for &at in &all {
+            let Some(node) = self.at(at).filter(|_| at != me) else {
                 continue;
-            }
+            };
             if node.in_handshake() && now.saturating_sub(node.ctime) > handshake_ttl {
-                self.remove_node(id);
+                let id = node.id;
+                self.remove_node(&id);
                 continue;
             }
             if !node.link && !node.connecting && !node.flags.contains(NodeFlags::NOADDR) {
-                let (ip, cport) = (node.ip.clone(), node.cport);
-                if let Some(node) = self.node_mut(id) {
+                let (id, ip, cport) = (node.id, node.ip.clone(), node.cport);
+                if let Some(node) = self.at_mut(at) {
                     node.connecting = true;
                 }
                 self.push(Output::Connect {
-                    node: *id,
+                    node: id,
                     ip,
                     cport,
                 });
@@ -387,40 +395,43 @@ impl ClusterNode {
         if self.cron_runs % 10 == 0 {
             let mut oldest: Option<(u64, NodeId)> = None;
             for _ in 0..5 {
-                if ids.is_empty() {
+                if all.is_empty() {
                     break;
                 }
-                let id = ids[(self.rng_next() % ids.len() as u64) as usize];
-                let Some(node) = self.node(&id) else { continue };
-                if node.id == me || !node.link || node.ping_sent != 0 || node.in_handshake() {
+                let at = all[(self.rng_next() % all.len() as u64) as usize];
+                let Some(node) = self.at(at).filter(|_| at != me) else {
+                    continue;
+                };
+                if !node.link || node.ping_sent != 0 || node.in_handshake() {
                     continue;
                 }
                 if oldest.is_none_or(|(pong, _)| node.pong_received < pong) {
-                    oldest = Some((node.pong_received, id));
+                    oldest = Some((node.pong_received, node.id));
                 }
             }
             if let Some((_, id)) = oldest {
                 self.send_ping(Link::Outbound(id), MessageType::PING, now);
             }
         }
-        for id in &ids {
-            let Some(node) = self.node(id) else { continue };
-            if node.id == me || node.in_handshake() {
+        for &at in &all {
+            let Some(node) = self.at(at).filter(|n| at != me && !n.in_handshake()) else {
                 continue;
-            }
+            };
             let idle = now.saturating_sub(node.pong_received) > timeout / 2;
             if node.link && node.ping_sent == 0 && idle {
-                self.send_ping(Link::Outbound(*id), MessageType::PING, now);
+                let id = node.id;
+                self.send_ping(Link::Outbound(id), MessageType::PING, now);
                 continue;
             }
             // A ping in flight for longer than the node timeout, link or not: PFAIL.
             let late = node.ping_sent != 0 && now.saturating_sub(node.ping_sent) > timeout;
             if late && !node.is_pfailed() && !node.is_failed() {
-                if let Some(node) = self.node_mut(id) {
+                if let Some(node) = self.at_mut(at) {
                     node.set(NodeFlags::PFAIL, true);
                 }
             }
         }
+        self.pfail_nodes = self.table().filter(|n| n.is_pfailed()).count();
         self.manual_cron(now);
         self.handle_failover(now);
         self.handle_replica_migration(now);
@@ -549,7 +560,10 @@ impl ClusterNode {
                 if let Some(node) = self.node_mut(&linked) {
                     node.pong_received = now;
                     node.ping_sent = 0;
-                    node.set(NodeFlags::PFAIL, false);
+                    if node.is_pfailed() {
+                        node.set(NodeFlags::PFAIL, false);
+                        self.state_stale = true;
+                    }
                 }
                 self.clear_failure_if_needed(&linked, now);
             }
@@ -596,7 +610,9 @@ impl ClusterNode {
             self.resolve_epoch_collision(&sender_id);
         }
         self.process_gossip(ping, now);
-        self.update_state();
+        if self.state_stale {
+            self.update_state();
+        }
     }
 
     /// Sets the hostname a node announces (its ping extension gives it on the bus).

@@ -11,7 +11,7 @@ use alloc::{
 use redis_cluster_bus::{NodeFlags, NodeId};
 use redis_hash_slot::{SLOT_COUNT, Slot};
 
-use crate::{bus::Output, config::Config, node::Node};
+use crate::{bus::Output, config::Config, index::NodeIndex, node::Node};
 
 /// No owner in the slot table.
 const NONE: u16 = u16::MAX;
@@ -34,7 +34,7 @@ pub struct ClusterNode {
     pub(crate) myself: u16,
     /// The node table: a slab indexed by the numbers the slot table holds.
     pub(crate) nodes: Vec<Option<Node>>,
-    pub(crate) index: BTreeMap<NodeId, u16>,
+    pub(crate) index: NodeIndex,
     /// The owner of each slot, by slab index; [`NONE`] when unassigned.
     pub(crate) owners: Vec<u16>,
     pub(crate) migrating_to: BTreeMap<u16, NodeId>,
@@ -64,6 +64,12 @@ pub struct ClusterNode {
     pub(crate) first_cron: Option<u64>,
     /// When this node last saw itself in a minority.
     pub(crate) minority_time: Option<u64>,
+    /// PFAIL nodes as the last cron counted them: gossip sections carry them all.
+    pub(crate) pfail_nodes: usize,
+    /// Whether something `cluster_state` depends on (a slot's owner, a PFAIL mark) changed
+    /// since it was last computed: a message re-evaluates it only then, as the server's
+    /// `CLUSTER_TODO_UPDATE_STATE` does; the cron always does.
+    pub(crate) state_stale: bool,
 }
 
 /// Why a command on the node table was refused; the text is the server's, without `ERR `.
@@ -131,7 +137,7 @@ impl ClusterNode {
             config,
             myself: 0,
             nodes: Vec::new(),
-            index: BTreeMap::new(),
+            index: NodeIndex::new(rng),
             owners: vec![NONE; usize::from(SLOT_COUNT)],
             migrating_to: BTreeMap::new(),
             importing_from: BTreeMap::new(),
@@ -151,6 +157,8 @@ impl ClusterNode {
             clock: 0,
             first_cron: None,
             minority_time: None,
+            pfail_nodes: 0,
+            state_stale: true,
         };
         node.myself = node.insert(me);
         node.update_state();
@@ -177,26 +185,36 @@ impl ClusterNode {
 
     /// The node with this id.
     pub fn node(&self, id: &NodeId) -> Option<&Node> {
-        self.at(*self.index.get(id)?)
+        self.at(self.index.get(id)?)
     }
 
     pub(crate) fn node_mut(&mut self, id: &NodeId) -> Option<&mut Node> {
-        let at = usize::from(*self.index.get(id)?);
+        let at = usize::from(self.index.get(id)?);
         self.nodes.get_mut(at)?.as_mut()
     }
 
     /// Every known node, itself included, in id order.
     pub fn nodes(&self) -> impl Iterator<Item = &Node> {
-        self.index.values().filter_map(|&at| self.at(at))
+        self.index.values().filter_map(|at| self.at(at))
+    }
+
+    /// Every known node in table order: cheaper than [`Self::nodes`] where order is of no
+    /// consequence (sums, counts, the cron's walk).
+    pub(crate) fn table(&self) -> impl Iterator<Item = &Node> {
+        self.nodes.iter().flatten()
     }
 
     pub(crate) fn at(&self, at: u16) -> Option<&Node> {
         self.nodes.get(usize::from(at))?.as_ref()
     }
 
+    pub(crate) fn at_mut(&mut self, at: u16) -> Option<&mut Node> {
+        self.nodes.get_mut(usize::from(at))?.as_mut()
+    }
+
     /// Adds a node to the table (replacing one with the same id) and returns its index.
     pub(crate) fn insert(&mut self, node: Node) -> u16 {
-        if let Some(&at) = self.index.get(&node.id) {
+        if let Some(at) = self.index.get(&node.id) {
             self.nodes[usize::from(at)] = Some(node);
             return at;
         }
@@ -226,6 +244,7 @@ impl ClusterNode {
 
     /// Binds `slot` to the node at `at` (or unbinds it), keeping every node's slot set in step.
     pub(crate) fn bind(&mut self, slot: Slot, at: Option<u16>) {
+        self.state_stale = true;
         let entry = usize::from(u16::from(slot));
         let old = self.owners[entry];
         if old != NONE {
@@ -247,7 +266,7 @@ impl ClusterNode {
 
     /// The index of a node, by id.
     pub(crate) fn index_of(&self, id: &NodeId) -> Option<u16> {
-        self.index.get(id).copied()
+        self.index.get(id)
     }
 
     /// The node `slot` is migrating to, on its owner.
@@ -368,6 +387,7 @@ impl ClusterNode {
     /// is computed at once, so that a table built and queried without running the node (a
     /// tool, a test) has its plain answer.
     pub fn update_state(&mut self) -> bool {
+        self.state_stale = false;
         let now = self.clock;
         let master = self.myself().is_master();
         if let Some(first) = self.first_cron {
@@ -379,13 +399,13 @@ impl ClusterNode {
         if self.config.require_full_coverage {
             // Every slot has an owner that is not FAIL: the owners' counts add up.
             let served: usize = self
-                .nodes()
+                .table()
                 .filter(|n| !n.is_failed())
                 .map(|n| usize::from(n.slot_count))
                 .sum();
             ok = served == usize::from(SLOT_COUNT);
         }
-        let masters = self.nodes().filter(|n| n.is_master() && n.has_slots());
+        let masters = self.table().filter(|n| n.is_master() && n.has_slots());
         let (size, reachable) = masters.fold((0, 0), |(size, up), n| {
             let healthy = !n.is_failed() && !n.is_pfailed();
             (size + 1, up + usize::from(healthy))

@@ -2,7 +2,7 @@
 //! a rank-dependent delay, asks the masters for votes, and takes its master's slots when a
 //! majority grants them; a master votes by the server's rules.
 
-use alloc::vec::Vec;
+use alloc::{vec, vec::Vec};
 
 use redis_cluster_bus::{Failover, MessageType, NodeFlags, NodeId, OwnedBody, OwnedMessage};
 use redis_hash_slot::Slot;
@@ -380,60 +380,71 @@ impl ClusterNode {
 const MIGRATION_DELAY: u64 = 5_000;
 
 impl ClusterNode {
-    /// Replicas that are not FAIL, of master `id`.
-    fn ok_replicas(&self, id: &NodeId) -> usize {
-        self.replicas_of(id).filter(|r| !r.is_failed()).count()
-    }
-
     /// Replica migration (semantics 4.3), from the cron: a replica whose master has the most
     /// healthy replicas (at least two, and more than the migration barrier), and the smallest
     /// id among those masters' replicas, moves to a master orphaned for more than 5 s.
+    ///
+    /// One walk of the table counts every master's healthy replicas: the cron runs this ten
+    /// times a second on every replica, so a count per master would cost O(N²) a tick.
     pub(crate) fn handle_replica_migration(&mut self, now: u64) {
         let me = self.myself();
         let Some(my_master) = me.master.filter(|_| me.is_replica()) else {
             return;
         };
-        let masters: Vec<NodeId> = self
-            .nodes()
-            .filter(|n| n.is_master())
-            .map(|n| n.id)
-            .collect();
-        let mut max = 0;
-        let mut orphaned = Vec::new();
-        for id in &masters {
-            let Some(node) = self.node(id) else { continue };
-            let ok = self.ok_replicas(id);
-            max = max.max(ok);
-            let is_orphaned = !node.is_failed()
-                && node.flags.contains(NodeFlags::MIGRATE_TO)
-                && ok == 0
-                && node.has_slots();
-            orphaned.push((*id, is_orphaned));
-        }
-        for (id, is_orphaned) in &orphaned {
-            if let Some(node) = self.node_mut(id) {
-                if !is_orphaned {
-                    node.orphaned_time = 0;
-                } else if node.orphaned_time == 0 {
-                    node.orphaned_time = now;
+        // Healthy replicas per master, by table index.
+        let mut ok = vec![0usize; self.nodes.len()];
+        for node in self.table() {
+            if node.is_replica() && !node.is_failed() {
+                if let Some(at) = node.master.as_ref().and_then(|m| self.index_of(m)) {
+                    ok[usize::from(at)] += 1;
                 }
             }
         }
-        let mine = self.ok_replicas(&my_master);
+        let mut max = 0;
+        let mut orphan = None;
+        for (at, entry) in self.nodes.iter_mut().enumerate() {
+            let Some(node) = entry.as_mut().filter(|n| n.is_master()) else {
+                continue;
+            };
+            max = max.max(ok[at]);
+            let orphaned = !node.is_failed()
+                && node.flags.contains(NodeFlags::MIGRATE_TO)
+                && ok[at] == 0
+                && node.has_slots();
+            if !orphaned {
+                node.orphaned_time = 0;
+            } else {
+                if node.orphaned_time == 0 {
+                    node.orphaned_time = now;
+                }
+                // The first orphan in id order, as the server's walk finds it.
+                if orphan.is_none_or(|(id, _)| node.id < id) {
+                    orphan = Some((node.id, node.orphaned_time));
+                }
+            }
+        }
+        let mine = self
+            .index_of(&my_master)
+            .map_or(0, |at| ok[usize::from(at)]);
         let allowed = self.config.allow_replica_migration && self.state_ok;
         if !allowed || max < 2 || mine != max || mine <= self.config.migration_barrier as usize {
             return;
         }
-        let Some(target) = orphaned.iter().find(|(_, o)| *o).map(|(id, _)| *id) else {
+        let Some((target, since)) = orphan else {
             return;
         };
         // The candidate: the smallest id among the replicas of the masters with `max`.
-        let candidate = masters
-            .iter()
-            .filter(|m| self.ok_replicas(m) == max)
-            .flat_map(|m| self.replicas_of(m).map(|r| r.id).collect::<Vec<_>>())
+        let candidate = self
+            .table()
+            .filter(|r| r.is_replica())
+            .filter(|r| {
+                let master = r.master.as_ref().and_then(|m| self.index_of(m));
+                master.is_some_and(|at| {
+                    ok[usize::from(at)] == max && self.at(at).is_some_and(|m| m.is_master())
+                })
+            })
+            .map(|r| r.id)
             .min();
-        let since = self.node(&target).map_or(now, |n| n.orphaned_time);
         if candidate == Some(self.myself().id) && now.saturating_sub(since) > MIGRATION_DELAY {
             self.set_my_master(target);
             self.push(Output::SaveConfig);

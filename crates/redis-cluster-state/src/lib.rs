@@ -28,6 +28,7 @@ mod command;
 mod config;
 mod failover;
 mod failure;
+mod index;
 mod node;
 mod reply;
 mod route;
