@@ -31,7 +31,8 @@ impl NodeId {
 impl PartialEq for NodeId {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
-        self.words() == other.words()
+        let (a, b) = (self.words(), other.words());
+        a.iter().zip(&b).fold(0, |diff, (x, y)| diff | (x ^ y)) == 0
     }
 }
 

@@ -293,6 +293,16 @@ impl ClusterNode {
         let table = self.nodes.len() as u64;
         let wanted = (known / 10).max(3).min(known.saturating_sub(2));
         let mut chosen: Vec<u16> = Vec::with_capacity(wanted + self.pfail_nodes);
+        // Entries already in this section carry this section's stamp (a linear `contains`
+        // would cost N²/200 comparisons per message).
+        self.gossip_stamp = self.gossip_stamp.wrapping_add(1);
+        if self.gossip_stamp == 0 {
+            self.gossip_marks.fill(0);
+            self.gossip_stamp = 1;
+        }
+        let stamp = self.gossip_stamp;
+        let mut marks = core::mem::take(&mut self.gossip_marks);
+        marks.resize(self.nodes.len(), 0);
         // Random draws from the table, as the server draws random dictionary entries: three
         // tries per wanted entry, a draw of this node (or of a free table slot) spends one.
         let mut tries = wanted * 3;
@@ -306,9 +316,10 @@ impl ClusterNode {
                 || node.flags.contains(NodeFlags::NOADDR)
                 || node.is_pfailed()
                 || (!node.link && !node.has_slots());
-            if skip || chosen.contains(&at) {
+            if skip || marks[usize::from(at)] == stamp {
                 continue;
             }
+            marks[usize::from(at)] = stamp;
             chosen.push(at);
         }
         // Every PFAIL node, counted by the last cron: no walk of the table when there is none.
@@ -316,15 +327,16 @@ impl ClusterNode {
             for (at, node) in self.nodes.iter().enumerate() {
                 let at = at as u16;
                 let pfail = node.as_ref().is_some_and(Node::is_pfailed);
-                if pfail && at != me && !chosen.contains(&at) {
+                if pfail && at != me && marks[usize::from(at)] != stamp {
                     chosen.push(at);
                 }
             }
         }
-        let gossip = chosen
-            .iter()
-            .filter_map(|&at| self.at(at))
-            .map(|node| {
+        self.gossip_marks = marks;
+        let mut ping = OwnedPing::default();
+        ping.reserve_gossip(chosen.len());
+        for node in chosen.iter().filter_map(|&at| self.at(at)) {
+            ping.push_gossip(
                 OwnedGossip::new(node.id)
                     .with_ping_sent((node.ping_sent / 1000) as u32)
                     .with_pong_received((node.pong_received / 1000) as u32)
@@ -332,10 +344,9 @@ impl ClusterNode {
                     .with_port(node.port)
                     .with_cport(node.cport)
                     .with_flags(node.flags)
-                    .with_pport(node.pport)
-            })
-            .collect::<Vec<_>>();
-        let mut ping = OwnedPing::default().with_gossip(gossip);
+                    .with_pport(node.pport),
+            );
+        }
         if let Some(host) = self.myself().hostname.as_ref().filter(|h| !h.is_empty()) {
             ping.extensions.push(OwnedExtension {
                 kind: ExtensionType::HOSTNAME,

@@ -70,6 +70,10 @@ pub struct ClusterNode {
     /// since it was last computed: a message re-evaluates it only then, as the server's
     /// `CLUSTER_TODO_UPDATE_STATE` does; the cron always does.
     pub(crate) state_stale: bool,
+    /// Which table entries the gossip section being built holds: those marked with the
+    /// current stamp.
+    pub(crate) gossip_marks: Vec<u32>,
+    pub(crate) gossip_stamp: u32,
 }
 
 /// Why a command on the node table was refused; the text is the server's, without `ERR `.
@@ -159,6 +163,8 @@ impl ClusterNode {
             minority_time: None,
             pfail_nodes: 0,
             state_stale: true,
+            gossip_marks: Vec::new(),
+            gossip_stamp: 0,
         };
         node.myself = node.insert(me);
         node.update_state();

@@ -16,10 +16,9 @@ const EMPTY: u16 = u16::MAX;
 #[derive(Clone, Debug)]
 pub(crate) struct NodeIndex {
     order: BTreeMap<NodeId, u16>,
-    /// Buckets holding table indexes; a power of two, at most half full.
-    buckets: Vec<u16>,
-    /// The id each table index was inserted under (its bucket's key).
-    ids: Vec<NodeId>,
+    /// Buckets holding ids and their table indexes (the id beside its index: one cache
+    /// miss per look-up); a power of two, at most half full.
+    buckets: Vec<(NodeId, u16)>,
     key: u64,
 }
 
@@ -28,7 +27,6 @@ impl NodeIndex {
         Self {
             order: BTreeMap::new(),
             buckets: Vec::new(),
-            ids: Vec::new(),
             key,
         }
     }
@@ -59,11 +57,11 @@ impl NodeIndex {
         let mask = self.buckets.len() - 1;
         let mut i = self.home(id);
         loop {
-            let at = self.buckets[i];
-            if at == EMPTY {
+            let (held, at) = &self.buckets[i];
+            if *at == EMPTY {
                 return (i, false);
             }
-            if self.ids[usize::from(at)] == *id {
+            if held == id {
                 return (i, true);
             }
             i = (i + 1) & mask;
@@ -75,7 +73,7 @@ impl NodeIndex {
             return None;
         }
         match self.find(id) {
-            (i, true) => Some(self.buckets[i]),
+            (i, true) => Some(self.buckets[i].1),
             (_, false) => None,
         }
     }
@@ -84,15 +82,11 @@ impl NodeIndex {
     pub(crate) fn insert(&mut self, id: NodeId, at: u16) {
         self.remove(&id);
         self.order.insert(id, at);
-        if self.ids.len() <= usize::from(at) {
-            self.ids.resize(usize::from(at) + 1, NodeId::NONE);
-        }
-        self.ids[usize::from(at)] = id;
         if self.order.len() * 2 > self.buckets.len() {
             self.rebuild((self.order.len() * 2).next_power_of_two().max(16));
         } else {
             let (i, _) = self.find(&id);
-            self.buckets[i] = at;
+            self.buckets[i] = (id, at);
         }
     }
 
@@ -105,15 +99,15 @@ impl NodeIndex {
         // Backward-shift deletion: move up every entry of the run after the hole that may
         // live there, so that no probe stops early at a hole.
         let mask = self.buckets.len() - 1;
-        self.buckets[hole] = EMPTY;
+        self.buckets[hole].1 = EMPTY;
         let mut next = hole;
         loop {
             next = (next + 1) & mask;
             let entry = self.buckets[next];
-            if entry == EMPTY {
+            if entry.1 == EMPTY {
                 break;
             }
-            let home = self.home(&self.ids[usize::from(entry)]);
+            let home = self.home(&entry.0);
             // The entry stays when its home is cyclically within (hole, next].
             let stays = if hole <= next {
                 hole < home && home <= next
@@ -122,7 +116,7 @@ impl NodeIndex {
             };
             if !stays {
                 self.buckets[hole] = entry;
-                self.buckets[next] = EMPTY;
+                self.buckets[next].1 = EMPTY;
                 hole = next;
             }
         }
@@ -130,11 +124,11 @@ impl NodeIndex {
     }
 
     fn rebuild(&mut self, size: usize) {
-        self.buckets = vec![EMPTY; size];
+        self.buckets = vec![(NodeId::NONE, EMPTY); size];
         let entries: Vec<(NodeId, u16)> = self.order.iter().map(|(id, at)| (*id, *at)).collect();
         for (id, at) in entries {
             let (i, _) = self.find(&id);
-            self.buckets[i] = at;
+            self.buckets[i] = (id, at);
         }
     }
 }
@@ -153,14 +147,12 @@ mod tests {
     }
 
     proptest! {
-        /// Any sequence of inserts and removes answers as an ordered map does (a table index
-        /// belongs to one id at a time, as in the node table).
+        /// Any sequence of inserts and removes answers as an ordered map does.
         #[test]
-        fn agrees_with_a_map(ops in proptest::collection::vec((any::<bool>(), 0u8..40), 0..400), key in any::<u64>()) {
+        fn agrees_with_a_map(ops in proptest::collection::vec((any::<bool>(), 0u8..40, 0u16..500), 0..400), key in any::<u64>()) {
             let mut index = NodeIndex::new(key);
             let mut model = BTreeMap::new();
-            for (insert, n) in ops {
-                let at = u16::from(n) * 3;
+            for (insert, n, at) in ops {
                 if insert {
                     index.insert(id(n), at);
                     model.insert(id(n), at);

@@ -128,6 +128,12 @@ impl OwnedPing {
         self
     }
 
+    /// Makes room for `additional` more gossip entries (one allocation for a section built
+    /// entry by entry).
+    pub fn reserve_gossip(&mut self, additional: usize) {
+        self.gossip.reserve(additional);
+    }
+
     /// Adds a gossip entry.
     pub fn push_gossip(&mut self, entry: OwnedGossip) {
         self.gossip.push(*entry.as_bytes());
