@@ -4,10 +4,12 @@
 
 mod support;
 
-use redis_cluster_proto::bus::NodeId;
+use redis_cluster_proto::bus::{
+    Message, MessageType, NodeFlags, NodeId, OwnedHeader, OwnedMessage, OwnedPing,
+};
 use redis_cluster_proto::hash_slot::{Slot, SlotRange};
 use redis_cluster_proto::resp::Frame;
-use redis_cluster_proto::state::{ClusterNode, Config};
+use redis_cluster_proto::state::{ClusterNode, Config, Link, LinkStats, Protocol};
 use support::RedisServer;
 
 const OTHER: &str = "0123456789abcdef0123456789abcdef01234567";
@@ -76,4 +78,124 @@ fn a_real_server_starts_from_our_nodes_conf() {
     assert_eq!(back.current_epoch(), 9);
     assert_eq!(back.last_vote_epoch(), 3);
     assert_eq!(back.node(&other_id).map(|n| n.config_epoch), Some(7));
+}
+
+/// The figures of one link in a real `CLUSTER LINKS` reply (RESP2 flat pairs or RESP3 map).
+fn link_figures(entry: &Frame) -> (String, String, LinkStats) {
+    let pairs: Vec<(Frame, Frame)> = match entry {
+        Frame::Array(items) => items
+            .chunks(2)
+            .map(|p| (p[0].clone(), p[1].clone()))
+            .collect(),
+        Frame::Map(pairs) => pairs.clone(),
+        other => panic!("{other:?}"),
+    };
+    let get = |name: &str| {
+        pairs
+            .iter()
+            .find(|(k, _)| *k == Frame::BulkString(name.as_bytes().to_vec().into()))
+            .map(|(_, v)| v.clone())
+            .unwrap_or_else(|| panic!("no {name} in {entry:?}"))
+    };
+    let int = |name: &str| match get(name) {
+        Frame::Integer(n) => u64::try_from(n).unwrap(),
+        other => panic!("{other:?}"),
+    };
+    let stats = LinkStats {
+        create_time: int("create-time"),
+        events: text(get("events")),
+        send_buffer_allocated: int("send-buffer-allocated"),
+        send_buffer_used: int("send-buffer-used"),
+    };
+    (text(get("direction")), text(get("node")), stats)
+}
+
+/// CLUSTER LINKS of a real node with one peer, both links up, equals ours for the same
+/// links and figures, byte for byte, in RESP2 and RESP3.
+#[test]
+fn cluster_links_match_a_real_server() {
+    let a = RedisServer::start_cluster(&[]);
+    let b = RedisServer::start_cluster(&[]);
+    let mut client = a.client();
+    let (port, bus) = (b.port().to_string(), b.bus_port().to_string());
+    let meet: [&[u8]; 5] = [
+        b"CLUSTER",
+        b"MEET",
+        b"127.0.0.1",
+        port.as_bytes(),
+        bus.as_bytes(),
+    ];
+    let reply = client.command(&meet);
+    assert_eq!(reply, Frame::SimpleString("OK".into()));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let links = loop {
+        let reply = client.command(&[b"CLUSTER", b"LINKS"]);
+        let Frame::Array(links) = &reply else {
+            panic!("{reply:?}")
+        };
+        if links.len() == 2 {
+            break reply;
+        }
+        assert!(std::time::Instant::now() < deadline, "links: {reply:?}");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    let mut resp3 = a.client();
+    resp3.command(&[b"HELLO", b"3"]);
+    let links3 = resp3.command(&[b"CLUSTER", b"LINKS"]);
+
+    // Our node: A's own table, the link to B up, and a message from B on an inbound one.
+    let nodes = text(client.command(&[b"CLUSTER", b"NODES"]));
+    let mut config = Config::new("127.0.0.1", a.port());
+    config.cport = a.bus_port();
+    let mut ours = ClusterNode::from_nodes_conf(config, &nodes, 1).expect("CLUSTER NODES loads");
+    let b_id = text(b.client().command(&[b"CLUSTER", b"MYID"]));
+    let b_id = NodeId(b_id.as_bytes().try_into().unwrap());
+    ours.handle_link_up(&b_id, 2);
+    let peer = ours.node(&b_id).expect("B is known").clone();
+    let header = OwnedHeader {
+        port: peer.port,
+        current_epoch: ours.current_epoch(),
+        config_epoch: peer.config_epoch,
+        offset: 0,
+        sender: b_id,
+        myslots: peer.slots.clone(),
+        replicaof: NodeId::NONE,
+        myip: b"127.0.0.1".to_vec(),
+        pport: 0,
+        cport: peer.cport,
+        flags: NodeFlags(NodeFlags::MASTER.0 | NodeFlags::MYSELF.0),
+        state: 0,
+        mflags: [0; 3],
+    };
+    let mut wire = Vec::new();
+    OwnedMessage::new(MessageType::PING, header, OwnedPing::default()).encode(&mut wire);
+    let message = Message::decode(&wire).expect("a PING");
+    ours.handle_message(Link::Inbound(5), "127.0.0.1", &message, 3);
+
+    for (protocol, real) in [(Protocol::Resp2, &links), (Protocol::Resp3, &links3)] {
+        let Frame::Array(entries) = real else {
+            panic!("{real:?}")
+        };
+        let figures: Vec<(String, String, LinkStats)> = entries.iter().map(link_figures).collect();
+        for (_, node, _) in &figures {
+            assert_eq!(*node, b_id.to_string());
+        }
+        let stats = |link: Link| {
+            let direction = match link {
+                Link::Outbound(_) => "to",
+                Link::Inbound(_) => "from",
+            };
+            let found = figures.iter().find(|(d, _, _)| d == direction);
+            found.map(|(_, _, s)| s.clone()).expect("both directions")
+        };
+        let mine = ours.cluster_links(protocol, stats);
+        let (mut want, mut got) = (Vec::new(), Vec::new());
+        redis_cluster_proto::resp::encode(real, &mut want);
+        redis_cluster_proto::resp::encode(&mine, &mut got);
+        assert_eq!(
+            String::from_utf8_lossy(&got),
+            String::from_utf8_lossy(&want),
+            "{protocol:?}"
+        );
+    }
 }

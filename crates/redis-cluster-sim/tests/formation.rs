@@ -94,3 +94,54 @@ fn formation_converges_for_many_seeds() {
         }
     }
 }
+
+/// CLUSTER LINKS of a formed cluster: every node has both links with each of the five
+/// others, an outbound one (`to`) and the one the peer opened (`from`); a crashed peer's
+/// inbound link is gone once its connection drops.
+#[test]
+fn cluster_links_list_both_directions_with_every_peer() {
+    use redis_cluster_state::{Link, LinkStats, Protocol};
+    let mut sim = create(11, 5_000);
+    let links = |sim: &Sim, i: usize| -> Vec<(String, String)> {
+        let reply = sim.nodes()[i].cluster_links(Protocol::Resp2, |link| LinkStats {
+            create_time: match link {
+                Link::Outbound(_) => 1,
+                Link::Inbound(conn) => conn,
+            },
+            ..LinkStats::default()
+        });
+        let redis_resp::Frame::Array(entries) = reply else {
+            panic!("an array")
+        };
+        entries
+            .iter()
+            .map(|entry| {
+                let redis_resp::Frame::Array(pairs) = entry else {
+                    panic!("pairs")
+                };
+                let text = |f: &redis_resp::Frame<Vec<u8>>| match f {
+                    redis_resp::Frame::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+                    other => panic!("{other:?}"),
+                };
+                (text(&pairs[1]), text(&pairs[3]))
+            })
+            .collect()
+    };
+    for i in 0..6 {
+        let mine = links(&sim, i);
+        assert_eq!(mine.len(), 10, "node {i}: {mine:?}");
+        for j in (0..6).filter(|&j| j != i) {
+            let id = sim.nodes()[j].myself().id.to_string();
+            for direction in ["to", "from"] {
+                assert!(
+                    mine.contains(&(direction.to_string(), id.clone())),
+                    "node {i} lacks {direction} {j}: {mine:?}"
+                );
+            }
+        }
+    }
+    sim.crash(5);
+    let gone = sim.nodes()[5].myself().id.to_string();
+    let after = links(&sim, 0);
+    assert!(!after.contains(&("from".to_string(), gone)), "{after:?}");
+}

@@ -204,6 +204,13 @@ impl ClusterNode {
 
     /// A link closed or failed to connect.
     pub fn handle_link_down(&mut self, link: Link, now: u64) {
+        if let Link::Inbound(conn) = link {
+            for node in self.nodes.iter_mut().flatten() {
+                if node.inbound_link == Some(conn) {
+                    node.inbound_link = None;
+                }
+            }
+        }
         if let Link::Outbound(id) = link {
             if let Some(node) = self.node_mut(&id) {
                 if !node.flags.contains(NodeFlags::MYSELF) {
@@ -565,6 +572,19 @@ impl ClusterNode {
             return;
         };
         let sender_id = sender.id;
+        // The connection the sender's messages come in on: a newer one replaces (and closes)
+        // an older one, as the server's setClusterNodeToInboundClusterLink does.
+        if let Link::Inbound(conn) = link {
+            if sender.inbound_link != Some(conn) {
+                let old = sender.inbound_link;
+                if let Some(node) = self.node_mut(&sender_id) {
+                    node.inbound_link = Some(conn);
+                }
+                if let Some(old) = old {
+                    self.push(Output::Close(Link::Inbound(old)));
+                }
+            }
+        }
 
         if kind == MessageType::PONG {
             if let Some(linked) = link_node {

@@ -42,10 +42,10 @@ impl ClusterNode {
     /// tables alone: INFO, MYID, MYSHARDID, KEYSLOT, NODES, SLOTS, SHARDS, REPLICAS / SLAVES,
     /// COUNT-FAILURE-REPORTS, ADDSLOTS, ADDSLOTSRANGE, DELSLOTS, DELSLOTSRANGE, SETSLOT,
     /// SET-CONFIG-EPOCH, BUMPEPOCH, FAILOVER, MEET, REPLICATE, FORGET, SAVECONFIG, FLUSHSLOTS,
-    /// RESET, at time `now` (ms). `keys_in_slot` counts the driver's
-    /// keys in a slot (SETSLOT
-    /// NODE refuses to give away a slot that still holds some). Returns `None` for any other
-    /// subcommand, which the caller handles (or answers as unknown).
+    /// RESET, at time `now` (ms). `keys_in_slot` counts the driver's keys in a slot
+    /// (SETSLOT NODE refuses to give away a slot that still holds some). Returns `None` for
+    /// any other subcommand, which the caller handles (or answers as unknown): LINKS needs
+    /// the driver's figures for each connection, see [`ClusterNode::cluster_links`].
     pub fn cluster_command<A: AsRef<[u8]>>(
         &mut self,
         args: &[A],

@@ -39,6 +39,6 @@ pub use cluster::{ClusterNode, CommandError};
 pub use config::{Config, EndpointType};
 pub use failover::FailoverMode;
 pub use node::Node;
-pub use reply::{Protocol, Reply};
+pub use reply::{LinkStats, Protocol, Reply};
 pub use route::{Decision, Request};
 pub use text::ConfError;

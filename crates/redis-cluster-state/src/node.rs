@@ -19,6 +19,8 @@ pub struct Node {
     pub flags: NodeFlags,
     /// Whether we hold an outbound bus link to it.
     pub link: bool,
+    /// The inbound connection its messages arrive on (the driver's number), once one did.
+    pub inbound_link: Option<u64>,
     /// Whether a connection to it was requested and is not up yet.
     pub connecting: bool,
     /// Its client port.
@@ -78,6 +80,7 @@ impl Node {
             pong_received: 0,
             fail_time: 0,
             link: false,
+            inbound_link: None,
             slots: SlotSet::new(),
             slot_count: 0,
             repl_offset: 0,

@@ -8,7 +8,7 @@ use redis_cluster_bus::NodeId;
 use redis_hash_slot::Slot;
 use redis_resp::Frame;
 
-use crate::{cluster::ClusterNode, config::EndpointType, node::Node};
+use crate::{bus::Link, cluster::ClusterNode, config::EndpointType, node::Node};
 
 /// A reply frame: owned bytes.
 pub type Reply = Frame<Vec<u8>>;
@@ -48,7 +48,64 @@ pub(crate) fn text_reply(protocol: Protocol, text: String) -> Reply {
     }
 }
 
+/// What the driver knows of one bus connection, for `CLUSTER LINKS`
+/// ([`ClusterNode::cluster_links`]): the state machine knows which links exist and whose
+/// they are, the driver owns the sockets and their buffers.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LinkStats {
+    /// When the connection was created (ms, the server's `create-time`).
+    pub create_time: u64,
+    /// The events the connection waits for: `r`, `w`, `rw`, or empty.
+    pub events: String,
+    /// Bytes allocated for its send queue.
+    pub send_buffer_allocated: u64,
+    /// Bytes of that queue in use.
+    pub send_buffer_used: u64,
+}
+
 impl ClusterNode {
+    /// `CLUSTER LINKS`: for every node (in id order; the server walks its node dictionary),
+    /// the link this node opened to it (`direction` `to`), then the one it opened to this
+    /// node (`from`, known once a message came in on it); each a map of `direction`,
+    /// `node`, `create-time`, `events`, `send-buffer-allocated`, `send-buffer-used`, with
+    /// the figures from `stats`.
+    ///
+    /// [`ClusterNode::cluster_command`] does not answer LINKS: only the driver has the
+    /// figures.
+    ///
+    /// ```
+    /// use redis_cluster_state::{ClusterNode, Config, LinkStats, Protocol};
+    /// use redis_resp::Frame;
+    ///
+    /// let node = ClusterNode::new(Config::new("127.0.0.1", 7000));
+    /// let reply = node.cluster_links(Protocol::Resp2, |_| LinkStats::default());
+    /// assert_eq!(reply, Frame::Array(vec![]));
+    /// ```
+    pub fn cluster_links(&self, protocol: Protocol, stats: impl Fn(Link) -> LinkStats) -> Reply {
+        let me = self.myself().id;
+        let mut out = Vec::new();
+        for node in self.nodes().filter(|n| n.id != me) {
+            let outbound = node.link.then_some(("to", Link::Outbound(node.id)));
+            let inbound = node.inbound_link.map(|conn| ("from", Link::Inbound(conn)));
+            for (direction, link) in outbound.into_iter().chain(inbound) {
+                let figures = stats(link);
+                let int = |n: u64| Frame::Integer(i64::try_from(n).unwrap_or(i64::MAX));
+                out.push(map(
+                    protocol,
+                    vec![
+                        ("direction", bulk(direction)),
+                        ("node", bulk(node.id.as_bytes())),
+                        ("create-time", int(figures.create_time)),
+                        ("events", bulk(&figures.events)),
+                        ("send-buffer-allocated", int(figures.send_buffer_allocated)),
+                        ("send-buffer-used", int(figures.send_buffer_used)),
+                    ],
+                ));
+            }
+        }
+        Frame::Array(out)
+    }
+
     /// Records a node's replication offset: this node's own from the driver's replication
     /// layer, another's from the `offset` of its bus headers. CLUSTER SLOTS lists a replica
     /// only once it has one.
