@@ -712,14 +712,20 @@ impl ClusterNode {
     /// sender nor unassigned) has a greater config epoch earns the sender one UPDATE about
     /// that owner.
     fn send_update_if_stale(&mut self, sender: &NodeId, epoch: u64, claimed: &SlotSet) {
+        // Slots whose owner stopped claiming them count as unclaimed here, and are left out
+        // of the bitmap the UPDATE describes (semantics 2.2, 2.3).
         let owner = claimed.iter().find_map(|slot| {
             self.owner(slot)
                 .filter(|o| o.id != *sender && o.config_epoch > epoch)
+                .filter(|_| !self.not_claiming.contains(slot))
                 .map(|o| (o.id, o.config_epoch, o.slots.clone()))
         });
-        let Some((id, config_epoch, slots)) = owner else {
+        let Some((id, config_epoch, mut slots)) = owner else {
             return;
         };
+        for slot in self.not_claiming.iter() {
+            slots.remove(slot);
+        }
         if !self.node(sender).is_some_and(|n| n.link) {
             return;
         }
@@ -772,15 +778,32 @@ impl ClusterNode {
         for slot in claimed.iter() {
             let owner = self.owner(slot).map(|n| (n.id, n.config_epoch));
             match owner {
-                Some((owner, _)) if owner == *sender => continue,
+                Some((owner, _)) if owner == *sender => {
+                    self.not_claiming.remove(slot);
+                    continue;
+                }
                 _ if self.importing_from(slot).is_some() => continue,
-                // Equal epochs never rebind (2.2).
-                Some((_, owner_epoch)) if owner_epoch >= epoch => continue,
+                // Equal epochs never rebind (2.2), unless the owner stopped claiming it.
+                Some((_, owner_epoch))
+                    if owner_epoch >= epoch && !self.not_claiming.contains(slot) =>
+                {
+                    continue;
+                }
                 Some((owner, _)) => lost_mine |= owner == mine,
                 None => {}
             }
             self.bind(slot, Some(at));
             changed = true;
+        }
+        // Slots bound to the sender that it no longer claims stay bound (unbinding would
+        // turn the cluster down for nothing) but are marked: any claimant may take them, and
+        // they are no evidence for UPDATE messages.
+        let dropped: Vec<Slot> = self
+            .at(at)
+            .map(|n| n.slots.iter().filter(|s| !claimed.contains(*s)).collect())
+            .unwrap_or_default();
+        for slot in dropped {
+            self.not_claiming.insert(slot);
         }
         if changed {
             self.push(Output::SaveConfig);

@@ -9,7 +9,7 @@ use alloc::{
 };
 
 use redis_cluster_bus::{NodeFlags, NodeId};
-use redis_hash_slot::{SLOT_COUNT, Slot};
+use redis_hash_slot::{SLOT_COUNT, Slot, SlotSet};
 
 use crate::{bus::Output, config::Config, index::NodeIndex, node::Node};
 
@@ -74,6 +74,9 @@ pub struct ClusterNode {
     /// current stamp.
     pub(crate) gossip_marks: Vec<u32>,
     pub(crate) gossip_stamp: u32,
+    /// Slots still bound to an owner that stopped claiming them in its pings (the server's
+    /// `owner_not_claiming_slot`); cleared when the slot changes owner.
+    pub(crate) not_claiming: SlotSet,
 }
 
 /// Why a command on the node table was refused; the text is the server's, without `ERR `.
@@ -165,6 +168,7 @@ impl ClusterNode {
             state_stale: true,
             gossip_marks: Vec::new(),
             gossip_stamp: 0,
+            not_claiming: SlotSet::new(),
         };
         node.myself = node.insert(me);
         node.update_state();
@@ -253,6 +257,9 @@ impl ClusterNode {
         self.state_stale = true;
         let entry = usize::from(u16::from(slot));
         let old = self.owners[entry];
+        if old != at.unwrap_or(NONE) {
+            self.not_claiming.remove(slot);
+        }
         if old != NONE {
             if let Some(Some(node)) = self.nodes.get_mut(usize::from(old)) {
                 if node.slots.remove(slot) {
@@ -339,7 +346,7 @@ impl ClusterNode {
     }
 
     fn distinct(&self, slots: impl IntoIterator<Item = Slot>) -> Result<Vec<Slot>, CommandError> {
-        let mut seen = redis_hash_slot::SlotSet::new();
+        let mut seen = SlotSet::new();
         let mut out = Vec::new();
         for slot in slots {
             if !seen.insert(slot) {
