@@ -85,7 +85,7 @@ fn ping(c: &mut Criterion) {
         config_epoch: sender.config_epoch,
         offset: 0,
         sender: sender.id,
-        myslots: sender.slots.clone(),
+        myslots: (*sender.slots).clone(),
         replicaof: NodeId::NONE,
         myip: b"127.0.0.1".to_vec(),
         pport: 0,

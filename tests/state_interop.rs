@@ -158,7 +158,7 @@ fn cluster_links_match_a_real_server() {
         config_epoch: peer.config_epoch,
         offset: 0,
         sender: b_id,
-        myslots: peer.slots.clone(),
+        myslots: (*peer.slots).clone(),
         replicaof: NodeId::NONE,
         myip: b"127.0.0.1".to_vec(),
         pport: 0,

@@ -113,6 +113,8 @@ pub struct Sim {
     /// The time of each node's earliest `Cron` event in the queue (`u64::MAX`: none); a
     /// `Cron` event for another time is stale and skipped.
     cron_at: Vec<u64>,
+    /// When each node's first cron may run (a formed cluster's nodes start one by one).
+    start_at: Vec<u64>,
     /// Buffers of delivered messages, for the next encodes (fresh ones cost page faults).
     spare: Vec<Vec<u8>>,
 }
@@ -148,6 +150,7 @@ impl Sim {
             alive: vec![true; n],
             side: vec![0; n],
             cron_at: vec![u64::MAX; n],
+            start_at: vec![0; n],
             spare: Vec::new(),
             saved: vec![String::new(); n],
             nodes,
@@ -239,8 +242,8 @@ impl Sim {
 
     /// A cluster that is already formed, as if every node had loaded the same nodes.conf:
     /// `masters` masters with the slots split evenly (config epochs 1…), each with `replicas`
-    /// replicas; ids as random as real ones, from the seed; `node_timeout` in ms. The links
-    /// open at the first cron.
+    /// replicas; ids as random as real ones, from the seed; `node_timeout` in ms. The nodes
+    /// start within N ms (at most a second), each opening its links at its first cron.
     pub fn formed(masters: usize, replicas: usize, seed: u64, node_timeout: u64) -> Self {
         let n = masters * (1 + replicas);
         let id = |i: usize| {
@@ -297,6 +300,13 @@ impl Sim {
             let config = sim.nodes[i].config().clone();
             sim.nodes[i] = ClusterNode::from_nodes_conf(config, &text, 0)
                 .expect("the layout is a valid nodes.conf");
+        }
+        // The processes start one by one, about a millisecond apart: all at once, a
+        // thousand nodes would open a million links and send a million PINGs in the same
+        // millisecond (gigabytes in flight in the simulator).
+        let spread = n.min(1000) as u64;
+        for i in 0..n {
+            sim.start_at[i] = sim.random() % spread;
         }
         sim
     }
@@ -422,7 +432,10 @@ impl Sim {
         if !self.alive[i] {
             return;
         }
-        let at = self.nodes[i].poll_timeout().max(self.now);
+        let at = self.nodes[i]
+            .poll_timeout()
+            .max(self.now)
+            .max(self.start_at[i]);
         if at < self.cron_at[i] {
             self.cron_at[i] = at;
             self.sequence += 1;

@@ -272,8 +272,8 @@ impl ClusterNode {
             .and_then(|m| self.node(m))
             .filter(|_| me.is_replica());
         let myslots = match master {
-            Some(master) => master.slots.clone(),
-            None => me.slots.clone(),
+            Some(master) => SlotSet::clone(&master.slots),
+            None => SlotSet::clone(&me.slots),
         };
         OwnedHeader {
             port: me.port,
@@ -718,7 +718,7 @@ impl ClusterNode {
             self.owner(slot)
                 .filter(|o| o.id != *sender && o.config_epoch > epoch)
                 .filter(|_| !self.not_claiming.contains(slot))
-                .map(|o| (o.id, o.config_epoch, o.slots.clone()))
+                .map(|o| (o.id, o.config_epoch, SlotSet::clone(&o.slots)))
         });
         let Some((id, config_epoch, mut slots)) = owner else {
             return;

@@ -48,7 +48,7 @@ fn pong_of(node: &ClusterNode, id: &NodeId) -> Vec<u8> {
         config_epoch: master.map_or(peer.config_epoch, |m| m.config_epoch),
         offset: 14,
         sender: peer.id,
-        myslots: master.map_or_else(|| peer.slots.clone(), |m| m.slots.clone()),
+        myslots: master.map_or_else(|| (*peer.slots).clone(), |m| (*m.slots).clone()),
         replicaof: master.map_or(NodeId::NONE, |m| m.id),
         myip: peer.ip.as_bytes().to_vec(),
         pport: peer.pport,
