@@ -126,6 +126,7 @@ impl OwnedGossip {
         GossipEntry::new(&self.bytes)
     }
 
+    #[inline]
     fn with<const N: usize>(mut self, at: usize, value: [u8; N]) -> Self {
         if let Some(field) = self.bytes.get_mut(at..at + N) {
             field.copy_from_slice(&value);

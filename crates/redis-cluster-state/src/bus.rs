@@ -841,9 +841,9 @@ impl ClusterNode {
             .is_some_and(|n| n.is_master() && !n.in_handshake());
         for entry in ping.gossip() {
             let id = entry.node();
-            if self.node(&id).is_some() {
+            if let Some(at) = self.index_of(&id) {
                 if sender_is_master {
-                    self.gossip_failure_report(&sender, &id, entry.flags(), now);
+                    self.gossip_failure_report(&sender, at, entry.flags(), now);
                 }
                 continue;
             }

@@ -29,26 +29,29 @@ impl ClusterNode {
         })
     }
 
-    /// A gossip entry from master `sender` about `about`: a PFAIL or FAIL flag records (or
+    /// A gossip entry from master `sender` about the node at `about` in the table: a PFAIL or FAIL flag records (or
     /// refreshes) its report, a healthy entry withdraws it; then FAIL is evaluated.
     pub(crate) fn gossip_failure_report(
         &mut self,
         sender: &NodeId,
-        about: &NodeId,
+        about: u16,
         flags: NodeFlags,
         now: u64,
     ) {
-        if *about == self.myself().id {
+        if about == self.myself {
             return;
         }
         let failing = flags.contains(NodeFlags::PFAIL) || flags.contains(NodeFlags::FAIL);
-        let Some(node) = self.node_mut(about) else {
+        let Some(node) = self.at_mut(about) else {
             return;
         };
-        node.fail_reports.retain(|(reporter, _)| reporter != sender);
+        if !node.fail_reports.is_empty() {
+            node.fail_reports.retain(|(reporter, _)| reporter != sender);
+        }
         if failing {
             node.fail_reports.push((*sender, now));
-            self.mark_failing_if_needed(about, now);
+            let id = node.id;
+            self.mark_failing_if_needed(&id, now);
         }
     }
 

@@ -130,11 +130,13 @@ impl OwnedPing {
 
     /// Makes room for `additional` more gossip entries (one allocation for a section built
     /// entry by entry).
+    #[inline]
     pub fn reserve_gossip(&mut self, additional: usize) {
         self.gossip.reserve(additional);
     }
 
     /// Adds a gossip entry.
+    #[inline]
     pub fn push_gossip(&mut self, entry: OwnedGossip) {
         self.gossip.push(*entry.as_bytes());
     }
