@@ -232,7 +232,7 @@ pub struct Client {
 }
 
 impl Client {
-    fn connect(port: u16) -> Self {
+    pub fn connect(port: u16) -> Self {
         Self::from_stream(TcpStream::connect(("127.0.0.1", port)).expect("connect to redis-server"))
     }
 
@@ -270,5 +270,92 @@ impl Client {
             assert!(n > 0, "redis-server closed the connection");
             self.buf.extend_from_slice(&chunk[..n]);
         }
+    }
+}
+
+/// A real Redis Cluster on 127.0.0.1: `masters` masters sharing the slots evenly, each with
+/// `replicas` replicas, formed as `redis-cli --cluster create` forms one (ADDSLOTSRANGE,
+/// SET-CONFIG-EPOCH, MEET, REPLICATE), and ready (`cluster_state:ok` on every node, every
+/// node knowing every other). Nodes are killed by PID on drop.
+pub struct RealCluster {
+    /// Masters first, then the replicas (replica `masters + k` follows master `k % masters`).
+    pub nodes: Vec<RedisServer>,
+}
+
+impl RealCluster {
+    pub fn start(masters: usize, replicas: usize, extra: &[&str]) -> Self {
+        let n = masters * (1 + replicas);
+        let nodes: Vec<RedisServer> = (0..n).map(|_| RedisServer::start_cluster(extra)).collect();
+        for (i, node) in nodes.iter().take(masters).enumerate() {
+            let start = (i * 16384 / masters).to_string();
+            let end = ((i + 1) * 16384 / masters - 1).to_string();
+            let reply = node.client().command(&[
+                b"CLUSTER",
+                b"ADDSLOTSRANGE",
+                start.as_bytes(),
+                end.as_bytes(),
+            ]);
+            assert_eq!(reply, Frame::SimpleString("OK".into()));
+        }
+        for (i, node) in nodes.iter().enumerate() {
+            let epoch = (i + 1).to_string();
+            node.client()
+                .command(&[b"CLUSTER", b"SET-CONFIG-EPOCH", epoch.as_bytes()]);
+        }
+        let (port, bus) = (nodes[0].port().to_string(), nodes[0].bus_port().to_string());
+        for node in &nodes[1..] {
+            let reply = node.client().command(&[
+                b"CLUSTER",
+                b"MEET",
+                b"127.0.0.1",
+                port.as_bytes(),
+                bus.as_bytes(),
+            ]);
+            assert_eq!(reply, Frame::SimpleString("OK".into()));
+        }
+        let cluster = Self { nodes };
+        cluster.wait_until("every node knows every other", |c| {
+            c.nodes.iter().all(|node| {
+                let text = info(node, b"NODES");
+                text.lines().count() == n && !text.contains("handshake")
+            })
+        });
+        for r in masters..n {
+            let master = info(&cluster.nodes[(r - masters) % masters], b"MYID");
+            let reply = cluster.nodes[r].client().command(&[
+                b"CLUSTER",
+                b"REPLICATE",
+                master.trim().as_bytes(),
+            ]);
+            assert_eq!(reply, Frame::SimpleString("OK".into()));
+        }
+        cluster.wait_until("cluster_state:ok everywhere", |c| c.is_ok());
+        cluster
+    }
+
+    /// Whether every node says `cluster_state:ok` and sees every replica attached.
+    pub fn is_ok(&self) -> bool {
+        self.nodes.iter().all(|node| {
+            info(node, b"INFO").contains("cluster_state:ok")
+                && !info(node, b"NODES").contains("fail")
+        })
+    }
+
+    /// Polls `ready` every 100 ms for up to 60 s.
+    pub fn wait_until(&self, what: &str, ready: impl Fn(&Self) -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !ready(self) {
+            assert!(Instant::now() < deadline, "{what}: not within 60 s");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+/// `CLUSTER <sub>` of a node, as text.
+pub fn info(node: &RedisServer, sub: &[u8]) -> String {
+    match node.client().command(&[b"CLUSTER", sub]) {
+        Frame::BulkString(b) | Frame::SimpleString(b) => String::from_utf8_lossy(&b).into_owned(),
+        Frame::VerbatimString { text, .. } => String::from_utf8_lossy(&text).into_owned(),
+        other => panic!("CLUSTER {}: {other:?}", String::from_utf8_lossy(sub)),
     }
 }

@@ -1,0 +1,622 @@
+//! A `cluster` pool: the slot map from `redis-cluster-route`, one pipelined connection per
+//! node, MOVED / ASK / TRYAGAIN followed, multi-key commands split by slot and merged,
+//! all-shards commands fanned out, SCAN walked node by node.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use bytes::Bytes;
+use redis_cluster_proto::hash_slot::Slot;
+use redis_cluster_proto::resp::{Frame, encode_command};
+use redis_cluster_proto::route::{
+    ClusterError, CommandFlags, CommandTable, Endpoint, Merge, ReadFrom, Redirect, Route, SlotMap,
+    Split,
+};
+use tokio::sync::oneshot;
+
+use super::backend::{Backend, BackendError, Reply};
+use super::stats::Stats;
+
+/// How often one command is redirected or retried before its error goes to the client.
+const ATTEMPTS: usize = 16;
+
+/// A command's arguments.
+pub(crate) type Argv = Vec<Bytes>;
+
+/// A request on its way: what the client's writer waits for, in order.
+pub(crate) enum Pending {
+    /// Answered already (locally, or an error).
+    Ready(Frame),
+    /// One command to one node.
+    One(Call),
+    /// A split command: one call per part, merged.
+    Split(Split, Vec<Call>),
+    /// A command sent to several nodes, merged.
+    Fan(Merge, Vec<Call>),
+    /// SCAN over the masters one after the other.
+    Scan(Argv),
+    /// A command run on a connection of its own (blocking commands, transactions).
+    Dedicated {
+        /// The node.
+        addr: String,
+        /// The bytes to send.
+        bytes: Vec<u8>,
+        /// Frames it produces; the last is the reply.
+        frames: usize,
+        /// How long to wait (a blocking command's own timeout, or none).
+        wait: Option<Duration>,
+    },
+}
+
+/// One command queued on a node's connection, with what is needed to send it again.
+pub(crate) struct Call {
+    argv: Argv,
+    slot: Option<Slot>,
+    read: bool,
+    backend: Option<Arc<Backend>>,
+    rx: Option<oneshot::Receiver<Reply>>,
+    error: Option<Frame>,
+}
+
+/// The pool.
+pub(crate) struct ClusterPool {
+    /// Its name.
+    pub(crate) name: String,
+    seeds: Vec<String>,
+    read_from: ReadFrom,
+    timeout: Duration,
+    map: RwLock<Option<SlotMap>>,
+    backends: Mutex<HashMap<String, Arc<Backend>>>,
+    refreshing: AtomicBool,
+    turn: AtomicUsize,
+    /// Counters.
+    pub(crate) stats: Arc<Stats>,
+}
+
+fn error(text: impl AsRef<str>) -> Frame {
+    Frame::SimpleError(Bytes::copy_from_slice(text.as_ref().as_bytes()))
+}
+
+fn encode(argv: &[Bytes]) -> Vec<u8> {
+    let mut out = Vec::new();
+    encode_command(argv, &mut out);
+    out
+}
+
+fn addr(endpoint: &Endpoint) -> String {
+    if endpoint.host.contains(':') {
+        format!("[{}]:{}", endpoint.host, endpoint.port)
+    } else {
+        format!("{}:{}", endpoint.host, endpoint.port)
+    }
+}
+
+impl ClusterPool {
+    /// A pool that has not loaded its map yet ([`ClusterPool::refresh`]).
+    pub(crate) fn new(
+        name: String,
+        seeds: Vec<String>,
+        read_from: ReadFrom,
+        timeout: Duration,
+        stats: Arc<Stats>,
+    ) -> Self {
+        Self {
+            name,
+            seeds,
+            read_from,
+            timeout,
+            map: RwLock::new(None),
+            backends: Mutex::new(HashMap::new()),
+            refreshing: AtomicBool::new(false),
+            turn: AtomicUsize::new(0),
+            stats,
+        }
+    }
+
+    /// Loads the slot map with CLUSTER SLOTS from the first node that answers: the known
+    /// masters first, then the seeds.
+    pub(crate) async fn refresh(&self) -> Result<(), String> {
+        let mut candidates: Vec<String> = read_guard(&self.map)
+            .as_ref()
+            .map(|map| map.shards().iter().map(|s| addr(&s.master)).collect())
+            .unwrap_or_default();
+        candidates.extend(self.seeds.iter().cloned());
+        let mut last = String::from("no node to ask");
+        for node in candidates {
+            let Ok(backend) = Backend::connect(&node, self.timeout).await else {
+                last = format!("{node}: cannot connect");
+                continue;
+            };
+            let argv = [Bytes::from_static(b"CLUSTER"), Bytes::from_static(b"SLOTS")];
+            let reply = backend.call(encode(&argv), 1).await;
+            backend.kill();
+            let reply = match reply {
+                Ok(reply) => reply,
+                Err(e) => {
+                    last = format!("{node}: {e}");
+                    continue;
+                }
+            };
+            match SlotMap::from_cluster_slots(&reply) {
+                Ok(mut map) if map.assigned() > 0 => {
+                    // An empty host means "the host you asked".
+                    let host = node.rsplit_once(':').map_or("", |(h, _)| h);
+                    let host = host.trim_start_matches('[').trim_end_matches(']');
+                    fill_hosts(&mut map, host);
+                    *write(&self.map) = Some(map);
+                    self.stats.refreshes.fetch_add(1, Ordering::Relaxed);
+                    return Ok(());
+                }
+                Ok(_) => last = format!("{node}: no slot assigned"),
+                Err(e) => last = format!("{node}: {e}"),
+            }
+        }
+        Err(last)
+    }
+
+    /// Refreshes the map in the background, once at a time.
+    pub(crate) fn refresh_soon(self: &Arc<Self>) {
+        if self.refreshing.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let pool = self.clone();
+        tokio::spawn(async move {
+            let _ = pool.refresh().await;
+            pool.refreshing.store(false, Ordering::Release);
+        });
+    }
+
+    /// The connection to `addr`, opened when there is none (or it died).
+    async fn backend(&self, addr: &str) -> Result<Arc<Backend>, BackendError> {
+        if let Some(backend) = lock(&self.backends).get(addr).filter(|b| b.is_alive()) {
+            return Ok(backend.clone());
+        }
+        let backend = Backend::connect(addr, self.timeout).await?;
+        self.stats
+            .backend_connections
+            .fetch_add(1, Ordering::Relaxed);
+        if self.read_from != ReadFrom::Master {
+            // Replicas serve reads only after READONLY; masters ignore it. Its reply is
+            // dropped: the connection keeps its order with or without a listener.
+            drop(backend.send(encode(&[Bytes::from_static(b"READONLY")]), 1));
+        }
+        lock(&self.backends).insert(addr.to_string(), backend.clone());
+        Ok(backend)
+    }
+
+    /// Where a command for `slot` goes (any master when there is no slot).
+    fn node_for(&self, slot: Option<Slot>, read: bool) -> Option<String> {
+        let map = read_guard(&self.map);
+        let map = map.as_ref()?;
+        let turn = self.turn.fetch_add(1, Ordering::Relaxed);
+        match slot {
+            Some(slot) => map.node_for(slot, read, self.read_from, turn).map(addr),
+            None => {
+                let shards = map.shards();
+                shards
+                    .get(turn % shards.len().max(1))
+                    .map(|s| addr(&s.master))
+            }
+        }
+    }
+
+    fn masters(&self) -> Vec<String> {
+        let map = read_guard(&self.map);
+        let mut masters: Vec<String> = map
+            .as_ref()
+            .map(|m| m.shards().iter().map(|s| addr(&s.master)).collect())
+            .unwrap_or_default();
+        masters.sort();
+        masters.dedup();
+        masters
+    }
+
+    fn all_nodes(&self) -> Vec<String> {
+        let map = read_guard(&self.map);
+        let mut nodes: Vec<String> = map
+            .as_ref()
+            .map(|m| {
+                m.shards()
+                    .iter()
+                    .flat_map(|s| std::iter::once(&s.master).chain(&s.replicas))
+                    .map(addr)
+                    .collect()
+            })
+            .unwrap_or_default();
+        nodes.sort();
+        nodes.dedup();
+        nodes
+    }
+
+    /// Queues `argv` for `slot` (or any node) now, so that it keeps its place among the
+    /// client's commands.
+    async fn call(&self, argv: Argv, slot: Option<Slot>, read: bool) -> Call {
+        let mut call = Call {
+            argv,
+            slot,
+            read,
+            backend: None,
+            rx: None,
+            error: None,
+        };
+        let Some(node) = self.node_for(slot, read) else {
+            call.error = Some(error("CLUSTERDOWN Hash slot not served"));
+            return call;
+        };
+        match self.backend(&node).await {
+            Ok(backend) => {
+                call.rx = Some(backend.send(encode(&call.argv), 1));
+                call.backend = Some(backend);
+            }
+            Err(e) => call.error = Some(error(format!("ERR {e}"))),
+        }
+        call
+    }
+
+    /// Routes one client command and queues what it needs.
+    pub(crate) async fn dispatch(&self, argv: Argv) -> Pending {
+        let table = &CommandTable::REDIS_7_0;
+        let spec = table.lookup(&argv);
+        let read = spec.is_some_and(|s| s.flags.contains(CommandFlags::READONLY));
+        if spec.is_some_and(|s| s.flags.contains(CommandFlags::BLOCKING)) {
+            return self.dedicated(&argv);
+        }
+        match table.route(&argv) {
+            Ok(Route::Any) => Pending::One(self.call(argv, None, read).await),
+            Ok(Route::Slot(slot)) => Pending::One(self.call(argv, Some(slot), read).await),
+            // MSETNX split by slot could set some keys and report that it set none: only
+            // one server can give its all-or-nothing answer.
+            Ok(Route::Split(_)) if argv[0].eq_ignore_ascii_case(b"MSETNX") => Pending::Ready(
+                error("CROSSSLOT Keys in request don't hash to the same slot"),
+            ),
+            Ok(Route::Split(split)) => {
+                let mut calls = Vec::with_capacity(split.parts().len());
+                for (i, part) in split.parts().iter().enumerate() {
+                    let sub: Argv = split.argv(i, &argv).cloned().collect();
+                    calls.push(self.call(sub, Some(part.slot), read).await);
+                }
+                self.stats.splits.fetch_add(1, Ordering::Relaxed);
+                Pending::Split(split, calls)
+            }
+            Ok(Route::AllShards(merge)) => {
+                let mut calls = Vec::new();
+                for node in self.masters() {
+                    calls.push(self.call_node(&node, argv.clone()).await);
+                }
+                Pending::Fan(merge, calls)
+            }
+            Ok(Route::AllNodes(merge)) => {
+                let mut calls = Vec::new();
+                for node in self.all_nodes() {
+                    calls.push(self.call_node(&node, argv.clone()).await);
+                }
+                Pending::Fan(merge, calls)
+            }
+            Ok(Route::Special) => Pending::Scan(argv),
+            Ok(Route::CrossSlot) => Pending::Ready(error(
+                "CROSSSLOT Keys in request don't hash to the same slot",
+            )),
+            // Unknown commands, wrong arities: the server's own error text.
+            Err(_) => Pending::One(self.call(argv, None, false).await),
+        }
+    }
+
+    async fn call_node(&self, node: &str, argv: Argv) -> Call {
+        let mut call = Call {
+            argv,
+            slot: None,
+            read: false,
+            backend: None,
+            rx: None,
+            error: None,
+        };
+        match self.backend(node).await {
+            Ok(backend) => {
+                call.rx = Some(backend.send(encode(&call.argv), 1));
+                call.backend = Some(backend);
+            }
+            Err(e) => call.error = Some(error(format!("ERR {e}"))),
+        }
+        call
+    }
+
+    /// A blocking command on a connection of its own, to the node of its slot.
+    fn dedicated(&self, argv: &Argv) -> Pending {
+        let slot = match CommandTable::REDIS_7_0.route(argv) {
+            Ok(Route::Slot(slot)) => Some(slot),
+            Ok(Route::CrossSlot) => {
+                return Pending::Ready(error(
+                    "CROSSSLOT Keys in request don't hash to the same slot",
+                ));
+            }
+            _ => None,
+        };
+        let Some(addr) = self.node_for(slot, false) else {
+            return Pending::Ready(error("CLUSTERDOWN Hash slot not served"));
+        };
+        Pending::Dedicated {
+            addr,
+            bytes: encode(argv),
+            frames: 1,
+            wait: None,
+        }
+    }
+
+    /// A transaction (MULTI, the commands, EXEC) on a connection of its own, to the node of
+    /// the commands' one slot.
+    pub(crate) fn transaction(&self, commands: &[Argv]) -> Pending {
+        let mut slot: Option<Slot> = None;
+        for argv in commands {
+            match CommandTable::REDIS_7_0.route(argv) {
+                Ok(Route::Slot(s)) if slot.is_none_or(|known| known == s) => slot = Some(s),
+                Ok(Route::Any) => {}
+                Ok(Route::Slot(_)) | Ok(Route::CrossSlot) | Ok(Route::Split(_)) => {
+                    return Pending::Ready(error(
+                        "CROSSSLOT Keys in request don't hash to the same slot",
+                    ));
+                }
+                Ok(_) => {
+                    return Pending::Ready(error(
+                        "ERR this command cannot run inside a transaction through the proxy",
+                    ));
+                }
+                Err(_) => {}
+            }
+        }
+        let Some(addr) = self.node_for(slot, false) else {
+            return Pending::Ready(error("CLUSTERDOWN Hash slot not served"));
+        };
+        let mut bytes = encode(&[Bytes::from_static(b"MULTI")]);
+        for argv in commands {
+            encode_command(argv, &mut bytes);
+        }
+        encode_command(&[Bytes::from_static(b"EXEC")], &mut bytes);
+        Pending::Dedicated {
+            addr,
+            bytes,
+            frames: commands.len() + 2,
+            wait: Some(self.timeout),
+        }
+    }
+
+    /// Waits for a pending request and follows redirects until it has the client's reply.
+    pub(crate) async fn resolve(self: &Arc<Self>, pending: Pending) -> Frame {
+        match pending {
+            Pending::Ready(frame) => frame,
+            Pending::One(call) => self.finish(call).await,
+            Pending::Split(split, calls) => {
+                let mut replies = Vec::with_capacity(calls.len());
+                for call in calls {
+                    replies.push(self.finish(call).await);
+                }
+                split
+                    .merge(replies)
+                    .unwrap_or_else(|e| error(format!("ERR cannot merge the replies: {e}")))
+            }
+            Pending::Fan(merge, calls) => {
+                let mut replies = Vec::with_capacity(calls.len());
+                for call in calls {
+                    replies.push(self.finish(call).await);
+                }
+                merge
+                    .merge(replies)
+                    .unwrap_or_else(|e| error(format!("ERR cannot merge the replies: {e}")))
+            }
+            Pending::Scan(argv) => self.scan(argv).await,
+            Pending::Dedicated {
+                addr,
+                bytes,
+                frames,
+                wait,
+            } => {
+                let backend = match Backend::connect(&addr, self.timeout).await {
+                    Ok(backend) => backend,
+                    Err(e) => return error(format!("ERR {e}")),
+                };
+                let rx = backend.send(bytes, frames);
+                let reply = match wait {
+                    Some(wait) => match tokio::time::timeout(wait, rx).await {
+                        Ok(Ok(reply)) => reply,
+                        _ => Err(BackendError::Timeout),
+                    },
+                    None => rx
+                        .await
+                        .unwrap_or(Err(BackendError::Closed("closed".into()))),
+                };
+                backend.kill();
+                reply.unwrap_or_else(|e| error(format!("ERR {e}")))
+            }
+        }
+    }
+
+    /// One call's reply, following MOVED (map updated, refreshed in the background), ASK
+    /// (ASKING then the command, once, on the node named), TRYAGAIN, CLUSTERDOWN and lost
+    /// connections (retried with a growing pause).
+    async fn finish(self: &Arc<Self>, mut call: Call) -> Frame {
+        let mut pause = Duration::from_millis(5);
+        for attempt in 0..ATTEMPTS {
+            let reply = match (call.error.take(), call.rx.take(), &call.backend) {
+                (Some(frame), _, _) => Ok(frame),
+                (None, Some(rx), Some(backend)) => backend.wait(rx).await,
+                _ => Err(BackendError::Closed("not sent".into())),
+            };
+            let last = attempt + 1 == ATTEMPTS;
+            let frame = match reply {
+                Ok(frame) => frame,
+                Err(e) => {
+                    self.stats.backend_errors.fetch_add(1, Ordering::Relaxed);
+                    if last || call.argv.is_empty() {
+                        return error(format!("ERR {e}"));
+                    }
+                    self.refresh_soon();
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_millis(500));
+                    call = self.call(call.argv, call.slot, call.read).await;
+                    continue;
+                }
+            };
+            let Frame::SimpleError(text) = &frame else {
+                return frame;
+            };
+            match ClusterError::parse(text) {
+                ClusterError::Redirect(Redirect::Moved { slot, host, port }) if !last => {
+                    self.stats.moved.fetch_add(1, Ordering::Relaxed);
+                    let host = String::from_utf8_lossy(host).into_owned();
+                    self.moved(slot, host, port, call.backend.as_deref());
+                    self.refresh_soon();
+                    call = self.call(call.argv, call.slot, call.read).await;
+                }
+                ClusterError::Redirect(Redirect::Ask { host, port, .. }) if !last => {
+                    self.stats.ask.fetch_add(1, Ordering::Relaxed);
+                    let host = String::from_utf8_lossy(host).into_owned();
+                    let node = self.redirect_addr(host, port, call.backend.as_deref());
+                    let mut bytes = encode(&[Bytes::from_static(b"ASKING")]);
+                    encode_command(&call.argv, &mut bytes);
+                    match self.backend(&node).await {
+                        Ok(backend) => {
+                            call.rx = Some(backend.send(bytes, 2));
+                            call.backend = Some(backend);
+                        }
+                        Err(e) => call.error = Some(error(format!("ERR {e}"))),
+                    }
+                }
+                ClusterError::TryAgain | ClusterError::ClusterDown(_) | ClusterError::Loading
+                    if !last =>
+                {
+                    self.stats.retries.fetch_add(1, Ordering::Relaxed);
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_millis(500));
+                    self.refresh_soon();
+                    call = self.call(call.argv, call.slot, call.read).await;
+                }
+                _ => return frame,
+            }
+        }
+        error("ERR too many redirects")
+    }
+
+    /// The address a MOVED / ASK names: an empty host is the host of the node that said it.
+    fn redirect_addr(&self, host: String, port: u16, from: Option<&Backend>) -> String {
+        let host = if host.is_empty() || host == "?" {
+            from.and_then(|b| b.addr.rsplit_once(':').map(|(h, _)| h.to_string()))
+                .unwrap_or_default()
+        } else {
+            host
+        };
+        if host.contains(':') && !host.starts_with('[') {
+            format!("[{host}]:{port}")
+        } else {
+            format!("{host}:{port}")
+        }
+    }
+
+    fn moved(&self, slot: Slot, host: String, port: u16, from: Option<&Backend>) {
+        let node = self.redirect_addr(host, port, from);
+        let Some((host, port)) = node.rsplit_once(':') else {
+            return;
+        };
+        let endpoint = Endpoint {
+            host: host
+                .trim_start_matches('[')
+                .trim_end_matches(']')
+                .to_string(),
+            port: port.parse().unwrap_or(0),
+            ..Endpoint::default()
+        };
+        if let Some(map) = write(&self.map).as_mut() {
+            map.assign(slot, endpoint);
+        }
+    }
+
+    /// SCAN across the masters: the proxy's cursor is the node's cursor times 1024 plus the
+    /// node's place in the sorted list of masters.
+    async fn scan(self: &Arc<Self>, mut argv: Argv) -> Frame {
+        let masters = self.masters();
+        let cursor: u64 = argv
+            .get(1)
+            .and_then(|c| std::str::from_utf8(c).ok())
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(u64::MAX);
+        if cursor == u64::MAX || masters.is_empty() {
+            return error("ERR invalid cursor");
+        }
+        let (mut node, mut inner) = ((cursor % 1024) as usize, cursor / 1024);
+        while node < masters.len() {
+            argv[1] = Bytes::from(inner.to_string());
+            let call = self.call_node(&masters[node], argv.clone()).await;
+            let reply = self.finish(call).await;
+            let Frame::Array(mut parts) = reply else {
+                return reply;
+            };
+            let (Some(keys), Some(next)) = (parts.pop(), parts.pop()) else {
+                return error("ERR unexpected SCAN reply");
+            };
+            let next: u64 = match &next {
+                Frame::BulkString(b) => std::str::from_utf8(b)
+                    .ok()
+                    .and_then(|s| s.parse().ok())
+                    .unwrap_or(0),
+                _ => 0,
+            };
+            let (following, at) = if next != 0 {
+                (next, node)
+            } else {
+                (0, node + 1)
+            };
+            let out = if next == 0 && at >= masters.len() {
+                0
+            } else {
+                match following.checked_mul(1024) {
+                    Some(base) => base + at as u64,
+                    None => return error("ERR the node's cursor is too large for the proxy"),
+                }
+            };
+            let empty = matches!(&keys, Frame::Array(k) if k.is_empty());
+            if !empty || out == 0 {
+                return Frame::Array(vec![Frame::BulkString(Bytes::from(out.to_string())), keys]);
+            }
+            (node, inner) = (at, following);
+        }
+        Frame::Array(vec![
+            Frame::BulkString(Bytes::from_static(b"0")),
+            Frame::Array(vec![]),
+        ])
+    }
+}
+
+/// Nodes the map names without a host are on the host that gave the map.
+fn fill_hosts(map: &mut SlotMap, host: &str) {
+    if map.shards().iter().all(|s| !s.master.host.is_empty()) {
+        return;
+    }
+    let mut fixed = SlotMap::default();
+    for raw in 0..16384u16 {
+        let Some(slot) = Slot::new(raw) else { continue };
+        if let Some(master) = map.master(slot) {
+            let mut master = master.clone();
+            if master.host.is_empty() {
+                master.host = host.to_string();
+            }
+            fixed.assign(slot, master);
+        }
+    }
+    *map = fixed;
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn read_guard<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    lock.read()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn write<T>(lock: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
+    lock.write()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}

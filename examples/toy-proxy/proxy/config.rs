@@ -1,0 +1,142 @@
+//! The proxy's configuration file (TOML): one `[[pool]]` table per pool, each on its own
+//! listen address, as twemproxy has them.
+//!
+//! ```toml
+//! [[pool]]
+//! name = "cache"
+//! kind = "cluster"                 # the only kind so far
+//! listen = "127.0.0.1:7400"
+//! seeds = ["127.0.0.1:7000", "127.0.0.1:7001"]
+//! timeout_ms = 1000                # a backend reply later than this fails the connection
+//! read_from = "master"             # or "replica": reads go to replicas (after READONLY)
+//! ```
+
+use std::time::Duration;
+
+use redis_cluster_proto::route::ReadFrom;
+
+/// The whole file.
+#[derive(Clone, Debug)]
+pub(crate) struct Config {
+    /// The pools, in file order.
+    pub(crate) pools: Vec<PoolConfig>,
+}
+
+/// One pool.
+#[derive(Clone, Debug)]
+pub(crate) struct PoolConfig {
+    /// Its name, for logs and stats.
+    pub(crate) name: String,
+    /// Where clients connect (`host:port`; port 0 picks a free one).
+    pub(crate) listen: String,
+    /// What is behind it.
+    pub(crate) kind: PoolKind,
+    /// How long a backend may take to answer before its connection is dropped.
+    pub(crate) timeout: Duration,
+}
+
+/// What a pool fronts.
+#[derive(Clone, Debug)]
+pub(crate) enum PoolKind {
+    /// A Redis Cluster, found from its seed nodes.
+    Cluster {
+        /// `host:port` of nodes to ask for the slot map, in order.
+        seeds: Vec<String>,
+        /// Where reads go.
+        read_from: ReadFrom,
+    },
+}
+
+/// Why a configuration was refused; the text names the pool and the key.
+#[derive(Debug)]
+pub(crate) struct ConfigError(pub String);
+
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+impl Config {
+    /// Reads the TOML text of a configuration file.
+    pub(crate) fn parse(text: &str) -> Result<Self, ConfigError> {
+        let table: toml::Table = text
+            .parse()
+            .map_err(|e: toml::de::Error| ConfigError(format!("not TOML: {e}")))?;
+        let pools = match table.get("pool") {
+            Some(toml::Value::Array(pools)) => pools,
+            Some(_) => return Err(ConfigError("`pool` must be an array of tables".into())),
+            None => return Err(ConfigError("no [[pool]] in the file".into())),
+        };
+        if let Some(key) = table.keys().find(|k| *k != "pool") {
+            return Err(ConfigError(format!("unknown top-level key `{key}`")));
+        }
+        let pools = pools
+            .iter()
+            .enumerate()
+            .map(|(i, pool)| match pool {
+                toml::Value::Table(pool) => PoolConfig::parse(i, pool),
+                _ => Err(ConfigError(format!("pool {i}: not a table"))),
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        if pools.is_empty() {
+            return Err(ConfigError("no [[pool]] in the file".into()));
+        }
+        Ok(Self { pools })
+    }
+}
+
+impl PoolConfig {
+    fn parse(i: usize, pool: &toml::Table) -> Result<Self, ConfigError> {
+        let name = match pool.get("name") {
+            Some(toml::Value::String(name)) => name.clone(),
+            None => format!("pool{i}"),
+            Some(_) => return Err(ConfigError(format!("pool {i}: `name` must be a string"))),
+        };
+        let err = |what: &str| ConfigError(format!("pool {name}: {what}"));
+        let string = |key: &str| match pool.get(key) {
+            Some(toml::Value::String(s)) => Ok(Some(s.clone())),
+            None => Ok(None),
+            Some(_) => Err(err(&format!("`{key}` must be a string"))),
+        };
+        let listen = string("listen")?.ok_or_else(|| err("`listen` is required"))?;
+        let timeout = match pool.get("timeout_ms") {
+            None => Duration::from_millis(1000),
+            Some(toml::Value::Integer(ms)) if *ms > 0 => Duration::from_millis(*ms as u64),
+            Some(_) => return Err(err("`timeout_ms` must be a positive integer")),
+        };
+        let kind = match string("kind")?.as_deref() {
+            Some("cluster") | None => {
+                let seeds = match pool.get("seeds") {
+                    Some(toml::Value::Array(seeds)) if !seeds.is_empty() => seeds
+                        .iter()
+                        .map(|s| match s {
+                            toml::Value::String(s) => Ok(s.clone()),
+                            _ => Err(err("`seeds` must be strings")),
+                        })
+                        .collect::<Result<Vec<_>, _>>()?,
+                    _ => return Err(err("`seeds` (a non-empty array) is required")),
+                };
+                let read_from = match string("read_from")?.as_deref() {
+                    None | Some("master") => ReadFrom::Master,
+                    Some("replica") => ReadFrom::PreferReplica,
+                    Some(other) => return Err(err(&format!("unknown read_from `{other}`"))),
+                };
+                PoolKind::Cluster { seeds, read_from }
+            }
+            Some(other) => return Err(err(&format!("unknown kind `{other}`"))),
+        };
+        let known = ["name", "listen", "kind", "timeout_ms", "seeds", "read_from"];
+        if let Some(key) = pool.keys().find(|k| !known.contains(&k.as_str())) {
+            return Err(err(&format!("unknown key `{key}`")));
+        }
+        Ok(Self {
+            name,
+            listen,
+            kind,
+            timeout,
+        })
+    }
+}

@@ -1,0 +1,64 @@
+//! The toy proxy, as a module the example's `main` and the integration tests share:
+//! configuration, backend connections, the cluster pool, client connections, counters.
+
+pub(crate) mod backend;
+pub(crate) mod client;
+pub(crate) mod cluster;
+pub(crate) mod config;
+pub(crate) mod stats;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use tokio::net::TcpListener;
+
+pub(crate) use config::{Config, PoolKind};
+
+/// The pools listening, with their addresses.
+pub(crate) struct Running {
+    /// Each pool's listen address, in configuration order.
+    pub(crate) addrs: Vec<SocketAddr>,
+    /// Each pool.
+    pub(crate) pools: Vec<Arc<cluster::ClusterPool>>,
+}
+
+/// Binds every pool, loads each cluster's slot map (retried in the background if no seed
+/// answers yet) and serves clients until the runtime stops.
+pub(crate) async fn start(config: Config) -> std::io::Result<Running> {
+    let mut running = Running {
+        addrs: Vec::new(),
+        pools: Vec::new(),
+    };
+    for pool in config.pools {
+        let listener = TcpListener::bind(&pool.listen).await?;
+        running.addrs.push(listener.local_addr()?);
+        let PoolKind::Cluster { seeds, read_from } = pool.kind;
+        let stats = Arc::new(stats::Stats::default());
+        let cluster = Arc::new(cluster::ClusterPool::new(
+            pool.name.clone(),
+            seeds,
+            read_from,
+            pool.timeout,
+            stats,
+        ));
+        if let Err(e) = cluster.refresh().await {
+            eprintln!("pool {}: no slot map yet ({e}); retrying", pool.name);
+            cluster.refresh_soon();
+        }
+        running.pools.push(cluster.clone());
+        tokio::spawn(async move {
+            loop {
+                match listener.accept().await {
+                    Ok((stream, _)) => {
+                        tokio::spawn(client::serve(stream, cluster.clone()));
+                    }
+                    Err(e) => {
+                        eprintln!("pool {}: accept: {e}", cluster.name);
+                        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                    }
+                }
+            }
+        });
+    }
+    Ok(running)
+}
