@@ -198,3 +198,134 @@ fn garbage_closes_that_client_only() {
     assert!(reply.starts_with("-ERR Protocol error"), "{reply:?}");
     assert_eq!(good.command(&argv("GET x")), Frame::BulkString("1".into()));
 }
+
+/// Ids of a cluster's nodes, by index.
+fn node_id(node: &RedisServer) -> String {
+    support::info(node, b"MYID").trim().to_string()
+}
+
+/// A client that pipelines SETs and GETs of its own keys through the proxy until told to
+/// stop, checking every reply; returns (commands, errors seen).
+fn pipelining_client(
+    port: u16,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> std::thread::JoinHandle<(usize, Vec<String>)> {
+    std::thread::spawn(move || {
+        let mut client = Client::connect(port);
+        let (mut done, mut errors) = (0usize, Vec::new());
+        let mut round = 0u64;
+        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            round += 1;
+            let mut commands: Vec<Vec<Vec<u8>>> = Vec::new();
+            for i in 0..50u64 {
+                let key = format!("reshard:{}", (round * 50 + i) % 5000).into_bytes();
+                let value = format!("{round}:{i}").into_bytes();
+                commands.push(vec![b"SET".to_vec(), key.clone(), value]);
+                commands.push(vec![b"GET".to_vec(), key]);
+            }
+            let refs: Vec<Vec<&[u8]>> = commands
+                .iter()
+                .map(|c| c.iter().map(Vec::as_slice).collect())
+                .collect();
+            let batch: Vec<&[&[u8]]> = refs.iter().map(Vec::as_slice).collect();
+            client.send(&batch);
+            for i in 0..50u64 {
+                let set = client.read_reply();
+                let get = client.read_reply();
+                let value = Frame::BulkString(format!("{round}:{i}").into_bytes().into());
+                if set != Frame::SimpleString("OK".into()) || get != value {
+                    errors.push(format!("round {round} #{i}: {set:?} / {get:?}"));
+                }
+                done += 2;
+            }
+        }
+        (done, errors)
+    })
+}
+
+#[test]
+fn a_reshard_under_a_pipelining_client_shows_it_no_error() {
+    let cluster = RealCluster::start(3, 0, &[]);
+    let port = start_proxy(&[cluster.nodes[0].port()]);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let client = pipelining_client(port, stop.clone());
+    std::thread::sleep(Duration::from_millis(300));
+    let (from, to) = (node_id(&cluster.nodes[0]), node_id(&cluster.nodes[1]));
+    let output = Command::new("timeout")
+        .args(["180", "redis-cli", "--cluster", "reshard"])
+        .arg(format!("127.0.0.1:{}", cluster.nodes[0].port()))
+        .args(["--cluster-from", &from, "--cluster-to", &to])
+        .args(["--cluster-slots", "1000", "--cluster-yes"])
+        .args(["--cluster-pipeline", "10"])
+        .output()
+        .expect("redis-cli runs");
+    std::thread::sleep(Duration::from_millis(300));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let (done, errors) = client.join().expect("the client thread");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "reshard failed:\n{stdout}");
+    // The slots did move: node 1 now serves 1000 more.
+    let slots = |node: &RedisServer| {
+        support::info(node, b"NODES")
+            .lines()
+            .find(|l| l.contains("myself"))
+            .map(|l| l.split(' ').skip(8).count())
+            .unwrap_or(0)
+    };
+    assert!(slots(&cluster.nodes[1]) >= 2, "no slot moved");
+    println!("{done} commands through the proxy during the reshard");
+    assert!(done > 1000, "the client hardly ran: {done}");
+    assert!(
+        errors.is_empty(),
+        "{} errors: {:?}",
+        errors.len(),
+        &errors[..errors.len().min(5)]
+    );
+}
+
+#[test]
+fn a_hung_master_is_replaced_and_its_slots_served_again() {
+    let cluster = RealCluster::start(3, 1, &["--cluster-node-timeout", "2000"]);
+    let port = start_proxy(&[cluster.nodes[1].port(), cluster.nodes[2].port()]);
+    let mut client = Client::connect(port);
+    // A key of master 0 (slots 0-5460): "foo" is slot 12182, "bar" 5061.
+    assert_eq!(
+        client.command(&argv("SET bar before")),
+        Frame::SimpleString("OK".into())
+    );
+    let stopped = cluster.nodes[0].pid().to_string();
+    let status = Command::new("kill").args(["-STOP", &stopped]).status();
+    assert!(status.is_ok_and(|s| s.success()), "SIGSTOP");
+    let began = std::time::Instant::now();
+    let mut first_error = None;
+    let served_again = loop {
+        assert!(
+            began.elapsed() < Duration::from_secs(90),
+            "not served again within 90 s"
+        );
+        let reply = client.command(&argv("SET bar after"));
+        if reply == Frame::SimpleString("OK".into()) && began.elapsed() > Duration::from_secs(1) {
+            break began.elapsed();
+        }
+        if !matches!(reply, Frame::SimpleString(_)) && first_error.is_none() {
+            first_error = Some((began.elapsed(), reply));
+        }
+    };
+    let _ = Command::new("kill").args(["-CONT", &stopped]).status();
+    println!(
+        "master 0 stopped: its slots were served again after {served_again:?} \
+         (first error to the client: {first_error:?})"
+    );
+    assert_eq!(
+        client.command(&argv("GET bar")),
+        Frame::BulkString("after".into())
+    );
+    // The replica took over: it is a master now.
+    let promoted = support::info(&cluster.nodes[3], b"NODES");
+    assert!(
+        promoted
+            .lines()
+            .any(|l| l.contains("myself,master") && l.split(' ').count() > 8),
+        "{promoted}"
+    );
+}

@@ -134,6 +134,11 @@ impl RedisServer {
         panic!("redis-server did not start: {last_error}");
     }
 
+    /// The server's process id (for signals: SIGSTOP to make it hang).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// The client port.
     pub fn port(&self) -> u16 {
         self.port
@@ -333,10 +338,18 @@ impl RealCluster {
         cluster
     }
 
-    /// Whether every node says `cluster_state:ok` and sees every replica attached.
+    /// Whether every node says `cluster_state:ok`, none is flagged failing, and every
+    /// replica has synced with its master (a replica that never did cannot fail over).
     pub fn is_ok(&self) -> bool {
         self.nodes.iter().all(|node| {
-            info(node, b"INFO").contains("cluster_state:ok")
+            let replication = match node.client().command(&[b"INFO", b"replication"]) {
+                Frame::BulkString(b) => String::from_utf8_lossy(&b).into_owned(),
+                _ => String::new(),
+            };
+            let synced = !replication.contains("role:slave")
+                || replication.contains("master_link_status:up");
+            synced
+                && info(node, b"INFO").contains("cluster_state:ok")
                 && !info(node, b"NODES").contains("fail")
         })
     }
