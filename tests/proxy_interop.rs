@@ -329,3 +329,231 @@ fn a_hung_master_is_replaced_and_its_slots_served_again() {
         "{promoted}"
     );
 }
+
+/// The proxy's INFO text, through a connection of its own.
+fn proxy_info(port: u16) -> String {
+    match Client::connect(port).command(&argv("INFO")) {
+        Frame::BulkString(b) => String::from_utf8_lossy(&b).into_owned(),
+        other => panic!("INFO: {other:?}"),
+    }
+}
+
+fn info_field(info: &str, name: &str) -> String {
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("{name}:")))
+        .unwrap_or_default()
+        .trim()
+        .to_string()
+}
+
+fn role(node: &RedisServer) -> String {
+    match node.client().command(&argv("ROLE")) {
+        Frame::Array(items) => match items.first() {
+            Some(Frame::BulkString(b)) => String::from_utf8_lossy(b).into_owned(),
+            other => panic!("ROLE: {other:?}"),
+        },
+        other => panic!("ROLE: {other:?}"),
+    }
+}
+
+/// Polls `ready` every 50 ms for up to `secs` seconds.
+fn wait_for(what: &str, secs: u64, mut ready: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(secs);
+    while !ready() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{what}: not within {secs} s"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Issue test 4: a `sentinel` pool over two groups (a master and a replica each) watched by
+/// three real Sentinels. A forced failover of one group moves its writes to the new master,
+/// errors only inside the switch window, and nothing sent after the switch lands on the
+/// demoted node; killing the Sentinel the proxy listens to moves it to the next one, which
+/// it then follows through a failover of the other group.
+#[test]
+fn a_sentinel_pool_follows_failovers_and_sentinels() {
+    let m1 = RedisServer::start_standalone(&[]);
+    let m2 = RedisServer::start_standalone(&[]);
+    let r1 = RedisServer::start_standalone(&["--replicaof", "127.0.0.1", &m1.port().to_string()]);
+    let r2 = RedisServer::start_standalone(&["--replicaof", "127.0.0.1", &m2.port().to_string()]);
+    for replica in [&r1, &r2] {
+        wait_for("replica synced", 30, || {
+            match replica.client().command(&argv("INFO replication")) {
+                Frame::BulkString(b) => {
+                    String::from_utf8_lossy(&b).contains("master_link_status:up")
+                }
+                _ => false,
+            }
+        });
+    }
+    let conf = format!(
+        "sentinel monitor g1 127.0.0.1 {} 2\nsentinel down-after-milliseconds g1 1000\n\
+         sentinel failover-timeout g1 10000\n\
+         sentinel monitor g2 127.0.0.1 {} 2\nsentinel down-after-milliseconds g2 1000\n\
+         sentinel failover-timeout g2 10000\n",
+        m1.port(),
+        m2.port()
+    );
+    let mut sentinels: Vec<Option<RedisServer>> = (0..3)
+        .map(|_| Some(RedisServer::start_sentinel_with(conf.clone())))
+        .collect();
+    let sentinel_ports: Vec<u16> = sentinels.iter().flatten().map(RedisServer::port).collect();
+    // The Sentinels find each other and the replicas through the masters.
+    wait_for("sentinels know each other and the replicas", 30, || {
+        sentinels.iter().flatten().all(|s| {
+            let mut c = s.client();
+            ["g1", "g2"].iter().all(|g| {
+                let mut count =
+                    |sub: &str| match c.command(&[b"SENTINEL", sub.as_bytes(), g.as_bytes()]) {
+                        Frame::Array(items) => items.len(),
+                        _ => 0,
+                    };
+                count("sentinels") == 2 && count("replicas") == 1
+            })
+        })
+    });
+    let text = format!(
+        "[[pool]]\nname = \"s\"\nkind = \"sentinel\"\nlisten = \"127.0.0.1:0\"\ntimeout_ms = 1000\n\
+         sentinels = [{}]\n\
+         groups = [{{ name = \"g1\", slots = \"0-8191\" }}, {{ name = \"g2\", slots = \"8192-16383\" }}]\n",
+        sentinel_ports
+            .iter()
+            .map(|p| format!("\"127.0.0.1:{p}\""))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let config = proxy::Config::parse(&text).expect("a valid configuration");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        runtime.block_on(async move {
+            let running = proxy::start(config).await.expect("the proxy starts");
+            tx.send(running.addrs[0].port()).expect("the test waits");
+            std::future::pending::<()>().await;
+        });
+    });
+    let port = rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("the proxy started");
+    wait_for("the proxy knows both masters", 30, || {
+        let info = proxy_info(port);
+        info_field(&info, "group_g1") == format!("127.0.0.1:{}", m1.port())
+            && info_field(&info, "group_g2") == format!("127.0.0.1:{}", m2.port())
+    });
+    // "bar" is slot 5061 (g1), "foo" slot 12182 (g2).
+    let mut client = Client::connect(port);
+    assert_eq!(
+        client.command(&argv("SET bar 1")),
+        Frame::SimpleString("OK".into())
+    );
+    assert_eq!(
+        m1.client().command(&argv("GET bar")),
+        Frame::BulkString("1".into())
+    );
+
+    // A writer of g1 keys ({bar}n) through the proxy: when each was sent, whether acked.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stop_ = stop.clone();
+    let started = std::time::Instant::now();
+    let writer = std::thread::spawn(move || {
+        let mut client = Client::connect(port);
+        let mut log = Vec::new();
+        let mut n = 0u64;
+        while !stop_.load(std::sync::atomic::Ordering::Relaxed) {
+            n += 1;
+            let sent = started.elapsed();
+            let reply = client.command(&[b"SET", format!("{{bar}}{n}").as_bytes(), b"x"]);
+            log.push((
+                n,
+                sent,
+                started.elapsed(),
+                reply == Frame::SimpleString("OK".into()),
+            ));
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        log
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    let mut s1 = sentinels[0].as_ref().expect("running").client();
+    assert_eq!(
+        s1.command(&argv("SENTINEL FAILOVER g1")),
+        Frame::SimpleString("OK".into())
+    );
+    let mut switch = None;
+    wait_for("the proxy follows g1 to its new master", 60, || {
+        let info = proxy_info(port);
+        if switch.is_none() && info_field(&info, "group_g1") == format!("127.0.0.1:{}", r1.port()) {
+            switch = Some(started.elapsed());
+        }
+        switch.is_some() && role(&r1) == "master"
+    });
+    std::thread::sleep(Duration::from_secs(2));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let log = writer.join().expect("the writer");
+    let switch = switch.expect("seen");
+    let failed: Vec<_> = log.iter().filter(|(_, _, _, ok)| !ok).collect();
+    let window = match (failed.first(), failed.last()) {
+        (Some(first), Some(last)) => last.2.saturating_sub(first.1),
+        _ => Duration::ZERO,
+    };
+    println!(
+        "g1 failover: {} writes, {} failed, error window {window:?}, proxy switched at {switch:?}",
+        log.len(),
+        failed.len()
+    );
+    assert!(
+        log.iter().filter(|(_, _, _, ok)| *ok).count() > 100,
+        "the writer hardly ran"
+    );
+    // Every acknowledged write sent after the switch is on the new master.
+    let mut on_new = r1.client();
+    for (n, sent, _, ok) in &log {
+        if *ok && *sent > switch {
+            let key = format!("{{bar}}{n}");
+            assert_eq!(
+                on_new.command(&[b"GET", key.as_bytes()]),
+                Frame::BulkString("x".into()),
+                "{key}, sent {sent:?} after the switch at {switch:?}, is not on the new master"
+            );
+        }
+    }
+    // Errors only inside the switch window: none in the last second of writing.
+    let end = log.last().map(|l| l.2).unwrap_or_default();
+    assert!(
+        failed.iter().all(|f| f.2 + Duration::from_secs(1) < end),
+        "errors after the switch: {:?}",
+        failed.last()
+    );
+
+    // Kill the Sentinel the proxy listens to: it moves to another one.
+    let listening = info_field(&proxy_info(port), "sentinel");
+    let at = sentinel_ports
+        .iter()
+        .position(|p| listening == format!("127.0.0.1:{p}"))
+        .expect("the proxy names a configured Sentinel");
+    drop(sentinels[at].take());
+    wait_for("the proxy moves to another Sentinel", 30, || {
+        let now = info_field(&proxy_info(port), "sentinel");
+        !now.is_empty() && now != listening
+    });
+    let other = sentinels.iter().flatten().next().expect("two left");
+    // Two Sentinels of three still make the quorum of 2; a forced failover needs none.
+    assert_eq!(
+        other.client().command(&argv("SENTINEL FAILOVER g2")),
+        Frame::SimpleString("OK".into())
+    );
+    wait_for("the proxy follows g2 through the new Sentinel", 60, || {
+        info_field(&proxy_info(port), "group_g2") == format!("127.0.0.1:{}", r2.port())
+    });
+    wait_for("writes to g2 reach its new master", 30, || {
+        client.command(&argv("SET foo after")) == Frame::SimpleString("OK".into())
+            && r2.client().command(&argv("GET foo")) == Frame::BulkString("after".into())
+    });
+}

@@ -52,6 +52,11 @@ impl RedisServer {
         Self::start_with(Mode::Sentinel(conf), &[])
     }
 
+    /// Starts a Sentinel with the given config file contents.
+    pub fn start_sentinel_with(conf: String) -> Self {
+        Self::start_with(Mode::Sentinel(conf), &[])
+    }
+
     /// Starts a cluster-mode server whose nodes.conf is `conf(port, bus_port)`, written before
     /// it starts, so that the server loads it.
     pub fn start_cluster_with_conf(conf: impl Fn(u16, u16) -> String + 'static) -> Self {

@@ -12,7 +12,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
-use super::cluster::{Argv, ClusterPool, Pending};
+use super::cluster::{Argv, Pending, Pool};
 
 enum Item {
     Reply(Pending, Instant),
@@ -36,7 +36,7 @@ struct Session {
 }
 
 /// Serves one client until it quits, closes, or sends something that is not RESP.
-pub(crate) async fn serve(stream: TcpStream, pool: Arc<ClusterPool>) {
+pub(crate) async fn serve(stream: TcpStream, pool: Arc<Pool>) {
     let stats = pool.stats.clone();
     stats.connections.fetch_add(1, Ordering::Relaxed);
     stats.connected.fetch_add(1, Ordering::Relaxed);
@@ -87,7 +87,7 @@ pub(crate) async fn serve(stream: TcpStream, pool: Arc<ClusterPool>) {
 }
 
 /// Commands the proxy answers itself, transactions, and everything else routed.
-async fn handle(pool: &ClusterPool, session: &mut Session, argv: Argv) -> (Pending, bool) {
+async fn handle(pool: &Pool, session: &mut Session, argv: Argv) -> (Pending, bool) {
     let name = argv
         .first()
         .map(|n| n.to_ascii_uppercase())
@@ -132,7 +132,22 @@ async fn handle(pool: &ClusterPool, session: &mut Session, argv: Argv) -> (Pendi
             let section = argv.get(1).map(|s| s.to_ascii_lowercase());
             match section.as_deref() {
                 None | Some(b"proxy") | Some(b"all") | Some(b"default") | Some(b"everything") => {
-                    let text = pool.stats.info(&pool.name);
+                    let mut text = pool.stats.info(&pool.name);
+                    if let Some(groups) = &pool.sentinel {
+                        text.push_str(&format!(
+                            "sentinel:{}\r\nsentinel_switches:{}\r\n",
+                            groups.sentinel(),
+                            groups.switches.load(Ordering::Relaxed)
+                        ));
+                        for group in &groups.groups {
+                            let master = group
+                                .master
+                                .read()
+                                .map(|m| m.clone().unwrap_or_default())
+                                .unwrap_or_default();
+                            text.push_str(&format!("group_{}:{master}\r\n", group.name));
+                        }
+                    }
                     ready(Frame::BulkString(Bytes::from(text)))
                 }
                 // Other sections: a node's own answer.
@@ -172,7 +187,7 @@ async fn handle(pool: &ClusterPool, session: &mut Session, argv: Argv) -> (Pendi
 async fn write_replies(
     mut wr: tokio::net::tcp::OwnedWriteHalf,
     mut rx: mpsc::UnboundedReceiver<Item>,
-    pool: Arc<ClusterPool>,
+    pool: Arc<Pool>,
 ) {
     let stats = pool.stats.clone();
     let mut out = Vec::with_capacity(16 * 1024);

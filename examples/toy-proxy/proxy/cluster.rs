@@ -17,6 +17,7 @@ use redis_cluster_proto::route::{
 use tokio::sync::oneshot;
 
 use super::backend::{Backend, BackendError, Reply};
+use super::sentinel::Groups;
 use super::stats::Stats;
 
 /// How often one command is redirected or retried before its error goes to the client.
@@ -61,11 +62,15 @@ pub(crate) struct Call {
 }
 
 /// The pool.
-pub(crate) struct ClusterPool {
+pub(crate) struct Pool {
     /// Its name.
     pub(crate) name: String,
     seeds: Vec<String>,
     read_from: ReadFrom,
+    /// For a `sentinel` pool: its groups and Sentinels (no slot map then).
+    pub(crate) sentinel: Option<Arc<Groups>>,
+    /// Sent with AUTH on every backend connection.
+    password: Option<String>,
     timeout: Duration,
     map: RwLock<Option<SlotMap>>,
     backends: Mutex<HashMap<String, Arc<Backend>>>,
@@ -93,12 +98,15 @@ fn addr(endpoint: &Endpoint) -> String {
     }
 }
 
-impl ClusterPool {
-    /// A pool that has not loaded its map yet ([`ClusterPool::refresh`]).
+impl Pool {
+    /// A pool that has not loaded its map yet ([`Pool::refresh`]): a cluster's when
+    /// `sentinel` is `None`, else a Sentinel-managed one's.
     pub(crate) fn new(
         name: String,
         seeds: Vec<String>,
         read_from: ReadFrom,
+        sentinel: Option<Arc<Groups>>,
+        password: Option<String>,
         timeout: Duration,
         stats: Arc<Stats>,
     ) -> Self {
@@ -106,6 +114,8 @@ impl ClusterPool {
             name,
             seeds,
             read_from,
+            sentinel,
+            password,
             timeout,
             map: RwLock::new(None),
             backends: Mutex::new(HashMap::new()),
@@ -116,8 +126,17 @@ impl ClusterPool {
     }
 
     /// Loads the slot map with CLUSTER SLOTS from the first node that answers: the known
-    /// masters first, then the seeds.
+    /// masters first, then the seeds. A Sentinel pool asks its Sentinels instead.
     pub(crate) async fn refresh(&self) -> Result<(), String> {
+        if let Some(groups) = &self.sentinel {
+            let found = groups
+                .discover(self.timeout, self.password.as_deref())
+                .await;
+            if found.is_ok() {
+                self.stats.refreshes.fetch_add(1, Ordering::Relaxed);
+            }
+            return found;
+        }
         let mut candidates: Vec<String> = read_guard(&self.map)
             .as_ref()
             .map(|map| map.shards().iter().map(|s| addr(&s.master)).collect())
@@ -188,6 +207,9 @@ impl ClusterPool {
 
     /// Where a command for `slot` goes (any master when there is no slot).
     fn node_for(&self, slot: Option<Slot>, read: bool) -> Option<String> {
+        if let Some(groups) = &self.sentinel {
+            return groups.master_for(slot);
+        }
         let map = read_guard(&self.map);
         let map = map.as_ref()?;
         let turn = self.turn.fetch_add(1, Ordering::Relaxed);
@@ -203,6 +225,9 @@ impl ClusterPool {
     }
 
     fn masters(&self) -> Vec<String> {
+        if let Some(groups) = &self.sentinel {
+            return groups.masters();
+        }
         let map = read_guard(&self.map);
         let mut masters: Vec<String> = map
             .as_ref()
@@ -214,6 +239,9 @@ impl ClusterPool {
     }
 
     fn all_nodes(&self) -> Vec<String> {
+        if let Some(groups) = &self.sentinel {
+            return groups.masters();
+        }
         let map = read_guard(&self.map);
         let mut nodes: Vec<String> = map
             .as_ref()
@@ -482,6 +510,17 @@ impl ClusterPool {
                         Err(e) => call.error = Some(error(format!("ERR {e}"))),
                     }
                 }
+                // READONLY / MASTERDOWN from a Sentinel group's node: it was demoted, or its
+                // master is away; ask the Sentinels and try again.
+                ClusterError::ReadOnly | ClusterError::MasterDown
+                    if !last && self.sentinel.is_some() =>
+                {
+                    self.stats.retries.fetch_add(1, Ordering::Relaxed);
+                    self.refresh_soon();
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_millis(500));
+                    call = self.call(call.argv, call.slot, call.read).await;
+                }
                 ClusterError::TryAgain | ClusterError::ClusterDown(_) | ClusterError::Loading
                     if !last =>
                 {
@@ -510,6 +549,12 @@ impl ClusterPool {
         } else {
             format!("{host}:{port}")
         }
+    }
+
+    /// A Sentinel switch: new requests go to the new master; the old connection drains
+    /// (what is in flight finishes) and is dropped when the last of it is answered.
+    pub(crate) fn switched(&self, old: &str) {
+        lock(&self.backends).remove(old);
     }
 
     fn moved(&self, slot: Slot, host: String, port: u16, from: Option<&Backend>) {

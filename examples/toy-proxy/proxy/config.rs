@@ -9,6 +9,14 @@
 //! seeds = ["127.0.0.1:7000", "127.0.0.1:7001"]
 //! timeout_ms = 1000                # a backend reply later than this fails the connection
 //! read_from = "master"             # or "replica": reads go to replicas (after READONLY)
+//! password = "secret"              # optional: AUTH on every backend connection
+//!
+//! [[pool]]
+//! name = "sessions"
+//! kind = "sentinel"
+//! listen = "127.0.0.1:7401"
+//! sentinels = ["127.0.0.1:26379", "127.0.0.1:26380", "127.0.0.1:26381"]
+//! groups = [{ name = "g1", slots = "0-8191" }, { name = "g2", slots = "8192-16383" }]
 //! ```
 
 use std::time::Duration;
@@ -33,6 +41,8 @@ pub(crate) struct PoolConfig {
     pub(crate) kind: PoolKind,
     /// How long a backend may take to answer before its connection is dropped.
     pub(crate) timeout: Duration,
+    /// Sent with AUTH on every backend connection.
+    pub(crate) password: Option<String>,
 }
 
 /// What a pool fronts.
@@ -44,6 +54,13 @@ pub(crate) enum PoolKind {
         seeds: Vec<String>,
         /// Where reads go.
         read_from: ReadFrom,
+    },
+    /// Sentinel-managed masters, sharded by slot ranges.
+    Sentinel {
+        /// `host:port` of the Sentinels, in the order they are tried.
+        sentinels: Vec<String>,
+        /// Each group: its master name and its slots (first, last).
+        groups: Vec<(String, u16, u16)>,
     },
 }
 
@@ -126,9 +143,51 @@ impl PoolConfig {
                 };
                 PoolKind::Cluster { seeds, read_from }
             }
+            Some("sentinel") => {
+                let sentinels = match pool.get("sentinels") {
+                    Some(toml::Value::Array(list)) if !list.is_empty() => list
+                        .iter()
+                        .map(|s| match s {
+                            toml::Value::String(s) => Ok(s.clone()),
+                            _ => Err(err("`sentinels` must be strings")),
+                        })
+                        .collect::<Result<Vec<_>, _>>()?,
+                    _ => return Err(err("`sentinels` (a non-empty array) is required")),
+                };
+                let groups = match pool.get("groups") {
+                    Some(toml::Value::Array(list)) if !list.is_empty() => list
+                        .iter()
+                        .map(|g| parse_group(g).map_err(|what| err(&what)))
+                        .collect::<Result<Vec<_>, _>>()?,
+                    _ => return Err(err("`groups` (a non-empty array) is required")),
+                };
+                for slot in 0..16384u16 {
+                    let owners = groups
+                        .iter()
+                        .filter(|(_, first, last)| *first <= slot && slot <= *last)
+                        .count();
+                    if owners != 1 {
+                        return Err(err(&format!(
+                            "slot {slot} is in {owners} groups: the groups must cover 0-16383 once"
+                        )));
+                    }
+                }
+                PoolKind::Sentinel { sentinels, groups }
+            }
             Some(other) => return Err(err(&format!("unknown kind `{other}`"))),
         };
-        let known = ["name", "listen", "kind", "timeout_ms", "seeds", "read_from"];
+        let password = string("password")?;
+        let known = [
+            "name",
+            "listen",
+            "kind",
+            "timeout_ms",
+            "seeds",
+            "read_from",
+            "password",
+            "sentinels",
+            "groups",
+        ];
         if let Some(key) = pool.keys().find(|k| !known.contains(&k.as_str())) {
             return Err(err(&format!("unknown key `{key}`")));
         }
@@ -137,6 +196,30 @@ impl PoolConfig {
             listen,
             kind,
             timeout,
+            password,
         })
     }
+}
+
+/// `{ name = "g1", slots = "0-8191" }`.
+fn parse_group(group: &toml::Value) -> Result<(String, u16, u16), String> {
+    let toml::Value::Table(group) = group else {
+        return Err("a group must be a table".into());
+    };
+    let Some(toml::Value::String(name)) = group.get("name") else {
+        return Err("a group needs a `name`".into());
+    };
+    let Some(toml::Value::String(slots)) = group.get("slots") else {
+        return Err(format!("group {name} needs `slots` (\"first-last\")"));
+    };
+    let range = slots
+        .split_once('-')
+        .and_then(|(a, b)| Some((a.trim().parse::<u16>().ok()?, b.trim().parse::<u16>().ok()?)))
+        .filter(|(a, b)| a <= b && *b < 16384);
+    let Some((first, last)) = range else {
+        return Err(format!(
+            "group {name}: `slots` must be \"first-last\" within 0-16383"
+        ));
+    };
+    Ok((name.clone(), first, last))
 }

@@ -5,6 +5,7 @@ pub(crate) mod backend;
 pub(crate) mod client;
 pub(crate) mod cluster;
 pub(crate) mod config;
+pub(crate) mod sentinel;
 pub(crate) mod stats;
 
 use std::net::SocketAddr;
@@ -19,7 +20,7 @@ pub(crate) struct Running {
     /// Each pool's listen address, in configuration order.
     pub(crate) addrs: Vec<SocketAddr>,
     /// Each pool.
-    pub(crate) pools: Vec<Arc<cluster::ClusterPool>>,
+    pub(crate) pools: Vec<Arc<cluster::Pool>>,
 }
 
 /// Binds every pool, loads each cluster's slot map (retried in the background if no seed
@@ -32,15 +33,32 @@ pub(crate) async fn start(config: Config) -> std::io::Result<Running> {
     for pool in config.pools {
         let listener = TcpListener::bind(&pool.listen).await?;
         running.addrs.push(listener.local_addr()?);
-        let PoolKind::Cluster { seeds, read_from } = pool.kind;
         let stats = Arc::new(stats::Stats::default());
-        let cluster = Arc::new(cluster::ClusterPool::new(
+        let (seeds, read_from, groups) = match pool.kind {
+            PoolKind::Cluster { seeds, read_from } => (seeds, read_from, None),
+            PoolKind::Sentinel { sentinels, groups } => (
+                Vec::new(),
+                Default::default(),
+                Some(Arc::new(sentinel::Groups::new(sentinels, groups))),
+            ),
+        };
+        let cluster = Arc::new(cluster::Pool::new(
             pool.name.clone(),
             seeds,
             read_from,
+            groups.clone(),
+            pool.password.clone(),
             pool.timeout,
             stats,
         ));
+        if let Some(groups) = groups {
+            // The watcher discovers the masters itself once subscribed.
+            let pool_ = cluster.clone();
+            let password = pool.password.clone();
+            tokio::spawn(groups.watch(pool.timeout, password, move |old, _new| {
+                pool_.switched(old);
+            }));
+        }
         if let Err(e) = cluster.refresh().await {
             eprintln!("pool {}: no slot map yet ({e}); retrying", pool.name);
             cluster.refresh_soon();
