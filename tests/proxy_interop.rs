@@ -557,3 +557,68 @@ fn a_sentinel_pool_follows_failovers_and_sentinels() {
             && r2.client().command(&argv("GET foo")) == Frame::BulkString("after".into())
     });
 }
+
+/// A `static` pool: two standalone servers sharing the slots by range; each key lands on
+/// the server of its slot, and a split MGET merges across them.
+#[test]
+fn a_static_pool_shards_by_slot_range() {
+    let (low, high) = (
+        RedisServer::start_standalone(&[]),
+        RedisServer::start_standalone(&[]),
+    );
+    let text = format!(
+        "[[pool]]\nkind = \"static\"\nlisten = \"127.0.0.1:0\"\n\
+         servers = [{{ address = \"127.0.0.1:{}\", slots = \"0-8191\" }}, \
+         {{ address = \"127.0.0.1:{}\", slots = \"8192-16383\" }}]\n",
+        low.port(),
+        high.port()
+    );
+    let config = proxy::Config::parse(&text).expect("a valid configuration");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        runtime.block_on(async move {
+            let running = proxy::start(config).await.expect("the proxy starts");
+            tx.send(running.addrs[0].port()).expect("the test waits");
+            std::future::pending::<()>().await;
+        });
+    });
+    let port = rx.recv_timeout(Duration::from_secs(30)).expect("started");
+    let mut client = Client::connect(port);
+    // "bar" is slot 5061, "foo" slot 12182.
+    assert_eq!(
+        client.command(&argv("MSET bar 1 foo 2")),
+        Frame::SimpleString("OK".into())
+    );
+    assert_eq!(
+        low.client().command(&argv("GET bar")),
+        Frame::BulkString("1".into())
+    );
+    assert_eq!(
+        high.client().command(&argv("GET foo")),
+        Frame::BulkString("2".into())
+    );
+    assert_eq!(low.client().command(&argv("EXISTS foo")), Frame::Integer(0));
+    assert_eq!(
+        client.command(&argv("MGET foo bar")),
+        Frame::Array(vec![
+            Frame::BulkString("2".into()),
+            Frame::BulkString("1".into())
+        ])
+    );
+    assert_eq!(client.command(&argv("DBSIZE")), Frame::Integer(2));
+    // Config errors name what is wrong.
+    let gap = "[[pool]]\nkind = \"static\"\nlisten = \"127.0.0.1:0\"\n\
+               servers = [{ address = \"a:1\", slots = \"0-100\" }]\n";
+    let error = proxy::Config::parse(gap).err().map(|e| e.to_string());
+    assert!(
+        error
+            .as_deref()
+            .is_some_and(|e| e.contains("slot 101 is in 0")),
+        "{error:?}"
+    );
+}

@@ -134,11 +134,13 @@ async fn handle(pool: &Pool, session: &mut Session, argv: Argv) -> (Pending, boo
                 None | Some(b"proxy") | Some(b"all") | Some(b"default") | Some(b"everything") => {
                     let mut text = pool.stats.info(&pool.name);
                     if let Some(groups) = &pool.sentinel {
-                        text.push_str(&format!(
-                            "sentinel:{}\r\nsentinel_switches:{}\r\n",
-                            groups.sentinel(),
-                            groups.switches.load(Ordering::Relaxed)
-                        ));
+                        if !groups.sentinels.is_empty() {
+                            text.push_str(&format!(
+                                "sentinel:{}\r\nsentinel_switches:{}\r\n",
+                                groups.sentinel(),
+                                groups.switches.load(Ordering::Relaxed)
+                            ));
+                        }
                         for group in &groups.groups {
                             let master = group
                                 .master

@@ -17,6 +17,12 @@
 //! listen = "127.0.0.1:7401"
 //! sentinels = ["127.0.0.1:26379", "127.0.0.1:26380", "127.0.0.1:26381"]
 //! groups = [{ name = "g1", slots = "0-8191" }, { name = "g2", slots = "8192-16383" }]
+//!
+//! [[pool]]
+//! name = "plain"
+//! kind = "static"                  # fixed standalone servers, sharded by slot ranges
+//! listen = "127.0.0.1:7402"
+//! servers = [{ address = "127.0.0.1:6379", slots = "0-16383" }]
 //! ```
 
 use std::time::Duration;
@@ -54,6 +60,11 @@ pub(crate) enum PoolKind {
         seeds: Vec<String>,
         /// Where reads go.
         read_from: ReadFrom,
+    },
+    /// Fixed standalone servers, sharded by slot ranges: groups whose masters never move.
+    Static {
+        /// Each server: its address and its slots (first, last).
+        servers: Vec<(String, u16, u16)>,
     },
     /// Sentinel-managed masters, sharded by slot ranges.
     Sentinel {
@@ -154,25 +165,12 @@ impl PoolConfig {
                         .collect::<Result<Vec<_>, _>>()?,
                     _ => return Err(err("`sentinels` (a non-empty array) is required")),
                 };
-                let groups = match pool.get("groups") {
-                    Some(toml::Value::Array(list)) if !list.is_empty() => list
-                        .iter()
-                        .map(|g| parse_group(g).map_err(|what| err(&what)))
-                        .collect::<Result<Vec<_>, _>>()?,
-                    _ => return Err(err("`groups` (a non-empty array) is required")),
-                };
-                for slot in 0..16384u16 {
-                    let owners = groups
-                        .iter()
-                        .filter(|(_, first, last)| *first <= slot && slot <= *last)
-                        .count();
-                    if owners != 1 {
-                        return Err(err(&format!(
-                            "slot {slot} is in {owners} groups: the groups must cover 0-16383 once"
-                        )));
-                    }
-                }
+                let groups = ranges(pool, "groups", "name").map_err(|what| err(&what))?;
                 PoolKind::Sentinel { sentinels, groups }
+            }
+            Some("static") => {
+                let servers = ranges(pool, "servers", "address").map_err(|what| err(&what))?;
+                PoolKind::Static { servers }
             }
             Some(other) => return Err(err(&format!("unknown kind `{other}`"))),
         };
@@ -187,6 +185,7 @@ impl PoolConfig {
             "password",
             "sentinels",
             "groups",
+            "servers",
         ];
         if let Some(key) = pool.keys().find(|k| !known.contains(&k.as_str())) {
             return Err(err(&format!("unknown key `{key}`")));
@@ -201,16 +200,39 @@ impl PoolConfig {
     }
 }
 
-/// `{ name = "g1", slots = "0-8191" }`.
-fn parse_group(group: &toml::Value) -> Result<(String, u16, u16), String> {
-    let toml::Value::Table(group) = group else {
-        return Err("a group must be a table".into());
+/// `key = [{ <label> = "…", slots = "first-last" }, …]`, covering every slot exactly once.
+fn ranges(pool: &toml::Table, key: &str, label: &str) -> Result<Vec<(String, u16, u16)>, String> {
+    let list = match pool.get(key) {
+        Some(toml::Value::Array(list)) if !list.is_empty() => list
+            .iter()
+            .map(|g| parse_range(g, label))
+            .collect::<Result<Vec<_>, _>>()?,
+        _ => return Err(format!("`{key}` (a non-empty array) is required")),
     };
-    let Some(toml::Value::String(name)) = group.get("name") else {
-        return Err("a group needs a `name`".into());
+    for slot in 0..16384u16 {
+        let owners = list
+            .iter()
+            .filter(|(_, first, last)| *first <= slot && slot <= *last)
+            .count();
+        if owners != 1 {
+            return Err(format!(
+                "slot {slot} is in {owners} of `{key}`: they must cover 0-16383 once"
+            ));
+        }
+    }
+    Ok(list)
+}
+
+/// `{ name = "g1", slots = "0-8191" }` (or `address` for a static server).
+fn parse_range(entry: &toml::Value, label: &str) -> Result<(String, u16, u16), String> {
+    let toml::Value::Table(entry) = entry else {
+        return Err("each entry must be a table".into());
     };
-    let Some(toml::Value::String(slots)) = group.get("slots") else {
-        return Err(format!("group {name} needs `slots` (\"first-last\")"));
+    let Some(toml::Value::String(name)) = entry.get(label) else {
+        return Err(format!("each entry needs `{label}`"));
+    };
+    let Some(toml::Value::String(slots)) = entry.get("slots") else {
+        return Err(format!("{name} needs `slots` (\"first-last\")"));
     };
     let range = slots
         .split_once('-')
@@ -218,7 +240,7 @@ fn parse_group(group: &toml::Value) -> Result<(String, u16, u16), String> {
         .filter(|(a, b)| a <= b && *b < 16384);
     let Some((first, last)) = range else {
         return Err(format!(
-            "group {name}: `slots` must be \"first-last\" within 0-16383"
+            "{name}: `slots` must be \"first-last\" within 0-16383"
         ));
     };
     Ok((name.clone(), first, last))

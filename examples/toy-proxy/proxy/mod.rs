@@ -41,6 +41,11 @@ pub(crate) async fn start(config: Config) -> std::io::Result<Running> {
                 Default::default(),
                 Some(Arc::new(sentinel::Groups::new(sentinels, groups))),
             ),
+            PoolKind::Static { servers } => (
+                Vec::new(),
+                Default::default(),
+                Some(Arc::new(sentinel::Groups::fixed(servers))),
+            ),
         };
         let cluster = Arc::new(cluster::Pool::new(
             pool.name.clone(),
@@ -51,7 +56,7 @@ pub(crate) async fn start(config: Config) -> std::io::Result<Running> {
             pool.timeout,
             stats,
         ));
-        if let Some(groups) = groups {
+        if let Some(groups) = groups.filter(|g| !g.sentinels.is_empty()) {
             // The watcher discovers the masters itself once subscribed.
             let pool_ = cluster.clone();
             let password = pool.password.clone();

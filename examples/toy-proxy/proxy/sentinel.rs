@@ -91,6 +91,16 @@ impl Groups {
         }
     }
 
+    /// Fixed servers: groups named by their address, whose masters never move (no
+    /// Sentinel).
+    pub(crate) fn fixed(servers: Vec<(String, u16, u16)>) -> Self {
+        let groups = Self::new(Vec::new(), servers);
+        for group in &groups.groups {
+            set(&group.master, Some(group.name.clone()));
+        }
+        groups
+    }
+
     /// The master of the group serving `slot` (the first group's for no slot).
     pub(crate) fn master_for(&self, slot: Option<Slot>) -> Option<String> {
         let group = match slot {
