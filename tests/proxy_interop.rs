@@ -622,3 +622,189 @@ fn a_static_pool_shards_by_slot_range() {
         "{error:?}"
     );
 }
+
+/// Starts the proxy with the configuration `text`; returns every pool's port.
+fn start_proxy_with(text: String) -> Vec<u16> {
+    let config = proxy::Config::parse(&text).expect("a valid configuration");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        runtime.block_on(async move {
+            let running = proxy::start(config).await.expect("the proxy starts");
+            let ports = running.addrs.iter().map(|a| a.port()).collect::<Vec<_>>();
+            tx.send(ports).expect("the test waits");
+            std::future::pending::<()>().await;
+        });
+    });
+    rx.recv_timeout(Duration::from_secs(30))
+        .expect("the proxy started")
+}
+
+fn ok() -> Frame {
+    Frame::SimpleString("OK".into())
+}
+
+fn bulk(text: &str) -> Frame {
+    Frame::BulkString(text.as_bytes().to_vec().into())
+}
+
+/// Transactions (with WATCH) and blocking commands pinned to one connection, Pub/Sub on
+/// connections of their own, reads from replicas, and a backend that answers garbage.
+#[test]
+fn transactions_blocking_pubsub_replica_reads_and_a_garbage_backend() {
+    let cluster = RealCluster::start(3, 1, &[]);
+    // A "server" that answers anything with bytes that are not RESP.
+    let fake = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let fake_port = fake.local_addr().expect("addr").port();
+    std::thread::spawn(move || {
+        for stream in fake.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 1024];
+                while let Ok(n) = stream.read(&mut buf) {
+                    if n == 0 || stream.write_all(b"garbage!!\r\n").is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+    });
+    let seed = cluster.nodes[0].port();
+    let ports = start_proxy_with(format!(
+        "[[pool]]\nname = \"a\"\nlisten = \"127.0.0.1:0\"\nseeds = [\"127.0.0.1:{seed}\"]\n\
+         [[pool]]\nname = \"b\"\nlisten = \"127.0.0.1:0\"\nseeds = [\"127.0.0.1:{seed}\"]\n\
+         read_from = \"replica\"\n\
+         [[pool]]\nname = \"c\"\nkind = \"static\"\nlisten = \"127.0.0.1:0\"\ntimeout_ms = 300\n\
+         servers = [{{ address = \"127.0.0.1:{fake_port}\", slots = \"0-16383\" }}]\n"
+    ));
+    let (a, b, c) = (ports[0], ports[1], ports[2]);
+
+    // MULTI … EXEC in one slot; across slots a clear error.
+    let mut one = Client::connect(a);
+    for (line, want) in [
+        ("MULTI", ok()),
+        ("SET {t}a 1", Frame::SimpleString("QUEUED".into())),
+        ("INCR {t}b", Frame::SimpleString("QUEUED".into())),
+        ("GET {t}a", Frame::SimpleString("QUEUED".into())),
+        (
+            "EXEC",
+            Frame::Array(vec![ok(), Frame::Integer(1), bulk("1")]),
+        ),
+        ("MULTI", ok()),
+        ("SET a 1", Frame::SimpleString("QUEUED".into())),
+        ("SET b 2", Frame::SimpleString("QUEUED".into())),
+        (
+            "EXEC",
+            Frame::SimpleError("CROSSSLOT Keys in request don't hash to the same slot".into()),
+        ),
+    ] {
+        assert_eq!(one.command(&argv(line)), want, "{line}");
+    }
+
+    // WATCH: a change by another client aborts the transaction; without one it runs.
+    let mut two = Client::connect(a);
+    assert_eq!(one.command(&argv("WATCH {w}k")), ok());
+    assert_eq!(two.command(&argv("SET {w}k 2")), ok());
+    for line in ["MULTI", "SET {w}k 3"] {
+        assert!(
+            !matches!(one.command(&argv(line)), Frame::SimpleError(_)),
+            "{line}"
+        );
+    }
+    assert_eq!(one.command(&argv("EXEC")), Frame::NullArray);
+    assert_eq!(one.command(&argv("WATCH {w}k")), ok());
+    for line in ["MULTI", "SET {w}k 4"] {
+        assert!(
+            !matches!(one.command(&argv(line)), Frame::SimpleError(_)),
+            "{line}"
+        );
+    }
+    assert_eq!(one.command(&argv("EXEC")), Frame::Array(vec![ok()]));
+    assert_eq!(two.command(&argv("GET {w}k")), bulk("4"));
+
+    // A blocking command waits on its own connection; the pipeline's order holds.
+    one.send(&[&argv("BLPOP q 10"), &argv("PING")]);
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(two.command(&argv("LPUSH q hello")), Frame::Integer(1));
+    assert_eq!(
+        one.read_reply(),
+        Frame::Array(vec![bulk("q"), bulk("hello")])
+    );
+    assert_eq!(one.read_reply(), Frame::SimpleString("PONG".into()));
+
+    // Pub/Sub: SUBSCRIBE anywhere (PUBLISH reaches every node), SSUBSCRIBE on the
+    // channel's node.
+    let mut sub = Client::connect(a);
+    assert_eq!(
+        sub.command(&argv("SUBSCRIBE news")),
+        Frame::Array(vec![bulk("subscribe"), bulk("news"), Frame::Integer(1)])
+    );
+    let mut ssub = Client::connect(a);
+    assert_eq!(
+        ssub.command(&argv("SSUBSCRIBE {s}ch")),
+        Frame::Array(vec![bulk("ssubscribe"), bulk("{s}ch"), Frame::Integer(1)])
+    );
+    assert!(matches!(
+        two.command(&argv("PUBLISH news hi")),
+        Frame::Integer(_)
+    ));
+    assert_eq!(
+        sub.read_reply(),
+        Frame::Array(vec![bulk("message"), bulk("news"), bulk("hi")])
+    );
+    assert_eq!(two.command(&argv("SPUBLISH {s}ch yo")), Frame::Integer(1));
+    assert_eq!(
+        ssub.read_reply(),
+        Frame::Array(vec![bulk("smessage"), bulk("{s}ch"), bulk("yo")])
+    );
+    assert_eq!(
+        sub.command(&argv("UNSUBSCRIBE news")),
+        Frame::Array(vec![bulk("unsubscribe"), bulk("news"), Frame::Integer(0)])
+    );
+
+    // Reads from replicas: the value arrives through replication, GETs land on replicas.
+    let mut reader = Client::connect(b);
+    assert_eq!(reader.command(&argv("SET r 1")), ok());
+    let replica_gets = || -> u64 {
+        cluster.nodes[3..]
+            .iter()
+            .map(
+                |node| match node.client().command(&argv("INFO commandstats")) {
+                    Frame::BulkString(b) => String::from_utf8_lossy(&b)
+                        .lines()
+                        .find_map(|l| l.strip_prefix("cmdstat_get:calls="))
+                        .and_then(|l| l.split(',').next())
+                        .and_then(|n| n.parse().ok())
+                        .unwrap_or(0),
+                    _ => 0,
+                },
+            )
+            .sum()
+    };
+    // The map lists replicas once they have an offset; the proxy reloads it every 2 s.
+    wait_for("GETs reach a replica", 20, || {
+        reader.command(&argv("GET r")) == bulk("1") && replica_gets() > 0
+    });
+    let replica_gets = replica_gets();
+    assert!(replica_gets > 0, "no GET reached a replica");
+
+    // A backend that answers garbage fails its own requests with an error, in bounded
+    // time; the other pools are unaffected.
+    let mut broken = Client::connect(c);
+    let began = std::time::Instant::now();
+    let reply = broken.command(&argv("GET x"));
+    assert!(
+        matches!(&reply, Frame::SimpleError(e) if e.starts_with(b"ERR")),
+        "{reply:?}"
+    );
+    assert!(
+        began.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        began.elapsed()
+    );
+    assert_eq!(one.command(&argv("GET {t}a")), bulk("1"));
+}

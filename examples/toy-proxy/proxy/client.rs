@@ -1,23 +1,49 @@
 //! One client connection: commands are read and dispatched in order (each queued on its
 //! node's connection at once), and a writer task waits for the replies in that same order,
 //! following redirects, so a pipelining client gets its replies in the order it asked.
+//!
+//! WATCH pins the client to a connection of its own to the watched keys' node, where its
+//! MULTI … EXEC then runs; SUBSCRIBE, PSUBSCRIBE and SSUBSCRIBE turn the client into a relay
+//! to a Pub/Sub connection of its own, until it disconnects.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
-use redis_cluster_proto::resp::{Decoder, Frame, encode};
+use redis_cluster_proto::hash_slot::Slot;
+use redis_cluster_proto::resp::{Decoder, Frame, encode, encode_command};
+use redis_cluster_proto::route::{CommandTable, Route};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
+use super::backend::Backend;
 use super::cluster::{Argv, Pending, Pool};
 
 enum Item {
     Reply(Pending, Instant),
+    /// Several replies to one command (UNSUBSCRIBE of several channels).
+    Frames(Vec<Frame>),
+    /// From here on, relay between the client and a Pub/Sub connection to `addr`, which
+    /// gets `bytes` first.
+    PubSub {
+        addr: String,
+        bytes: Vec<u8>,
+    },
+    /// A command for the Pub/Sub connection.
+    Forward(Vec<u8>),
     /// Close the connection after the replies before it.
     Close,
+}
+
+/// What a command asks of the connection.
+enum Action {
+    Reply(Pending),
+    Frames(Vec<Frame>),
+    ReplyAndClose(Pending),
+    PubSub { addr: String, bytes: Vec<u8> },
+    Forward(Vec<u8>),
 }
 
 fn error(text: &str) -> Frame {
@@ -28,11 +54,21 @@ fn ok() -> Frame {
     Frame::SimpleString(Bytes::from_static(b"OK"))
 }
 
+fn encoded(argv: &[Bytes]) -> Vec<u8> {
+    let mut out = Vec::new();
+    encode_command(argv, &mut out);
+    out
+}
+
 /// What a connection is in the middle of.
 #[derive(Default)]
 struct Session {
-    /// Inside MULTI: the commands queued, and whether one was refused (EXECABORT).
-    multi: Option<(Vec<Argv>, bool)>,
+    /// Inside MULTI: the commands queued.
+    multi: Option<Vec<Argv>>,
+    /// After WATCH: the connection the watch lives on, and the watched keys' slot.
+    watch: Option<(Arc<Backend>, Option<Slot>)>,
+    /// Relaying to a Pub/Sub connection.
+    pubsub: bool,
 }
 
 /// Serves one client until it quits, closes, or sends something that is not RESP.
@@ -56,12 +92,18 @@ pub(crate) async fn serve(stream: TcpStream, pool: Arc<Pool>) {
                     let argv: Argv = (0..command.len())
                         .filter_map(|i| command.arg_bytes(i))
                         .collect();
-                    let (pending, close) = handle(&pool, &mut session, argv).await;
-                    if tx.send(Item::Reply(pending, started)).is_err() {
-                        break 'read;
-                    }
-                    if close {
-                        let _ = tx.send(Item::Close);
+                    let item = match handle(&pool, &mut session, argv).await {
+                        Action::Reply(pending) => Item::Reply(pending, started),
+                        Action::Frames(frames) => Item::Frames(frames),
+                        Action::ReplyAndClose(pending) => {
+                            let _ = tx.send(Item::Reply(pending, started));
+                            Item::Close
+                        }
+                        Action::PubSub { addr, bytes } => Item::PubSub { addr, bytes },
+                        Action::Forward(bytes) => Item::Forward(bytes),
+                    };
+                    let close = matches!(item, Item::Close);
+                    if tx.send(item).is_err() || close {
                         break 'read;
                     }
                 }
@@ -86,36 +128,21 @@ pub(crate) async fn serve(stream: TcpStream, pool: Arc<Pool>) {
     stats.connected.fetch_sub(1, Ordering::Relaxed);
 }
 
-/// Commands the proxy answers itself, transactions, and everything else routed.
-async fn handle(pool: &Pool, session: &mut Session, argv: Argv) -> (Pending, bool) {
+/// Commands the proxy answers itself, transactions, Pub/Sub, and everything else routed.
+async fn handle(pool: &Pool, session: &mut Session, argv: Argv) -> Action {
     let name = argv
         .first()
         .map(|n| n.to_ascii_uppercase())
         .unwrap_or_default();
-    let ready = |frame| (Pending::Ready(frame), false);
-    if let Some((queued, aborted)) = session.multi.as_mut() {
-        match name.as_slice() {
-            b"EXEC" => {
-                let (queued, aborted) = session.multi.take().unwrap_or_default();
-                if aborted {
-                    return ready(error(
-                        "EXECABORT Transaction discarded because of previous errors.",
-                    ));
-                }
-                return (pool.transaction(&queued), false);
-            }
-            b"DISCARD" => {
-                session.multi = None;
-                return ready(ok());
-            }
-            b"MULTI" => return ready(error("ERR MULTI calls can not be nested")),
-            b"WATCH" => return ready(error("ERR WATCH inside MULTI is not allowed")),
-            _ => {
-                queued.push(argv);
-                let _ = aborted;
-                return ready(Frame::SimpleString(Bytes::from_static(b"QUEUED")));
-            }
-        }
+    let ready = |frame| Action::Reply(Pending::Ready(frame));
+    if session.pubsub {
+        return match name.as_slice() {
+            b"QUIT" => Action::ReplyAndClose(Pending::Ready(ok())),
+            _ => Action::Forward(encoded(&argv)),
+        };
+    }
+    if session.multi.is_some() {
+        return in_transaction(pool, session, &name, argv);
     }
     match name.as_slice() {
         b"PING" => match argv.get(1) {
@@ -123,7 +150,7 @@ async fn handle(pool: &Pool, session: &mut Session, argv: Argv) -> (Pending, boo
             Some(text) if argv.len() == 2 => ready(Frame::BulkString(text.clone())),
             _ => ready(error("ERR wrong number of arguments for 'ping' command")),
         },
-        b"QUIT" => (Pending::Ready(ok()), true),
+        b"QUIT" => Action::ReplyAndClose(Pending::Ready(ok())),
         b"SELECT" => match argv.get(1).map(|db| db.as_ref()) {
             Some(b"0") => ready(ok()),
             _ => ready(error("ERR SELECT is not allowed in cluster mode")),
@@ -132,39 +159,26 @@ async fn handle(pool: &Pool, session: &mut Session, argv: Argv) -> (Pending, boo
             let section = argv.get(1).map(|s| s.to_ascii_lowercase());
             match section.as_deref() {
                 None | Some(b"proxy") | Some(b"all") | Some(b"default") | Some(b"everything") => {
-                    let mut text = pool.stats.info(&pool.name);
-                    if let Some(groups) = &pool.sentinel {
-                        if !groups.sentinels.is_empty() {
-                            text.push_str(&format!(
-                                "sentinel:{}\r\nsentinel_switches:{}\r\n",
-                                groups.sentinel(),
-                                groups.switches.load(Ordering::Relaxed)
-                            ));
-                        }
-                        for group in &groups.groups {
-                            let master = group
-                                .master
-                                .read()
-                                .map(|m| m.clone().unwrap_or_default())
-                                .unwrap_or_default();
-                            text.push_str(&format!("group_{}:{master}\r\n", group.name));
-                        }
-                    }
-                    ready(Frame::BulkString(Bytes::from(text)))
+                    ready(Frame::BulkString(Bytes::from(info(pool))))
                 }
                 // Other sections: a node's own answer.
-                Some(_) => (pool.dispatch(argv).await, false),
+                Some(_) => Action::Reply(pool.dispatch(argv).await),
             }
         }
         b"MULTI" => {
-            session.multi = Some((Vec::new(), false));
+            session.multi = Some(Vec::new());
             ready(ok())
         }
         b"EXEC" => ready(error("ERR EXEC without MULTI")),
         b"DISCARD" => ready(error("ERR DISCARD without MULTI")),
-        b"WATCH" | b"UNWATCH" => ready(error(
-            "ERR WATCH is not supported by the proxy: its keys' node is not pinned yet",
-        )),
+        b"WATCH" => watch(pool, session, argv).await,
+        b"UNWATCH" => match session.watch.take() {
+            Some((backend, _)) => {
+                let rx = backend.send(encoded(&argv), 1);
+                Action::Reply(Pending::Pinned(backend, rx))
+            }
+            None => ready(ok()),
+        },
         b"CLIENT" => {
             let sub = argv.get(1).map(|s| s.to_ascii_uppercase());
             match sub.as_deref() {
@@ -176,16 +190,157 @@ async fn handle(pool: &Pool, session: &mut Session, argv: Argv) -> (Pending, boo
             "ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?",
         )),
         b"HELLO" => ready(error("NOPROTO the proxy speaks RESP2 only")),
-        b"SUBSCRIBE" | b"PSUBSCRIBE" | b"SSUBSCRIBE" | b"UNSUBSCRIBE" | b"PUNSUBSCRIBE"
-        | b"SUNSUBSCRIBE" | b"MONITOR" => ready(error(&format!(
-            "ERR {} is not supported by the proxy yet",
-            String::from_utf8_lossy(&name)
-        ))),
-        _ => (pool.dispatch(argv).await, false),
+        b"SUBSCRIBE" | b"PSUBSCRIBE" | b"SSUBSCRIBE" => match pool.pubsub_node(&argv) {
+            Ok(addr) => {
+                session.pubsub = true;
+                let mut bytes = Vec::new();
+                if let Some(password) = pool.password() {
+                    let auth = [
+                        Bytes::from_static(b"AUTH"),
+                        Bytes::copy_from_slice(password.as_bytes()),
+                    ];
+                    encode_command(&auth, &mut bytes);
+                }
+                encode_command(&argv, &mut bytes);
+                Action::PubSub { addr, bytes }
+            }
+            Err(frame) => ready(frame),
+        },
+        b"UNSUBSCRIBE" | b"PUNSUBSCRIBE" | b"SUNSUBSCRIBE" => {
+            // Not subscribed: what a server answers, one reply per channel (or one for none).
+            let kind = Bytes::from(String::from_utf8_lossy(&name).to_ascii_lowercase());
+            let channels: Vec<Frame> = if argv.len() > 1 {
+                argv[1..]
+                    .iter()
+                    .map(|c| Frame::BulkString(c.clone()))
+                    .collect()
+            } else {
+                vec![Frame::NullBulkString]
+            };
+            Action::Frames(
+                channels
+                    .into_iter()
+                    .map(|channel| {
+                        Frame::Array(vec![
+                            Frame::BulkString(kind.clone()),
+                            channel,
+                            Frame::Integer(0),
+                        ])
+                    })
+                    .collect(),
+            )
+        }
+        b"MONITOR" => ready(error("ERR MONITOR is not supported by the proxy")),
+        _ => Action::Reply(pool.dispatch(argv).await),
     }
 }
 
-/// Writes the replies in request order, as many per write as are ready.
+/// Inside MULTI: commands are queued here; EXEC sends them all at once, on the pinned
+/// connection after a WATCH, else on a connection of their own.
+fn in_transaction(pool: &Pool, session: &mut Session, name: &[u8], argv: Argv) -> Action {
+    let ready = |frame| Action::Reply(Pending::Ready(frame));
+    match name {
+        b"EXEC" => {
+            let queued = session.multi.take().unwrap_or_default();
+            match session.watch.take() {
+                Some((backend, watched)) => {
+                    let slot = match Pool::transaction_slot(&queued) {
+                        Ok(slot) => slot,
+                        Err(frame) => return ready(frame),
+                    };
+                    if slot.is_some() && watched.is_some() && slot != watched {
+                        return ready(error(
+                            "CROSSSLOT Keys in request don't hash to the same slot",
+                        ));
+                    }
+                    let (bytes, frames) = Pool::transaction_bytes(&queued);
+                    let rx = backend.send(bytes, frames);
+                    Action::Reply(Pending::Pinned(backend, rx))
+                }
+                None => Action::Reply(pool.transaction(&queued)),
+            }
+        }
+        b"DISCARD" => {
+            session.multi = None;
+            match session.watch.take() {
+                // DISCARD also forgets the watched keys.
+                Some((backend, _)) => {
+                    let rx = backend.send(encoded(&[Bytes::from_static(b"UNWATCH")]), 1);
+                    Action::Reply(Pending::Pinned(backend, rx))
+                }
+                None => ready(ok()),
+            }
+        }
+        b"MULTI" => ready(error("ERR MULTI calls can not be nested")),
+        b"WATCH" => ready(error("ERR WATCH inside MULTI is not allowed")),
+        _ => {
+            if let Some(queued) = session.multi.as_mut() {
+                queued.push(argv);
+            }
+            ready(Frame::SimpleString(Bytes::from_static(b"QUEUED")))
+        }
+    }
+}
+
+/// WATCH: the keys' node gets a connection of this client's own, kept until EXEC, DISCARD
+/// or UNWATCH; later WATCHes must be in the same slot.
+async fn watch(pool: &Pool, session: &mut Session, argv: Argv) -> Action {
+    let ready = |frame| Action::Reply(Pending::Ready(frame));
+    let slot = match CommandTable::REDIS_7_0.route(&argv) {
+        Ok(Route::Slot(slot)) => Some(slot),
+        Ok(Route::CrossSlot) | Ok(Route::Split(_)) => {
+            return ready(error(
+                "CROSSSLOT Keys in request don't hash to the same slot",
+            ));
+        }
+        // Wrong arity and the like: the server's own error.
+        _ => None,
+    };
+    if let Some((backend, watched)) = &session.watch {
+        if slot.is_some() && *watched != slot {
+            return ready(error(
+                "CROSSSLOT Keys in request don't hash to the same slot",
+            ));
+        }
+        let rx = backend.send(encoded(&argv), 1);
+        return Action::Reply(Pending::Pinned(backend.clone(), rx));
+    }
+    match pool.dedicated_to(slot).await {
+        Ok(backend) => {
+            let rx = backend.send(encoded(&argv), 1);
+            session.watch = Some((backend.clone(), slot));
+            Action::Reply(Pending::Pinned(backend, rx))
+        }
+        Err(frame) => ready(frame),
+    }
+}
+
+/// The `INFO` text: the pool's counters, and for a Sentinel pool the Sentinel in use and
+/// each group's master.
+fn info(pool: &Pool) -> String {
+    let mut text = pool.stats.info(&pool.name);
+    if let Some(groups) = &pool.sentinel {
+        if !groups.sentinels.is_empty() {
+            text.push_str(&format!(
+                "sentinel:{}\r\nsentinel_switches:{}\r\n",
+                groups.sentinel(),
+                groups.switches.load(Ordering::Relaxed)
+            ));
+        }
+        for group in &groups.groups {
+            let master = group
+                .master
+                .read()
+                .map(|m| m.clone().unwrap_or_default())
+                .unwrap_or_default();
+            text.push_str(&format!("group_{}:{master}\r\n", group.name));
+        }
+    }
+    text
+}
+
+/// Writes the replies in request order, as many per write as are ready; after a Pub/Sub
+/// item, relays between the client and its Pub/Sub connection.
 async fn write_replies(
     mut wr: tokio::net::tcp::OwnedWriteHalf,
     mut rx: mpsc::UnboundedReceiver<Item>,
@@ -196,6 +351,7 @@ async fn write_replies(
     while let Some(item) = rx.recv().await {
         let mut next = Some(item);
         let mut close = false;
+        let mut pubsub = None;
         while let Some(item) = next.take() {
             match item {
                 Item::Reply(pending, started) => {
@@ -207,9 +363,16 @@ async fn write_replies(
                     stats.latency_us.fetch_add(took, Ordering::Relaxed);
                     encode(&frame, &mut out);
                 }
+                Item::Frames(frames) => {
+                    for frame in &frames {
+                        encode(frame, &mut out);
+                    }
+                }
                 Item::Close => close = true,
+                Item::PubSub { addr, bytes } => pubsub = Some((addr, bytes)),
+                Item::Forward(_) => {} // only after a Pub/Sub item, handled by the relay
             }
-            if !close && out.len() < 64 * 1024 {
+            if !close && pubsub.is_none() && out.len() < 64 * 1024 {
                 next = rx.try_recv().ok();
             }
         }
@@ -221,5 +384,66 @@ async fn write_replies(
             let _ = wr.shutdown().await;
             return;
         }
+        if let Some((addr, bytes)) = pubsub {
+            relay(wr, rx, &addr, bytes).await;
+            return;
+        }
     }
+}
+
+/// The Pub/Sub relay: the client's commands to the server as they come, the server's
+/// frames (replies and messages) to the client byte for byte.
+async fn relay(
+    mut wr: tokio::net::tcp::OwnedWriteHalf,
+    mut rx: mpsc::UnboundedReceiver<Item>,
+    addr: &str,
+    first: Vec<u8>,
+) {
+    let mut server = match TcpStream::connect(addr).await {
+        Ok(server) => server,
+        Err(e) => {
+            let mut out = Vec::new();
+            encode(
+                &error(&format!("ERR cannot connect to the server: {e}")),
+                &mut out,
+            );
+            let _ = wr.write_all(&out).await;
+            let _ = wr.shutdown().await;
+            return;
+        }
+    };
+    if server.write_all(&first).await.is_err() {
+        return;
+    }
+    let mut buf = vec![0u8; 16 * 1024];
+    loop {
+        tokio::select! {
+            item = rx.recv() => match item {
+                Some(Item::Forward(bytes)) => {
+                    if server.write_all(&bytes).await.is_err() {
+                        break;
+                    }
+                }
+                Some(Item::Reply(pending, _)) => {
+                    // QUIT's OK: the last thing the client gets.
+                    if let Pending::Ready(frame) = pending {
+                        let mut out = Vec::new();
+                        encode(&frame, &mut out);
+                        let _ = wr.write_all(&out).await;
+                    }
+                }
+                Some(Item::Close) | None => break,
+                Some(Item::PubSub { .. }) | Some(Item::Frames(_)) => {}
+            },
+            n = server.read(&mut buf) => match n {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    if wr.write_all(&buf[..n]).await.is_err() {
+                        break;
+                    }
+                }
+            },
+        }
+    }
+    let _ = wr.shutdown().await;
 }

@@ -38,6 +38,8 @@ pub(crate) enum Pending {
     Fan(Merge, Vec<Call>),
     /// SCAN over the masters one after the other.
     Scan(Argv),
+    /// A request on a client's pinned connection (WATCH): its reply as it comes.
+    Pinned(Arc<Backend>, oneshot::Receiver<Reply>),
     /// A command run on a connection of its own (blocking commands, transactions).
     Dedicated {
         /// The node.
@@ -372,41 +374,98 @@ impl Pool {
         }
     }
 
-    /// A transaction (MULTI, the commands, EXEC) on a connection of its own, to the node of
-    /// the commands' one slot.
-    pub(crate) fn transaction(&self, commands: &[Argv]) -> Pending {
+    /// The one slot of a transaction's commands (`None` when none has a key), or the
+    /// error a client gets for it.
+    pub(crate) fn transaction_slot(commands: &[Argv]) -> Result<Option<Slot>, Frame> {
         let mut slot: Option<Slot> = None;
         for argv in commands {
             match CommandTable::REDIS_7_0.route(argv) {
                 Ok(Route::Slot(s)) if slot.is_none_or(|known| known == s) => slot = Some(s),
                 Ok(Route::Any) => {}
                 Ok(Route::Slot(_)) | Ok(Route::CrossSlot) | Ok(Route::Split(_)) => {
-                    return Pending::Ready(error(
+                    return Err(error(
                         "CROSSSLOT Keys in request don't hash to the same slot",
                     ));
                 }
                 Ok(_) => {
-                    return Pending::Ready(error(
+                    return Err(error(
                         "ERR this command cannot run inside a transaction through the proxy",
                     ));
                 }
                 Err(_) => {}
             }
         }
-        let Some(addr) = self.node_for(slot, false) else {
-            return Pending::Ready(error("CLUSTERDOWN Hash slot not served"));
-        };
+        Ok(slot)
+    }
+
+    /// MULTI, the commands, EXEC, as bytes, and the frames they produce.
+    pub(crate) fn transaction_bytes(commands: &[Argv]) -> (Vec<u8>, usize) {
         let mut bytes = encode(&[Bytes::from_static(b"MULTI")]);
         for argv in commands {
             encode_command(argv, &mut bytes);
         }
         encode_command(&[Bytes::from_static(b"EXEC")], &mut bytes);
+        (bytes, commands.len() + 2)
+    }
+
+    /// A transaction (MULTI, the commands, EXEC) on a connection of its own, to the node of
+    /// the commands' one slot.
+    pub(crate) fn transaction(&self, commands: &[Argv]) -> Pending {
+        let slot = match Self::transaction_slot(commands) {
+            Ok(slot) => slot,
+            Err(frame) => return Pending::Ready(frame),
+        };
+        let Some(addr) = self.node_for(slot, false) else {
+            return Pending::Ready(error("CLUSTERDOWN Hash slot not served"));
+        };
+        let (bytes, frames) = Self::transaction_bytes(commands);
         Pending::Dedicated {
             addr,
             bytes,
-            frames: commands.len() + 2,
+            frames,
             wait: Some(self.timeout),
         }
+    }
+
+    /// A connection of its own to the master of `slot` (WATCH pins one; a Pub/Sub client
+    /// gets one).
+    pub(crate) async fn dedicated_to(&self, slot: Option<Slot>) -> Result<Arc<Backend>, Frame> {
+        let Some(addr) = self.node_for(slot, false) else {
+            return Err(error("CLUSTERDOWN Hash slot not served"));
+        };
+        let backend = Backend::connect(&addr, self.timeout)
+            .await
+            .map_err(|e| error(format!("ERR {e}")))?;
+        if let Some(password) = &self.password {
+            let auth = [Bytes::from_static(b"AUTH"), Bytes::from(password.clone())];
+            drop(backend.send(encode(&auth), 1));
+        }
+        Ok(backend)
+    }
+
+    /// Where a client's Pub/Sub connection goes: SSUBSCRIBE to the node of its channels'
+    /// one slot, SUBSCRIBE and PSUBSCRIBE to any master (PUBLISH reaches every node).
+    pub(crate) fn pubsub_node(&self, argv: &Argv) -> Result<String, Frame> {
+        let slot = if argv[0].eq_ignore_ascii_case(b"SSUBSCRIBE") {
+            match CommandTable::REDIS_7_0.route(argv) {
+                Ok(Route::Slot(slot)) => Some(slot),
+                Ok(Route::CrossSlot) => {
+                    return Err(error(
+                        "CROSSSLOT Keys in request don't hash to the same slot",
+                    ));
+                }
+                _ => None,
+            }
+        } else {
+            None
+        };
+        self.node_for(slot, false)
+            .ok_or_else(|| error("CLUSTERDOWN Hash slot not served"))
+    }
+
+    /// The password backends are sent, if any.
+    pub(crate) fn password(&self) -> Option<&str> {
+        self.password.as_deref()
     }
 
     /// Waits for a pending request and follows redirects until it has the client's reply.
@@ -433,6 +492,10 @@ impl Pool {
                     .unwrap_or_else(|e| error(format!("ERR cannot merge the replies: {e}")))
             }
             Pending::Scan(argv) => self.scan(argv).await,
+            Pending::Pinned(backend, rx) => backend
+                .wait(rx)
+                .await
+                .unwrap_or_else(|e| error(format!("ERR {e}"))),
             Pending::Dedicated {
                 addr,
                 bytes,

@@ -15,6 +15,9 @@ use tokio::net::TcpListener;
 
 pub(crate) use config::{Config, PoolKind};
 
+/// How often a cluster pool reloads its slot map without being told to.
+const REFRESH: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// The pools listening, with their addresses.
 pub(crate) struct Running {
     /// Each pool's listen address, in configuration order.
@@ -63,6 +66,18 @@ pub(crate) async fn start(config: Config) -> std::io::Result<Running> {
             tokio::spawn(groups.watch(pool.timeout, password, move |old, _new| {
                 pool_.switched(old);
             }));
+        }
+        if cluster.sentinel.is_none() {
+            // The map is also reloaded every few seconds, not only after a redirect: replicas
+            // appear in CLUSTER SLOTS once they have an offset, and a slot can move without
+            // this proxy's clients touching it.
+            let pool_ = cluster.clone();
+            tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(REFRESH).await;
+                    pool_.refresh_soon();
+                }
+            });
         }
         if let Err(e) = cluster.refresh().await {
             eprintln!("pool {}: no slot map yet ({e}); retrying", pool.name);
