@@ -128,6 +128,50 @@ fn multi_key_commands_across_slots_answer_as_one_server() {
         let (got, want) = (ours.command(&argv(line)), theirs.command(&argv(line)));
         assert_eq!(got, want, "{line}");
     }
+    // SCAN through the proxy walks every master: the same keys as the single server's.
+    let keys = |client: &mut Client, scan: bool| -> Vec<Vec<u8>> {
+        let mut found = Vec::new();
+        if !scan {
+            if let Frame::Array(items) = client.command(&argv("KEYS *")) {
+                for item in items {
+                    if let Frame::BulkString(key) = item {
+                        found.push(key.to_vec());
+                    }
+                }
+            }
+        } else {
+            let mut cursor = b"0".to_vec();
+            loop {
+                let reply = client.command(&[b"SCAN", &cursor, b"COUNT", b"2"]);
+                let Frame::Array(parts) = reply else {
+                    panic!("SCAN: {reply:?}")
+                };
+                let [Frame::BulkString(next), Frame::Array(batch)] = &parts[..] else {
+                    panic!("SCAN: {parts:?}")
+                };
+                for item in batch {
+                    if let Frame::BulkString(key) = item {
+                        found.push(key.to_vec());
+                    }
+                }
+                if next.as_ref() == b"0" {
+                    break;
+                }
+                cursor = next.to_vec();
+            }
+        }
+        found.sort();
+        found.dedup();
+        found
+    };
+    let (scanned, listed) = (keys(&mut ours, true), keys(&mut theirs, false));
+    assert!(scanned.len() > 5, "{scanned:?}");
+    assert_eq!(scanned, listed);
+    assert_eq!(
+        keys(&mut ours, false),
+        listed,
+        "KEYS fanned out to every master"
+    );
     // MSETNX across slots cannot be all or nothing: refused, as a cluster node refuses it.
     assert_eq!(
         ours.command(&argv("MSETNX x 1 y 2")),
