@@ -17,30 +17,14 @@ use std::time::Duration;
 use redis_cluster_proto::resp::Frame;
 use support::{Client, RealCluster, RedisServer};
 
-/// Starts the proxy on a runtime of its own (a background thread that lives as long as the
-/// test binary) with one cluster pool over `seeds`; returns its port.
+/// Starts the proxy with one cluster pool over `seeds`; returns its port.
 fn start_proxy(seeds: &[u16]) -> u16 {
     let seeds: Vec<String> = seeds.iter().map(|p| format!("\"127.0.0.1:{p}\"")).collect();
     let text = format!(
         "[[pool]]\nname = \"test\"\nlisten = \"127.0.0.1:0\"\nseeds = [{}]\ntimeout_ms = 2000\n",
         seeds.join(", ")
     );
-    let config = proxy::Config::parse(&text).expect("a valid configuration");
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .expect("a runtime");
-        runtime.block_on(async move {
-            let running = proxy::start(config).await.expect("the proxy starts");
-            tx.send(running.addrs[0].port()).expect("the test waits");
-            std::future::pending::<()>().await;
-        });
-    });
-    rx.recv_timeout(Duration::from_secs(30))
-        .expect("the proxy started")
+    start_proxy_with(text)[0]
 }
 
 fn argv(line: &str) -> Vec<&[u8]> {
@@ -469,23 +453,7 @@ fn a_sentinel_pool_follows_failovers_and_sentinels() {
             .collect::<Vec<_>>()
             .join(", ")
     );
-    let config = proxy::Config::parse(&text).expect("a valid configuration");
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .expect("a runtime");
-        runtime.block_on(async move {
-            let running = proxy::start(config).await.expect("the proxy starts");
-            tx.send(running.addrs[0].port()).expect("the test waits");
-            std::future::pending::<()>().await;
-        });
-    });
-    let port = rx
-        .recv_timeout(Duration::from_secs(30))
-        .expect("the proxy started");
+    let port = start_proxy_with(text)[0];
     wait_for("the proxy knows both masters", 30, || {
         let info = proxy_info(port);
         info_field(&info, "group_g1") == format!("127.0.0.1:{}", m1.port())
@@ -617,21 +585,7 @@ fn a_static_pool_shards_by_slot_range() {
         low.port(),
         high.port()
     );
-    let config = proxy::Config::parse(&text).expect("a valid configuration");
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .expect("a runtime");
-        runtime.block_on(async move {
-            let running = proxy::start(config).await.expect("the proxy starts");
-            tx.send(running.addrs[0].port()).expect("the test waits");
-            std::future::pending::<()>().await;
-        });
-    });
-    let port = rx.recv_timeout(Duration::from_secs(30)).expect("started");
+    let port = start_proxy_with(text)[0];
     let mut client = Client::connect(port);
     // "bar" is slot 5061, "foo" slot 12182.
     assert_eq!(
@@ -667,7 +621,8 @@ fn a_static_pool_shards_by_slot_range() {
     );
 }
 
-/// Starts the proxy with the configuration `text`; returns every pool's port.
+/// Starts the proxy with the configuration `text` on a runtime of its own (a background
+/// thread that lives as long as the test binary); returns every pool's port.
 fn start_proxy_with(text: String) -> Vec<u16> {
     let config = proxy::Config::parse(&text).expect("a valid configuration");
     let (tx, rx) = std::sync::mpsc::channel();

@@ -263,25 +263,18 @@ impl Pool {
     /// Queues `argv` for `slot` (or any node) now, so that it keeps its place among the
     /// client's commands.
     async fn call(&self, argv: Argv, slot: Option<Slot>, read: bool) -> Call {
-        let mut call = Call {
-            argv,
-            slot,
-            read,
-            backend: None,
-            rx: None,
-            error: None,
-        };
         let Some(node) = self.node_for(slot, read) else {
-            call.error = Some(error("CLUSTERDOWN Hash slot not served"));
-            return call;
+            return Call {
+                argv,
+                slot,
+                read,
+                backend: None,
+                rx: None,
+                error: Some(error("CLUSTERDOWN Hash slot not served")),
+            };
         };
-        match self.backend(&node).await {
-            Ok(backend) => {
-                call.rx = Some(backend.send(encode(&call.argv), 1));
-                call.backend = Some(backend);
-            }
-            Err(e) => call.error = Some(error(format!("ERR {e}"))),
-        }
+        let mut call = self.call_node(&node, argv).await;
+        (call.slot, call.read) = (slot, read);
         call
     }
 
@@ -473,24 +466,12 @@ impl Pool {
         match pending {
             Pending::Ready(frame) => frame,
             Pending::One(call) => self.finish(call).await,
-            Pending::Split(split, calls) => {
-                let mut replies = Vec::with_capacity(calls.len());
-                for call in calls {
-                    replies.push(self.finish(call).await);
-                }
-                split
-                    .merge(replies)
-                    .unwrap_or_else(|e| error(format!("ERR cannot merge the replies: {e}")))
-            }
-            Pending::Fan(merge, calls) => {
-                let mut replies = Vec::with_capacity(calls.len());
-                for call in calls {
-                    replies.push(self.finish(call).await);
-                }
-                merge
-                    .merge(replies)
-                    .unwrap_or_else(|e| error(format!("ERR cannot merge the replies: {e}")))
-            }
+            Pending::Split(split, calls) => split
+                .merge(self.finish_all(calls).await)
+                .unwrap_or_else(|e| error(format!("ERR cannot merge the replies: {e}"))),
+            Pending::Fan(merge, calls) => merge
+                .merge(self.finish_all(calls).await)
+                .unwrap_or_else(|e| error(format!("ERR cannot merge the replies: {e}"))),
             Pending::Scan(argv) => self.scan(argv).await,
             Pending::Pinned(backend, rx) => backend
                 .wait(rx)
@@ -520,6 +501,15 @@ impl Pool {
                 reply.unwrap_or_else(|e| error(format!("ERR {e}")))
             }
         }
+    }
+
+    /// Every call's reply, in order.
+    async fn finish_all(self: &Arc<Self>, calls: Vec<Call>) -> Vec<Frame> {
+        let mut replies = Vec::with_capacity(calls.len());
+        for call in calls {
+            replies.push(self.finish(call).await);
+        }
+        replies
     }
 
     /// One call's reply, following MOVED (map updated, refreshed in the background), ASK

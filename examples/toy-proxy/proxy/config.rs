@@ -137,16 +137,7 @@ impl PoolConfig {
         };
         let kind = match string("kind")?.as_deref() {
             Some("cluster") | None => {
-                let seeds = match pool.get("seeds") {
-                    Some(toml::Value::Array(seeds)) if !seeds.is_empty() => seeds
-                        .iter()
-                        .map(|s| match s {
-                            toml::Value::String(s) => Ok(s.clone()),
-                            _ => Err(err("`seeds` must be strings")),
-                        })
-                        .collect::<Result<Vec<_>, _>>()?,
-                    _ => return Err(err("`seeds` (a non-empty array) is required")),
-                };
+                let seeds = strings(pool, "seeds").map_err(|what| err(&what))?;
                 let read_from = match string("read_from")?.as_deref() {
                     None | Some("master") => ReadFrom::Master,
                     Some("replica") => ReadFrom::PreferReplica,
@@ -155,16 +146,7 @@ impl PoolConfig {
                 PoolKind::Cluster { seeds, read_from }
             }
             Some("sentinel") => {
-                let sentinels = match pool.get("sentinels") {
-                    Some(toml::Value::Array(list)) if !list.is_empty() => list
-                        .iter()
-                        .map(|s| match s {
-                            toml::Value::String(s) => Ok(s.clone()),
-                            _ => Err(err("`sentinels` must be strings")),
-                        })
-                        .collect::<Result<Vec<_>, _>>()?,
-                    _ => return Err(err("`sentinels` (a non-empty array) is required")),
-                };
+                let sentinels = strings(pool, "sentinels").map_err(|what| err(&what))?;
                 let groups = ranges(pool, "groups", "name").map_err(|what| err(&what))?;
                 PoolKind::Sentinel { sentinels, groups }
             }
@@ -197,6 +179,22 @@ impl PoolConfig {
             timeout,
             password,
         })
+    }
+}
+
+/// `key = ["…", …]`, not empty.
+fn strings(pool: &toml::Table, key: &str) -> Result<Vec<String>, String> {
+    match pool.get(key) {
+        Some(toml::Value::Array(list)) if !list.is_empty() => list
+            .iter()
+            .map(|s| match s {
+                toml::Value::String(s) => Ok(s.clone()),
+                _ => Err(format!("`{key}` must be strings")),
+            })
+            .collect(),
+        _ => Err(format!(
+            "`{key}` (a non-empty array of strings) is required"
+        )),
     }
 }
 
