@@ -1,24 +1,24 @@
-//! The toy proxy's nutcracker (twemproxy) key distribution against the real `nutcracker`:
-//! for every hash × distribution it shards, the same keys (binary bytes, hash tags, every
-//! tail length) land on the same server through nutcracker as our continuum says.
+//! The toy proxy against the real `nutcracker` (twemproxy), both reading the same YAML file:
+//! for every hash × distribution, the same keys (binary bytes, hash tags, every tail length)
+//! land on the same server through nutcracker, through our proxy, and where our continuum
+//! says; a multi-key MGET across servers answers the same through both.
 
 mod support;
 
-#[path = "../examples/toy-proxy/proxy/hashkit.rs"]
+#[path = "../examples/toy-proxy/proxy/mod.rs"]
 #[allow(dead_code)]
-mod hashkit;
+mod proxy;
 
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use hashkit::{Continuum, Distribution, Hash, Weighted};
+use proxy::hashkit::{Continuum, Distribution, Hash, Weighted};
 use redis_cluster_proto::resp::Frame;
 use support::{Client, RedisServer};
 
 /// A `nutcracker` child process, killed on drop.
 struct Nutcracker {
     child: Child,
-    port: u16,
     dir: std::path::PathBuf,
 }
 
@@ -37,21 +37,14 @@ fn free_port() -> u16 {
         .expect("a free port")
 }
 
-/// Starts nutcracker with one pool over `servers` (`host:port:weight [name]` lines).
-fn nutcracker(hash: &str, distribution: &str, servers: &[String]) -> Nutcracker {
-    let port = free_port();
+/// Starts nutcracker with the YAML `conf`, listening on `ports`.
+fn nutcracker(conf: &str, ports: &[u16]) -> Nutcracker {
+    let port = ports[0];
     let dir = std::env::temp_dir().join(format!(
         "redis-cluster-proto-nutcracker-{}-{port}",
         std::process::id()
     ));
     std::fs::create_dir_all(&dir).expect("a scratch directory");
-    let mut conf = format!(
-        "pool:\n  listen: 127.0.0.1:{port}\n  hash: {hash}\n  distribution: {distribution}\n  \
-         hash_tag: \"{{}}\"\n  redis: true\n  servers:\n"
-    );
-    for server in servers {
-        conf.push_str(&format!("   - {server}\n"));
-    }
     let path = dir.join("nutcracker.yml");
     std::fs::write(&path, conf).expect("write the configuration");
     let child = Command::new("nutcracker")
@@ -65,13 +58,53 @@ fn nutcracker(hash: &str, distribution: &str, servers: &[String]) -> Nutcracker 
         .stderr(Stdio::null())
         .spawn()
         .expect("nutcracker runs (bash .ci/test installs it)");
-    let started = Nutcracker { child, port, dir };
+    let started = Nutcracker { child, dir };
     let deadline = Instant::now() + Duration::from_secs(10);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "nutcracker did not listen");
-        std::thread::sleep(Duration::from_millis(20));
+    for &port in ports {
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "nutcracker did not listen");
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
     started
+}
+
+/// Our proxy on a runtime of its own, reading `conf` as `-c` would.
+fn toy_proxy(conf: &str) -> Vec<u16> {
+    let config = proxy::Config::load(conf).expect("nutcracker's YAML loads");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        runtime.block_on(async move {
+            let running = proxy::start(config).await.expect("the proxy starts");
+            let ports: Vec<u16> = running.addrs.iter().map(|a| a.port()).collect();
+            tx.send(ports).expect("the test waits");
+            std::future::pending::<()>().await;
+        });
+    });
+    rx.recv_timeout(Duration::from_secs(30)).expect("started")
+}
+
+/// One pool per hash × distribution over `lines`, listening on `ports` in that order.
+fn yaml(lines: &[String], ports: &[u16]) -> String {
+    let mut conf = String::new();
+    let combos = Hash::ALL
+        .iter()
+        .flat_map(|(h, _)| ["ketama", "modula"].map(move |d| (*h, d)));
+    for ((hash, distribution), port) in combos.zip(ports) {
+        conf.push_str(&format!(
+            "{hash}_{distribution}:\n  listen: 127.0.0.1:{port}\n  hash: {hash}\n  \
+             distribution: {distribution}\n  hash_tag: \"{{}}\"\n  redis: true\n  servers:\n"
+        ));
+        for line in lines {
+            conf.push_str(&format!("   - {line}\n"));
+        }
+    }
+    conf
 }
 
 /// Keys with every tail length, bytes above 0x7f (read as signed `char` by some hashes),
@@ -120,37 +153,68 @@ fn every_hash_and_distribution_places_keys_as_nutcracker_does() {
         },
     ];
     let keys = keys();
-    for (hash_name, hash) in Hash::ALL {
-        for (distribution_name, distribution) in [
-            ("ketama", Distribution::Ketama),
-            ("modula", Distribution::Modula),
-        ] {
-            for server in &servers {
-                assert_eq!(
-                    server.client().command(&[b"FLUSHALL"]),
-                    Frame::SimpleString("OK".into())
-                );
-            }
-            let proxy = nutcracker(hash_name, distribution_name, &lines);
-            let mut client = Client::connect(proxy.port);
-            for key in &keys {
-                let reply = client.command(&[b"SET", key, b"1"]);
-                assert_eq!(reply, Frame::SimpleString("OK".into()), "{hash_name} SET");
-            }
-            let continuum = Continuum::new(distribution, &weighted);
-            let mut clients: Vec<Client> = servers.iter().map(|s| s.client()).collect();
-            for key in &keys {
-                let holders: Vec<usize> = (0..3)
-                    .filter(|&i| clients[i].command(&[b"EXISTS", key]) == Frame::Integer(1))
-                    .collect();
-                let ours = continuum.server_for(hash, Some(*b"{}"), key, 0);
-                assert_eq!(
-                    holders,
-                    vec![ours],
-                    "{hash_name}/{distribution_name}: key {:?}",
-                    String::from_utf8_lossy(key)
-                );
-            }
+    let combos: Vec<(&str, Hash, &str, Distribution)> = Hash::ALL
+        .iter()
+        .flat_map(|&(name, hash)| {
+            [
+                ("ketama", Distribution::Ketama),
+                ("modula", Distribution::Modula),
+            ]
+            .map(move |(d, distribution)| (name, hash, d, distribution))
+        })
+        .collect();
+    let ports: Vec<u16> = combos.iter().map(|_| free_port()).collect();
+    let conf = yaml(&lines, &ports);
+    let _twemproxy = nutcracker(&conf, &ports);
+    let ours = toy_proxy(&yaml(&lines, &vec![0; ports.len()]));
+    let mut clients: Vec<Client> = servers.iter().map(|s| s.client()).collect();
+    // Where each key is, after SETs through a proxy's pool.
+    let mut placed = |port: u16| -> Vec<Vec<usize>> {
+        for client in clients.iter_mut() {
+            assert_eq!(
+                client.command(&[b"FLUSHALL"]),
+                Frame::SimpleString("OK".into())
+            );
         }
+        let mut client = Client::connect(port);
+        for key in &keys {
+            let reply = client.command(&[b"SET", key, b"1"]);
+            assert_eq!(reply, Frame::SimpleString("OK".into()), "SET");
+        }
+        keys.iter()
+            .map(|key| {
+                (0..3)
+                    .filter(|&i| clients[i].command(&[b"EXISTS", key]) == Frame::Integer(1))
+                    .collect()
+            })
+            .collect()
+    };
+    for (at, (hash_name, hash, distribution_name, distribution)) in combos.iter().enumerate() {
+        let continuum = Continuum::new(*distribution, &weighted);
+        let theirs = placed(ports[at]);
+        let mine = placed(ours[at]);
+        for ((key, theirs), mine) in keys.iter().zip(&theirs).zip(&mine) {
+            let expected = continuum.server_for(*hash, Some(*b"{}"), key, 0);
+            let key = String::from_utf8_lossy(key);
+            assert_eq!(
+                theirs,
+                &vec![expected],
+                "{hash_name}/{distribution_name}: {key:?}"
+            );
+            assert_eq!(
+                mine, theirs,
+                "ours, {hash_name}/{distribution_name}: {key:?}"
+            );
+        }
+        // Both proxies see the same data now: a multi-key MGET across servers agrees.
+        let mget: Vec<&[u8]> = std::iter::once(&b"MGET"[..])
+            .chain(keys.iter().take(25).map(Vec::as_slice))
+            .chain(std::iter::once(&b"missing"[..]))
+            .collect();
+        let (a, b) = (
+            Client::connect(ours[at]).command(&mget),
+            Client::connect(ports[at]).command(&mget),
+        );
+        assert_eq!(a, b, "MGET, {hash_name}/{distribution_name}");
     }
 }

@@ -807,3 +807,33 @@ fn transactions_blocking_pubsub_replica_reads_and_a_garbage_backend() {
     );
     assert_eq!(one.command(&argv("GET {t}a")), bulk("1"));
 }
+
+/// `password`: AUTH goes first on every server connection; without it the server refuses.
+#[test]
+fn a_pool_password_is_sent_to_the_servers() {
+    let server = RedisServer::start_standalone(&[]);
+    // Set after the start: the harness waits for a PONG that a password would refuse.
+    assert_eq!(
+        server
+            .client()
+            .command(&argv("CONFIG SET requirepass secret")),
+        ok()
+    );
+    let pool = |password: &str| {
+        format!(
+            "[[pool]]\nkind = \"static\"\nlisten = \"127.0.0.1:0\"\n{password}\
+             servers = [{{ address = \"127.0.0.1:{}\", slots = \"0-16383\" }}]\n",
+            server.port()
+        )
+    };
+    let with = start_proxy_with(pool("password = \"secret\"\n"))[0];
+    let without = start_proxy_with(pool(""))[0];
+    let mut client = Client::connect(with);
+    assert_eq!(client.command(&argv("SET k v")), ok());
+    assert_eq!(client.command(&argv("GET k")), bulk("v"));
+    let refused = Client::connect(without).command(&argv("GET k"));
+    assert!(
+        matches!(&refused, Frame::SimpleError(e) if e.starts_with(b"NOAUTH")),
+        "{refused:?}"
+    );
+}

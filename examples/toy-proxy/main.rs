@@ -5,6 +5,7 @@
 //!
 //! ```text
 //! cargo run --release --example toy-proxy -- proxy.toml
+//! cargo run --release --example toy-proxy -- -c nutcracker.yml   # a twemproxy config, unchanged
 //! ```
 //!
 //! The configuration (TOML) is described in `proxy/config.rs`; a minimal one:
@@ -18,25 +19,59 @@
 
 mod proxy;
 
+/// nutcracker's command line: `-c conf` (YAML, or our TOML), `-t` to test the configuration
+/// and exit, `-p pidfile`; `-d`, `-o log`, `-s`, `-a`, `-i`, `-v`, `-m` are accepted (their
+/// effects are not reproduced yet). A lone path is read as `-c path`.
 fn main() {
-    let Some(path) = std::env::args().nth(1) else {
-        eprintln!("usage: toy-proxy <config.toml>");
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let (mut path, mut test, mut pidfile) = (None, false, None);
+    let mut at = 0;
+    while at < args.len() {
+        let flag = args[at].as_str();
+        let value = args.get(at + 1).cloned();
+        match flag {
+            "-c" | "--conf-file" => (path, at) = (value, at + 1),
+            "-p" | "--pid-file" => (pidfile, at) = (value, at + 1),
+            "-t" | "--test-conf" => test = true,
+            "-d" | "--daemonize" => {}
+            "-o" | "--output" | "-s" | "--stats-port" | "-a" | "--stats-addr" | "-i"
+            | "--stats-interval" | "-v" | "--verbose" | "-m" | "--mbuf-size" => at += 1,
+            other if !other.starts_with('-') && path.is_none() => path = Some(other.to_string()),
+            other => {
+                eprintln!("toy-proxy: invalid option -- '{other}'");
+                std::process::exit(1);
+            }
+        }
+        at += 1;
+    }
+    let Some(path) = path else {
+        eprintln!("usage: toy-proxy [-c conf.yml|conf.toml] [-t] [-p pidfile]");
         std::process::exit(2);
     };
     let text = match std::fs::read_to_string(&path) {
         Ok(text) => text,
         Err(e) => {
-            eprintln!("{path}: {e}");
-            std::process::exit(2);
+            eprintln!("toy-proxy: configuration file '{path}' syntax is invalid: {e}");
+            std::process::exit(1);
         }
     };
-    let config = match proxy::Config::parse(&text) {
+    let config = match proxy::Config::load(&text) {
         Ok(config) => config,
         Err(e) => {
-            eprintln!("{path}: {e}");
-            std::process::exit(2);
+            eprintln!("toy-proxy: configuration file '{path}' syntax is invalid: {e}");
+            std::process::exit(1);
         }
     };
+    if test {
+        eprintln!("toy-proxy: configuration file '{path}' syntax is ok");
+        return;
+    }
+    if let Some(pidfile) = pidfile {
+        if let Err(e) = std::fs::write(&pidfile, format!("{}\n", std::process::id())) {
+            eprintln!("toy-proxy: cannot write {pidfile}: {e}");
+            std::process::exit(1);
+        }
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

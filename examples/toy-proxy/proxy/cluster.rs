@@ -17,6 +17,7 @@ use redis_cluster_proto::route::{
 use tokio::sync::oneshot;
 
 use super::backend::{Backend, BackendError, Reply};
+use super::hashkit::{Continuum, Hash};
 use super::sentinel::Groups;
 use super::stats::Stats;
 
@@ -38,6 +39,8 @@ pub(crate) enum Pending {
     Fan(Merge, Vec<Call>),
     /// SCAN over the masters one after the other.
     Scan(Argv),
+    /// A multi-key command of a nutcracker pool split key by key across its servers.
+    PerKey(PerKey, Vec<Call>),
     /// A request on a client's pinned connection (WATCH): its reply as it comes.
     Pinned(Arc<Backend>, oneshot::Receiver<Reply>),
     /// A command run on a connection of its own (blocking commands, transactions).
@@ -58,9 +61,33 @@ pub(crate) struct Call {
     argv: Argv,
     slot: Option<Slot>,
     read: bool,
+    /// A node the call is bound to whatever the map says (fan-outs, nutcracker pools).
+    node: Option<String>,
     backend: Option<Arc<Backend>>,
     rx: Option<oneshot::Receiver<Reply>>,
     error: Option<Frame>,
+}
+
+/// How the replies of a command split key by key become one.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum PerKey {
+    /// MGET: each part's one-element array, in key order.
+    Values,
+    /// DEL, UNLINK, EXISTS, TOUCH: the sum.
+    Sum,
+    /// MSET: OK when every part is.
+    AllOk,
+}
+
+/// A nutcracker pool's servers on its continuum.
+pub(crate) struct Ring {
+    pub(crate) hash: Hash,
+    pub(crate) hash_tag: Option<[u8; 2]>,
+    pub(crate) continuum: Continuum,
+    /// Each server's `host:port`, by index.
+    pub(crate) addrs: Vec<String>,
+    /// SELECTed on every server connection.
+    pub(crate) db: u32,
 }
 
 /// The pool.
@@ -73,6 +100,8 @@ pub(crate) struct Pool {
     pub(crate) sentinel: Option<Arc<Groups>>,
     /// Sent with AUTH on every backend connection.
     password: Option<String>,
+    /// For a nutcracker pool: its servers and how keys pick one.
+    pub(crate) ring: Option<Ring>,
     timeout: Duration,
     map: RwLock<Option<SlotMap>>,
     backends: Mutex<HashMap<String, Arc<Backend>>>,
@@ -118,6 +147,7 @@ impl Pool {
             read_from,
             sentinel,
             password,
+            ring: None,
             timeout,
             map: RwLock::new(None),
             backends: Mutex::new(HashMap::new()),
@@ -127,9 +157,19 @@ impl Pool {
         }
     }
 
+    /// A nutcracker pool over `ring`.
+    pub(crate) fn with_ring(mut self, ring: Ring) -> Self {
+        self.ring = Some(ring);
+        self
+    }
+
     /// Loads the slot map with CLUSTER SLOTS from the first node that answers: the known
-    /// masters first, then the seeds. A Sentinel pool asks its Sentinels instead.
+    /// masters first, then the seeds. A Sentinel pool asks its Sentinels instead; a
+    /// nutcracker pool has nothing to load.
     pub(crate) async fn refresh(&self) -> Result<(), String> {
+        if self.ring.is_some() {
+            return Ok(());
+        }
         if let Some(groups) = &self.sentinel {
             let found = groups
                 .discover(self.timeout, self.password.as_deref())
@@ -198,6 +238,15 @@ impl Pool {
         self.stats
             .backend_connections
             .fetch_add(1, Ordering::Relaxed);
+        if let Some(password) = &self.password {
+            // Queued first on the connection: everything after it runs authenticated.
+            let auth = [Bytes::from_static(b"AUTH"), Bytes::from(password.clone())];
+            drop(backend.send(encode(&auth), 1));
+        }
+        if let Some(db) = self.ring.as_ref().map(|r| r.db).filter(|db| *db != 0) {
+            let select = [Bytes::from_static(b"SELECT"), Bytes::from(db.to_string())];
+            drop(backend.send(encode(&select), 1));
+        }
         if self.read_from != ReadFrom::Master {
             // Replicas serve reads only after READONLY; masters ignore it. Its reply is
             // dropped: the connection keeps its order with or without a listener.
@@ -209,6 +258,9 @@ impl Pool {
 
     /// Where a command for `slot` goes (any master when there is no slot).
     fn node_for(&self, slot: Option<Slot>, read: bool) -> Option<String> {
+        if let Some(ring) = &self.ring {
+            return ring.addrs.first().cloned();
+        }
         if let Some(groups) = &self.sentinel {
             return groups.master_for(slot);
         }
@@ -227,6 +279,9 @@ impl Pool {
     }
 
     fn masters(&self) -> Vec<String> {
+        if let Some(ring) = &self.ring {
+            return ring.addrs.clone();
+        }
         if let Some(groups) = &self.sentinel {
             return groups.masters();
         }
@@ -241,6 +296,9 @@ impl Pool {
     }
 
     fn all_nodes(&self) -> Vec<String> {
+        if let Some(ring) = &self.ring {
+            return ring.addrs.clone();
+        }
         if let Some(groups) = &self.sentinel {
             return groups.masters();
         }
@@ -268,18 +326,22 @@ impl Pool {
                 argv,
                 slot,
                 read,
+                node: None,
                 backend: None,
                 rx: None,
                 error: Some(error("CLUSTERDOWN Hash slot not served")),
             };
         };
         let mut call = self.call_node(&node, argv).await;
-        (call.slot, call.read) = (slot, read);
+        (call.slot, call.read, call.node) = (slot, read, None);
         call
     }
 
     /// Routes one client command and queues what it needs.
     pub(crate) async fn dispatch(&self, argv: Argv) -> Pending {
+        if let Some(ring) = &self.ring {
+            return self.ring_dispatch(ring, argv).await;
+        }
         let table = &CommandTable::REDIS_7_0;
         let spec = table.lookup(&argv);
         let read = spec.is_some_and(|s| s.flags.contains(CommandFlags::READONLY));
@@ -326,11 +388,56 @@ impl Pool {
         }
     }
 
+    /// A nutcracker pool's routing: a command goes to the server of its first key (that of
+    /// its hash-tagged part), on the pool's continuum; MGET, DEL, UNLINK, EXISTS, TOUCH and
+    /// MSET whose keys are on several servers are split key by key and merged.
+    async fn ring_dispatch(&self, ring: &Ring, argv: Argv) -> Pending {
+        let spec = CommandTable::REDIS_7_0.lookup(&argv);
+        if spec.is_some_and(|s| s.flags.contains(CommandFlags::BLOCKING)) {
+            // They would hold up the shared server connection; nutcracker refuses them too.
+            return Pending::Ready(error(
+                "ERR blocking commands are not supported by this pool",
+            ));
+        }
+        let random = self.turn.fetch_add(1, Ordering::Relaxed) as u32;
+        let positions: Vec<usize> = CommandTable::REDIS_7_0
+            .keys(&argv)
+            .map(|keys| keys.positions().collect())
+            .unwrap_or_default();
+        let server = |at: usize| {
+            let key = argv.get(at).map_or(&[][..], |k| k.as_ref());
+            ring.continuum
+                .server_for(ring.hash, ring.hash_tag, key, random)
+        };
+        let servers: Vec<usize> = positions.iter().map(|&at| server(at)).collect();
+        let first = servers.first().copied().unwrap_or(0);
+        let name = argv[0].to_ascii_uppercase();
+        let split = match name.as_slice() {
+            b"MGET" => Some((PerKey::Values, 1)),
+            b"DEL" | b"UNLINK" | b"EXISTS" | b"TOUCH" => Some((PerKey::Sum, 1)),
+            b"MSET" => Some((PerKey::AllOk, 2)),
+            _ => None,
+        };
+        match split {
+            Some((kind, group)) if servers.iter().any(|&s| s != first) => {
+                let mut calls = Vec::with_capacity(positions.len());
+                for (&at, &index) in positions.iter().zip(&servers) {
+                    let mut sub: Argv = vec![argv[0].clone()];
+                    sub.extend(argv[at..(at + group).min(argv.len())].iter().cloned());
+                    calls.push(self.call_node(&ring.addrs[index], sub).await);
+                }
+                Pending::PerKey(kind, calls)
+            }
+            _ => Pending::One(self.call_node(&ring.addrs[first], argv).await),
+        }
+    }
+
     async fn call_node(&self, node: &str, argv: Argv) -> Call {
         let mut call = Call {
             argv,
             slot: None,
             read: false,
+            node: Some(node.to_string()),
             backend: None,
             rx: None,
             error: None,
@@ -473,6 +580,7 @@ impl Pool {
                 .merge(self.finish_all(calls).await)
                 .unwrap_or_else(|e| error(format!("ERR cannot merge the replies: {e}"))),
             Pending::Scan(argv) => self.scan(argv).await,
+            Pending::PerKey(kind, calls) => merge_per_key(kind, self.finish_all(calls).await),
             Pending::Pinned(backend, rx) => backend
                 .wait(rx)
                 .await
@@ -500,6 +608,14 @@ impl Pool {
                 backend.kill();
                 reply.unwrap_or_else(|e| error(format!("ERR {e}")))
             }
+        }
+    }
+
+    /// The call sent again: to its bound node, or wherever the map now sends its slot.
+    async fn again(&self, call: Call) -> Call {
+        match call.node {
+            Some(node) => self.call_node(&node, call.argv).await,
+            None => self.call(call.argv, call.slot, call.read).await,
         }
     }
 
@@ -534,7 +650,7 @@ impl Pool {
                     self.refresh_soon();
                     tokio::time::sleep(pause).await;
                     pause = (pause * 2).min(Duration::from_millis(500));
-                    call = self.call(call.argv, call.slot, call.read).await;
+                    call = self.again(call).await;
                     continue;
                 }
             };
@@ -547,7 +663,7 @@ impl Pool {
                     let host = String::from_utf8_lossy(host).into_owned();
                     self.moved(slot, host, port, call.backend.as_deref());
                     self.refresh_soon();
-                    call = self.call(call.argv, call.slot, call.read).await;
+                    call = self.again(call).await;
                 }
                 ClusterError::Redirect(Redirect::Ask { host, port, .. }) if !last => {
                     self.stats.ask.fetch_add(1, Ordering::Relaxed);
@@ -572,7 +688,7 @@ impl Pool {
                     self.refresh_soon();
                     tokio::time::sleep(pause).await;
                     pause = (pause * 2).min(Duration::from_millis(500));
-                    call = self.call(call.argv, call.slot, call.read).await;
+                    call = self.again(call).await;
                 }
                 ClusterError::TryAgain | ClusterError::ClusterDown(_) | ClusterError::Loading
                     if !last =>
@@ -581,7 +697,7 @@ impl Pool {
                     tokio::time::sleep(pause).await;
                     pause = (pause * 2).min(Duration::from_millis(500));
                     self.refresh_soon();
-                    call = self.call(call.argv, call.slot, call.read).await;
+                    call = self.again(call).await;
                 }
                 _ => return frame,
             }
@@ -681,6 +797,31 @@ impl Pool {
             Frame::BulkString(Bytes::from_static(b"0")),
             Frame::Array(vec![]),
         ])
+    }
+}
+
+/// The reply of a command split key by key: the first error, else the merge of its kind.
+fn merge_per_key(kind: PerKey, replies: Vec<Frame>) -> Frame {
+    if let Some(error) = replies.iter().find(|r| matches!(r, Frame::SimpleError(_))) {
+        return error.clone();
+    }
+    match kind {
+        PerKey::Values => Frame::Array(
+            replies
+                .into_iter()
+                .map(|reply| match reply {
+                    Frame::Array(mut values) if values.len() == 1 => values.remove(0),
+                    other => other,
+                })
+                .collect(),
+        ),
+        PerKey::Sum => Frame::Integer(
+            replies
+                .iter()
+                .map(|r| if let Frame::Integer(n) = r { *n } else { 0 })
+                .sum(),
+        ),
+        PerKey::AllOk => Frame::SimpleString(Bytes::from_static(b"OK")),
     }
 }
 

@@ -28,6 +28,9 @@
 use std::time::Duration;
 
 use redis_cluster_proto::route::ReadFrom;
+use yaml_rust2::{Yaml, YamlLoader};
+
+use super::hashkit::{Distribution, Hash};
 
 /// The whole file.
 #[derive(Clone, Debug)]
@@ -66,6 +69,9 @@ pub(crate) enum PoolKind {
         /// Each server: its address and its slots (first, last).
         servers: Vec<(String, u16, u16)>,
     },
+    /// A nutcracker (twemproxy) pool from its YAML file: servers picked by its hash and
+    /// distribution.
+    Twemproxy(Twemproxy),
     /// Sentinel-managed masters, sharded by slot ranges.
     Sentinel {
         /// `host:port` of the Sentinels, in the order they are tried.
@@ -87,7 +93,64 @@ impl std::fmt::Display for ConfigError {
 
 impl std::error::Error for ConfigError {}
 
+/// A nutcracker pool's settings (the keys of its YAML file).
+#[derive(Clone, Debug)]
+pub(crate) struct Twemproxy {
+    /// `servers:`: `host:port`, weight, and the name its ketama points use.
+    pub(crate) servers: Vec<TwemServer>,
+    pub(crate) hash: Hash,
+    pub(crate) distribution: Distribution,
+    /// `hash_tag:` (two characters).
+    pub(crate) hash_tag: Option<[u8; 2]>,
+    /// `redis_db:`: SELECTed on every server connection.
+    pub(crate) redis_db: u32,
+}
+
+/// One `servers:` line: `host:port:weight [name]`.
+#[derive(Clone, Debug)]
+pub(crate) struct TwemServer {
+    pub(crate) address: String,
+    pub(crate) weight: u32,
+    /// Its name, else `host:port` (`host` alone on port 11211), as nutcracker names it.
+    pub(crate) name: String,
+}
+
 impl Config {
+    /// Reads a configuration file: nutcracker's YAML (a mapping of pool names) or our TOML
+    /// (`[[pool]]` tables), told apart by which one parses.
+    pub(crate) fn load(text: &str) -> Result<Self, ConfigError> {
+        if text
+            .parse::<toml::Table>()
+            .is_ok_and(|t| t.contains_key("pool"))
+        {
+            return Self::parse(text);
+        }
+        Self::parse_yaml(text)
+    }
+
+    /// Reads nutcracker's YAML: each top-level key a pool, with its keys (`listen`, `hash`,
+    /// `hash_tag`, `distribution`, `timeout`, `redis`, `redis_auth`, `redis_db`, `servers`;
+    /// `backlog`, `preconnect`, `client_connections`, `server_connections`,
+    /// `auto_eject_hosts`, `server_retry_timeout`, `server_failure_limit` are accepted).
+    pub(crate) fn parse_yaml(text: &str) -> Result<Self, ConfigError> {
+        let docs =
+            YamlLoader::load_from_str(text).map_err(|e| ConfigError(format!("not YAML: {e}")))?;
+        let Some(Yaml::Hash(pools)) = docs.first() else {
+            return Err(ConfigError("no pool in the file".into()));
+        };
+        let mut out = Vec::new();
+        for (name, pool) in pools {
+            let Some(name) = name.as_str() else {
+                return Err(ConfigError("a pool name must be a string".into()));
+            };
+            out.push(PoolConfig::parse_yaml(name, pool)?);
+        }
+        if out.is_empty() {
+            return Err(ConfigError("no pool in the file".into()));
+        }
+        Ok(Self { pools: out })
+    }
+
     /// Reads the TOML text of a configuration file.
     pub(crate) fn parse(text: &str) -> Result<Self, ConfigError> {
         let table: toml::Table = text
@@ -178,6 +241,135 @@ impl PoolConfig {
             kind,
             timeout,
             password,
+        })
+    }
+}
+
+impl PoolConfig {
+    fn parse_yaml(name: &str, pool: &Yaml) -> Result<Self, ConfigError> {
+        let err = |what: &str| ConfigError(format!("{name}: {what}"));
+        let Yaml::Hash(keys) = pool else {
+            return Err(err("not a mapping"));
+        };
+        let known = [
+            "listen",
+            "client_connections",
+            "hash",
+            "hash_tag",
+            "distribution",
+            "timeout",
+            "backlog",
+            "preconnect",
+            "redis",
+            "redis_auth",
+            "redis_db",
+            "server_connections",
+            "auto_eject_hosts",
+            "server_retry_timeout",
+            "server_failure_limit",
+            "servers",
+            "tcpkeepalive",
+        ];
+        for key in keys.keys() {
+            let key = key.as_str().unwrap_or("?");
+            if !known.contains(&key) {
+                return Err(err(&format!("unknown key \"{key}\"")));
+            }
+        }
+        let get = |key: &str| &pool[key];
+        let string = |key: &str| -> Result<Option<String>, ConfigError> {
+            match get(key) {
+                Yaml::BadValue | Yaml::Null => Ok(None),
+                Yaml::String(s) => Ok(Some(s.clone())),
+                Yaml::Integer(n) => Ok(Some(n.to_string())),
+                _ => Err(err(&format!("\"{key}\" must be a string"))),
+            }
+        };
+        let listen = string("listen")?.ok_or_else(|| err("\"listen\" is required"))?;
+        if get("redis").as_bool() != Some(true) {
+            return Err(err("only redis pools are served (\"redis: true\")"));
+        }
+        let hash = match string("hash")? {
+            None => Hash::Fnv1aAnd64,
+            Some(h) => Hash::from_name(&h).ok_or_else(|| err(&format!("unknown hash \"{h}\"")))?,
+        };
+        let distribution = match string("distribution")? {
+            None => Distribution::Ketama,
+            Some(d) => Distribution::from_name(&d)
+                .ok_or_else(|| err(&format!("unknown distribution \"{d}\"")))?,
+        };
+        let hash_tag = match string("hash_tag")? {
+            None => None,
+            Some(tag) => match tag.as_bytes() {
+                [open, close] => Some([*open, *close]),
+                _ => return Err(err("\"hash_tag\" must be two characters")),
+            },
+        };
+        let timeout = match get("timeout").as_i64() {
+            Some(ms) if ms > 0 => Duration::from_millis(ms as u64),
+            // nutcracker waits forever; a minute here.
+            _ => Duration::from_secs(60),
+        };
+        let redis_db = match get("redis_db").as_i64() {
+            None => 0,
+            Some(db) => u32::try_from(db).map_err(|_| err("\"redis_db\" must be 0 or more"))?,
+        };
+        let Yaml::Array(lines) = get("servers") else {
+            return Err(err("\"servers\" (a list) is required"));
+        };
+        let mut servers = Vec::new();
+        for line in lines {
+            let Some(line) = line.as_str() else {
+                return Err(err("each server must be \"host:port:weight [name]\""));
+            };
+            servers.push(TwemServer::parse(line).map_err(|what| err(&what))?);
+        }
+        if servers.is_empty() {
+            return Err(err("\"servers\" is empty"));
+        }
+        Ok(Self {
+            name: name.to_string(),
+            listen,
+            kind: PoolKind::Twemproxy(Twemproxy {
+                servers,
+                hash,
+                distribution,
+                hash_tag,
+                redis_db,
+            }),
+            timeout,
+            password: string("redis_auth")?,
+        })
+    }
+}
+
+impl TwemServer {
+    /// `host:port:weight [name]`.
+    fn parse(line: &str) -> Result<Self, String> {
+        let (spec, name) = match line.trim().split_once(' ') {
+            Some((spec, name)) => (spec, Some(name.trim())),
+            None => (line.trim(), None),
+        };
+        let mut parts = spec.rsplitn(3, ':');
+        let (Some(weight), Some(port), Some(host)) = (parts.next(), parts.next(), parts.next())
+        else {
+            return Err(format!("\"{line}\" is not \"host:port:weight [name]\""));
+        };
+        let weight: u32 = weight
+            .parse()
+            .ok()
+            .filter(|w| *w > 0)
+            .ok_or_else(|| format!("\"{line}\": bad weight"))?;
+        let port: u16 = port.parse().map_err(|_| format!("\"{line}\": bad port"))?;
+        let name = match name {
+            Some(name) => name.to_string(),
+            None if port == 11211 => host.to_string(),
+            None => format!("{host}:{port}"),
+        };
+        Ok(Self {
+            address: format!("{host}:{port}"),
+            weight,
+            name,
         })
     }
 }

@@ -11,9 +11,6 @@
 //! random) place one point per unit of weight, the servers ordered by name with shorter
 //! names first, as nutcracker leaves them after its duplicate-name check. Checked key by key
 //! against Debian's `nutcracker` 0.5.0 in `tests/nutcracker_interop.rs`.
-//!
-//! Not wired into the proxy yet: its nutcracker-compatible pools (the twemproxy drop-in
-//! issue) will route with it; until then the test is its only user.
 
 use md5::{Digest, Md5};
 

@@ -5,6 +5,7 @@ pub(crate) mod backend;
 pub(crate) mod client;
 pub(crate) mod cluster;
 pub(crate) mod config;
+pub(crate) mod hashkit;
 pub(crate) mod sentinel;
 pub(crate) mod stats;
 
@@ -37,7 +38,7 @@ pub(crate) async fn start(config: Config) -> std::io::Result<Running> {
         let listener = TcpListener::bind(&pool.listen).await?;
         running.addrs.push(listener.local_addr()?);
         let stats = Arc::new(stats::Stats::default());
-        let (seeds, read_from, groups) = match pool.kind {
+        let (seeds, read_from, groups) = match pool.kind.clone() {
             PoolKind::Cluster { seeds, read_from } => (seeds, read_from, None),
             PoolKind::Sentinel { sentinels, groups } => (
                 Vec::new(),
@@ -49,8 +50,29 @@ pub(crate) async fn start(config: Config) -> std::io::Result<Running> {
                 Default::default(),
                 Some(Arc::new(sentinel::Groups::fixed(servers))),
             ),
+            PoolKind::Twemproxy(_) => (Vec::new(), Default::default(), None),
         };
-        let cluster = Arc::new(cluster::Pool::new(
+        let ring = match &pool.kind {
+            PoolKind::Twemproxy(twem) => {
+                let weighted: Vec<hashkit::Weighted> = twem
+                    .servers
+                    .iter()
+                    .map(|s| hashkit::Weighted {
+                        name: s.name.clone(),
+                        weight: s.weight,
+                    })
+                    .collect();
+                Some(cluster::Ring {
+                    hash: twem.hash,
+                    hash_tag: twem.hash_tag,
+                    continuum: hashkit::Continuum::new(twem.distribution, &weighted),
+                    addrs: twem.servers.iter().map(|s| s.address.clone()).collect(),
+                    db: twem.redis_db,
+                })
+            }
+            _ => None,
+        };
+        let mut built = cluster::Pool::new(
             pool.name.clone(),
             seeds,
             read_from,
@@ -58,7 +80,11 @@ pub(crate) async fn start(config: Config) -> std::io::Result<Running> {
             pool.password.clone(),
             pool.timeout,
             stats,
-        ));
+        );
+        if let Some(ring) = ring {
+            built = built.with_ring(ring);
+        }
+        let cluster = Arc::new(built);
         if let Some(groups) = groups.filter(|g| !g.sentinels.is_empty()) {
             // The watcher discovers the masters itself once subscribed.
             let pool_ = cluster.clone();
@@ -67,7 +93,7 @@ pub(crate) async fn start(config: Config) -> std::io::Result<Running> {
                 pool_.switched(old);
             }));
         }
-        if cluster.sentinel.is_none() {
+        if cluster.sentinel.is_none() && cluster.ring.is_none() {
             // The map is also reloaded every few seconds, not only after a redirect: replicas
             // appear in CLUSTER SLOTS once they have an offset, and a slot can move without
             // this proxy's clients touching it.
