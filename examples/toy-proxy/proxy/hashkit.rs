@@ -93,22 +93,14 @@ impl Distribution {
     }
 }
 
-/// The CRC-16/XMODEM table (poly 0x1021, not reflected), as nutcracker 0.5's `crc16` uses.
+/// The CRC-16/XMODEM table (poly 0x1021, not reflected), as nutcracker 0.5's `crc16` uses:
+/// entry `i` is the CRC of the byte `i`.
 const XMODEM: [u32; 256] = {
+    let crc = crc::Crc::<u16>::new(&crc::CRC_16_XMODEM);
     let mut table = [0u32; 256];
     let mut i = 0;
     while i < 256 {
-        let mut crc = (i as u32) << 8;
-        let mut bit = 0;
-        while bit < 8 {
-            crc = if crc & 0x8000 != 0 {
-                (crc << 1) ^ 0x1021
-            } else {
-                crc << 1
-            };
-            bit += 1;
-        }
-        table[i] = crc & 0xffff;
+        table[i] = crc.checksum(&[i as u8]) as u32;
         i += 1;
     }
     table
