@@ -218,3 +218,102 @@ fn every_hash_and_distribution_places_keys_as_nutcracker_does() {
         assert_eq!(a, b, "MGET, {hash_name}/{distribution_name}");
     }
 }
+
+/// The argument lists the command table is probed with: the name, then `extra` arguments
+/// (a key, then numbers, so that counts and scores parse).
+fn probe(name: &str, extra: usize) -> Vec<Vec<u8>> {
+    let mut argv = vec![name.as_bytes().to_vec()];
+    for i in 0..extra {
+        argv.push(if i == 0 {
+            b"k".to_vec()
+        } else {
+            i.to_string().into_bytes()
+        });
+    }
+    argv
+}
+
+/// Sends one command on a fresh connection: `true` when a reply came back, `false` when the
+/// connection was closed without one.
+fn answered(port: u16, argv: &[Vec<u8>]) -> bool {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    let mut out = Vec::new();
+    redis_cluster_proto::resp::encode_command(argv, &mut out);
+    stream.write_all(&out).expect("write");
+    let mut byte = [0u8; 1];
+    matches!(stream.read(&mut byte), Ok(1))
+}
+
+/// Which argument counts nutcracker 0.5.0 accepts for every Redis 7.0 command (it closes the
+/// connection on anything else), read from the real binary: the table the toy proxy's
+/// nutcracker pools follow. `REGENERATE_NUTCRACKER=1` rewrites the table; otherwise the test
+/// fails when the binary and the table disagree, or when our proxy answers (or closes)
+/// differently from nutcracker for any probe.
+#[test]
+fn commands_are_accepted_or_refused_as_nutcracker_does() {
+    let server = RedisServer::start_standalone(&[]);
+    let port = free_port();
+    let conf = format!(
+        "alpha:\n  listen: 127.0.0.1:{port}\n  redis: true\n  servers:\n   - 127.0.0.1:{}:1\n",
+        server.port()
+    );
+    let _twemproxy = nutcracker(&conf, &[port]);
+    let ours = toy_proxy(&conf.replace(&format!(":{port}\n"), ":0\n"))[0];
+    let mut table = String::new();
+    let mut differences = Vec::new();
+    for spec in redis_cluster_proto::route::CommandTable::REDIS_7_0.commands() {
+        // Commands that would disturb the probes that follow.
+        if [
+            "shutdown",
+            "debug",
+            "monitor",
+            "subscribe",
+            "psubscribe",
+            "ssubscribe",
+            "sync",
+            "psync",
+            "replicaof",
+            "slaveof",
+            "failover",
+            "client",
+        ]
+        .contains(&spec.name)
+        {
+            continue;
+        }
+        let mut mask = 0u8;
+        for extra in 0..8 {
+            let argv = probe(spec.name, extra);
+            let theirs = answered(port, &argv);
+            if theirs {
+                mask |= 1 << extra;
+            }
+            let mine = answered(ours, &argv);
+            if mine != theirs {
+                differences.push(format!(
+                    "{} +{extra}: nutcracker {theirs}, ours {mine}",
+                    spec.name
+                ));
+            }
+            // Blocking commands wait for their timeout argument ("1" second at most).
+        }
+        if mask != 0 {
+            table.push_str(&format!("{} {mask:08b}\n", spec.name));
+        }
+    }
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("examples/toy-proxy/proxy/nutcracker-commands.txt");
+    if std::env::var_os("REGENERATE_NUTCRACKER").is_some() {
+        std::fs::write(&path, &table).expect("write the table");
+    }
+    let committed = std::fs::read_to_string(&path).unwrap_or_default();
+    assert_eq!(
+        committed, table,
+        "nutcracker accepts other commands than the table says"
+    );
+    assert!(differences.is_empty(), "{differences:#?}");
+}

@@ -39,10 +39,15 @@ enum Item {
 
 /// What a command asks of the connection.
 enum Action {
+    /// Close the connection without a reply (nutcracker's answer to what it does not serve).
+    Close,
     Reply(Pending),
     Frames(Vec<Frame>),
     ReplyAndClose(Pending),
-    PubSub { addr: String, bytes: Vec<u8> },
+    PubSub {
+        addr: String,
+        bytes: Vec<u8>,
+    },
     Forward(Vec<u8>),
 }
 
@@ -83,8 +88,15 @@ pub(crate) async fn serve(stream: TcpStream, pool: Arc<Pool>) {
     let mut buf = BytesMut::with_capacity(16 * 1024);
     let mut decoder = Decoder::new();
     let mut session = Session::default();
+    // A nutcracker pool behaves as nutcracker: no inline commands, and a request it cannot
+    // parse closes the connection without a reply.
+    let nutcracker = pool.ring.is_some();
     'read: loop {
         loop {
+            if nutcracker && buf.first().is_some_and(|&b| b != b'*') {
+                let _ = tx.send(Item::Close);
+                break 'read;
+            }
             match decoder.decode_command(&mut buf) {
                 Ok(Some(command)) => {
                     let started = Instant::now();
@@ -93,6 +105,7 @@ pub(crate) async fn serve(stream: TcpStream, pool: Arc<Pool>) {
                         .filter_map(|i| command.arg_bytes(i))
                         .collect();
                     let item = match handle(&pool, &mut session, argv).await {
+                        Action::Close => Item::Close,
                         Action::Reply(pending) => Item::Reply(pending, started),
                         Action::Frames(frames) => Item::Frames(frames),
                         Action::ReplyAndClose(pending) => {
@@ -108,6 +121,10 @@ pub(crate) async fn serve(stream: TcpStream, pool: Arc<Pool>) {
                     }
                 }
                 Ok(None) => break,
+                Err(_) if nutcracker => {
+                    let _ = tx.send(Item::Close);
+                    break 'read;
+                }
                 Err(e) => {
                     // Garbage: an error, then the connection closes; nothing else is
                     // affected.
@@ -135,6 +152,9 @@ async fn handle(pool: &Pool, session: &mut Session, argv: Argv) -> Action {
         .map(|n| n.to_ascii_uppercase())
         .unwrap_or_default();
     let ready = |frame| Action::Reply(Pending::Ready(frame));
+    if pool.ring.is_some() {
+        return as_nutcracker(pool, &name, argv).await;
+    }
     if session.pubsub {
         return match name.as_slice() {
             b"QUIT" => Action::ReplyAndClose(Pending::Ready(ok())),
@@ -233,6 +253,44 @@ async fn handle(pool: &Pool, session: &mut Session, argv: Argv) -> Action {
         b"MONITOR" => ready(error("ERR MONITOR is not supported by the proxy")),
         _ => Action::Reply(pool.dispatch(argv).await),
     }
+}
+
+/// A nutcracker pool's commands: what nutcracker 0.5.0 accepts (its table, read from the
+/// real binary: `nutcracker-commands.txt`) is routed; PING is answered here, AUTH without a
+/// `redis_auth` gets nutcracker's error; anything else closes the connection, unanswered.
+async fn as_nutcracker(pool: &Pool, name: &[u8], argv: Argv) -> Action {
+    if !nutcracker_accepts(name, argv.len() - 1) {
+        return Action::Close;
+    }
+    match name {
+        b"PING" => Action::Reply(Pending::Ready(Frame::SimpleString(Bytes::from_static(
+            b"PONG",
+        )))),
+        b"AUTH" if pool.password().is_none() => Action::Reply(Pending::Ready(error(
+            "ERR Client sent AUTH, but no password is set",
+        ))),
+        _ => Action::Reply(pool.dispatch(argv).await),
+    }
+}
+
+/// Whether nutcracker 0.5.0 serves command `name` with `extra` arguments after it.
+fn nutcracker_accepts(name: &[u8], extra: usize) -> bool {
+    static TABLE: std::sync::OnceLock<std::collections::HashMap<Vec<u8>, u8>> =
+        std::sync::OnceLock::new();
+    let table = TABLE.get_or_init(|| {
+        include_str!("nutcracker-commands.txt")
+            .lines()
+            .filter_map(|line| {
+                let (name, mask) = line.split_once(' ')?;
+                let mask = u8::from_str_radix(mask, 2).ok()?;
+                Some((name.to_ascii_uppercase().into_bytes(), mask))
+            })
+            .collect()
+    });
+    // The table probes up to seven arguments; more are read as seven.
+    table
+        .get(name)
+        .is_some_and(|mask| mask & (1 << extra.min(7)) != 0)
 }
 
 /// Inside MULTI: commands are queued here; EXEC sends them all at once, on the pinned
