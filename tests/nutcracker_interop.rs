@@ -12,8 +12,8 @@ mod proxy;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use proxy::hashkit::{Continuum, Distribution, Hash, Weighted};
 use redis_cluster_proto::resp::Frame;
+use redis_cluster_proto::route::twemproxy::{Continuum, Distribution, Hash, Weighted};
 use support::{Client, RedisServer};
 
 /// A `nutcracker` child process, killed on drop.

@@ -34,6 +34,7 @@ pub mod sentinel;
 mod spec;
 mod split;
 mod table;
+pub mod twemproxy;
 
 pub use keys::{KeyError, Keys, SlotAnswer};
 pub use map::{Endpoint, MapError, ReadFrom, Shard, SlotMap};

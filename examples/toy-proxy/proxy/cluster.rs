@@ -11,15 +11,15 @@ use bytes::Bytes;
 use redis_cluster_proto::hash_slot::Slot;
 use redis_cluster_proto::resp::{Frame, encode_command};
 use redis_cluster_proto::route::{
-    ClusterError, CommandFlags, CommandTable, Endpoint, Merge, ReadFrom, Redirect, Route, SlotMap,
-    Split,
+    ClusterError, CommandFlags, CommandTable, Endpoint, Merge, ReadFrom, Redirect, ResponsePolicy,
+    Route, SlotMap, Split,
 };
 use tokio::sync::oneshot;
 
 use super::backend::{Backend, BackendError, Reply};
-use super::hashkit::{Continuum, Hash};
 use super::sentinel::Groups;
 use super::stats::Stats;
+use redis_cluster_proto::route::twemproxy::{Continuum, Hash};
 
 /// How often one command is redirected or retried before its error goes to the client.
 const ATTEMPTS: usize = 16;
@@ -800,29 +800,30 @@ impl Pool {
     }
 }
 
-/// The reply of a command split key by key: the first error, else the merge of its kind.
+/// The reply of a command split key by key: the first error, else MGET's values in key
+/// order, else the route crate's merge for the command's response policy.
 fn merge_per_key(kind: PerKey, replies: Vec<Frame>) -> Frame {
     if let Some(error) = replies.iter().find(|r| matches!(r, Frame::SimpleError(_))) {
         return error.clone();
     }
-    match kind {
-        PerKey::Values => Frame::Array(
-            replies
-                .into_iter()
-                .map(|reply| match reply {
-                    Frame::Array(mut values) if values.len() == 1 => values.remove(0),
-                    other => other,
-                })
-                .collect(),
-        ),
-        PerKey::Sum => Frame::Integer(
-            replies
-                .iter()
-                .map(|r| if let Frame::Integer(n) = r { *n } else { 0 })
-                .sum(),
-        ),
-        PerKey::AllOk => Frame::SimpleString(Bytes::from_static(b"OK")),
-    }
+    let policy = match kind {
+        PerKey::Values => {
+            return Frame::Array(
+                replies
+                    .into_iter()
+                    .map(|reply| match reply {
+                        Frame::Array(mut values) if values.len() == 1 => values.remove(0),
+                        other => other,
+                    })
+                    .collect(),
+            );
+        }
+        PerKey::Sum => ResponsePolicy::AggSum,
+        PerKey::AllOk => ResponsePolicy::AllSucceeded,
+    };
+    Merge::Policy(policy)
+        .merge(replies)
+        .unwrap_or_else(|e| error(format!("ERR cannot merge the replies: {e}")))
 }
 
 /// Nodes the map names without a host are on the host that gave the map.

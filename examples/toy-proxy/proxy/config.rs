@@ -30,7 +30,7 @@ use std::time::Duration;
 use redis_cluster_proto::route::ReadFrom;
 use yaml_rust2::{Yaml, YamlLoader};
 
-use super::hashkit::{Distribution, Hash};
+use redis_cluster_proto::route::twemproxy::{Distribution, Hash};
 
 /// The whole file.
 #[derive(Clone, Debug)]

@@ -5,13 +5,13 @@ pub(crate) mod backend;
 pub(crate) mod client;
 pub(crate) mod cluster;
 pub(crate) mod config;
-pub(crate) mod hashkit;
 pub(crate) mod sentinel;
 pub(crate) mod stats;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use redis_cluster_proto::route::twemproxy;
 use tokio::net::TcpListener;
 
 pub(crate) use config::{Config, PoolKind};
@@ -54,10 +54,10 @@ pub(crate) async fn start(config: Config) -> std::io::Result<Running> {
         };
         let ring = match &pool.kind {
             PoolKind::Twemproxy(twem) => {
-                let weighted: Vec<hashkit::Weighted> = twem
+                let weighted: Vec<twemproxy::Weighted> = twem
                     .servers
                     .iter()
-                    .map(|s| hashkit::Weighted {
+                    .map(|s| twemproxy::Weighted {
                         name: s.name.clone(),
                         weight: s.weight,
                     })
@@ -65,7 +65,7 @@ pub(crate) async fn start(config: Config) -> std::io::Result<Running> {
                 Some(cluster::Ring {
                     hash: twem.hash,
                     hash_tag: twem.hash_tag,
-                    continuum: hashkit::Continuum::new(twem.distribution, &weighted),
+                    continuum: twemproxy::Continuum::new(twem.distribution, &weighted),
                     addrs: twem.servers.iter().map(|s| s.address.clone()).collect(),
                     db: twem.redis_db,
                 })

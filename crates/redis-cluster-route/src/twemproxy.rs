@@ -10,38 +10,67 @@
 //! 0.5's XMODEM-table loop whose 32-bit accumulator is never cut to 16 bits. Modula (and
 //! random) place one point per unit of weight, the servers ordered by name with shorter
 //! names first, as nutcracker leaves them after its duplicate-name check. Checked key by key
-//! against Debian's `nutcracker` 0.5.0 in `tests/nutcracker_interop.rs`.
+//! against Debian's `nutcracker` 0.5.0 by the workspace's `tests/nutcracker_interop.rs`.
+//!
+//! ```
+//! use redis_cluster_route::twemproxy::{Continuum, Distribution, Hash, Weighted};
+//!
+//! let servers = [
+//!     Weighted { name: "127.0.0.1:6379".into(), weight: 1 },
+//!     Weighted { name: "127.0.0.1:6380".into(), weight: 1 },
+//! ];
+//! let ring = Continuum::new(Distribution::Ketama, &servers);
+//! let server = ring.server_for(Hash::Fnv1aAnd64, Some(*b"{}"), b"{user1000}.following", 0);
+//! assert_eq!(server, ring.server_for(Hash::Fnv1aAnd64, Some(*b"{}"), b"user1000", 0));
+//! ```
+
+use alloc::{format, string::String, vec::Vec};
 
 use md5::{Digest, Md5};
 
 /// A nutcracker `hash:` setting.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Hash {
+pub enum Hash {
+    /// `one_at_a_time`: Jenkins' one-at-a-time.
     OneAtATime,
+    /// `md5`: the digest's first four bytes, little-endian.
     Md5,
+    /// `crc16`: nutcracker 0.5's XMODEM-table loop (see the module docs).
     Crc16,
+    /// `crc32`: libmemcached's 15 bits of CRC-32.
     Crc32,
+    /// `crc32a`: the standard CRC-32.
     Crc32a,
+    /// `fnv1_64`: FNV-1, 64 bits, cut to 32.
     Fnv1And64,
+    /// `fnv1a_64`: FNV-1a with the 64-bit constants cut to 32 bits (nutcracker's default).
     Fnv1aAnd64,
+    /// `fnv1_32`: FNV-1, 32 bits.
     Fnv1And32,
+    /// `fnv1a_32`: FNV-1a, 32 bits.
     Fnv1aAnd32,
+    /// `hsieh`: Paul Hsieh's SuperFastHash.
     Hsieh,
+    /// `murmur`: MurmurHash2, seeded with the length.
     Murmur,
+    /// `jenkins`: Bob Jenkins' lookup3, initial value 13.
     Jenkins,
 }
 
 /// A nutcracker `distribution:` setting.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Distribution {
+pub enum Distribution {
+    /// `ketama`: consistent hashing, 160 points per server scaled by weight (the default).
     Ketama,
+    /// `modula`: the hash modulo the points (one per unit of weight).
     Modula,
+    /// `random`: a random point, whatever the key.
     Random,
 }
 
 impl Hash {
     /// Every hash, by its name in a nutcracker configuration.
-    pub(crate) const ALL: [(&'static str, Self); 12] = [
+    pub const ALL: [(&'static str, Self); 12] = [
         ("one_at_a_time", Self::OneAtATime),
         ("md5", Self::Md5),
         ("crc16", Self::Crc16),
@@ -56,12 +85,13 @@ impl Hash {
         ("jenkins", Self::Jenkins),
     ];
 
-    pub(crate) fn from_name(name: &str) -> Option<Self> {
+    /// The hash a configuration names, as nutcracker spells it.
+    pub fn from_name(name: &str) -> Option<Self> {
         Self::ALL.iter().find(|(n, _)| *n == name).map(|(_, h)| *h)
     }
 
     /// The 32-bit hash of `key`.
-    pub(crate) fn hash(self, key: &[u8]) -> u32 {
+    pub fn hash(self, key: &[u8]) -> u32 {
         match self {
             Self::OneAtATime => one_at_a_time(key),
             Self::Md5 => {
@@ -83,7 +113,8 @@ impl Hash {
 }
 
 impl Distribution {
-    pub(crate) fn from_name(name: &str) -> Option<Self> {
+    /// The distribution a configuration names (`ketama`, `modula`, `random`).
+    pub fn from_name(name: &str) -> Option<Self> {
         match name {
             "ketama" => Some(Self::Ketama),
             "modula" => Some(Self::Modula),
@@ -323,7 +354,7 @@ fn finish(mut a: u32, mut b: u32, mut c: u32) -> u32 {
 
 /// The part of `key` that is hashed: with a two-character `hash_tag` such as `{}`, what is
 /// between the first opening character and the next closing one, when not empty.
-pub(crate) fn tagged(key: &[u8], hash_tag: Option<[u8; 2]>) -> &[u8] {
+pub fn tagged(key: &[u8], hash_tag: Option<[u8; 2]>) -> &[u8] {
     let Some([open, close]) = hash_tag else {
         return key;
     };
@@ -338,7 +369,7 @@ pub(crate) fn tagged(key: &[u8], hash_tag: Option<[u8; 2]>) -> &[u8] {
 
 /// A pool's servers placed on nutcracker's continuum.
 #[derive(Clone, Debug)]
-pub(crate) struct Continuum {
+pub struct Continuum {
     distribution: Distribution,
     /// (point, server index), sorted by point for ketama; for modula and random one entry
     /// per unit of weight, servers sorted by name.
@@ -349,13 +380,17 @@ pub(crate) struct Continuum {
 /// A server as the distribution sees it: the name its ketama points are made of (its
 /// configured name, else `host:port`, or `host` alone on port 11211) and its weight.
 #[derive(Clone, Debug)]
-pub(crate) struct Weighted {
-    pub(crate) name: String,
-    pub(crate) weight: u32,
+pub struct Weighted {
+    /// The name its ketama points are made of.
+    pub name: String,
+    /// Its `weight` (at least 1).
+    pub weight: u32,
 }
 
 impl Continuum {
-    pub(crate) fn new(distribution: Distribution, servers: &[Weighted]) -> Self {
+    /// The continuum of `servers` (their order is the indexes [`Continuum::dispatch`]
+    /// answers with).
+    pub fn new(distribution: Distribution, servers: &[Weighted]) -> Self {
         let mut points = Vec::new();
         let total: u32 = servers.iter().map(|s| s.weight).sum();
         let live = servers.len() as f32;
@@ -365,7 +400,8 @@ impl Continuum {
                     // In nutcracker's own mixture of float and double arithmetic.
                     let share = server.weight as f32 / total.max(1) as f32;
                     let raw = (share * 160.0 / 4.0 * live) as f64 + 0.000_000_000_1;
-                    let per_server = ((raw as f32).floor() * 4.0) as u32;
+                    // floorf of a non-negative value: the cast truncates the same way.
+                    let per_server = ((raw as f32) as u32) * 4;
                     for group in 0..per_server / 4 {
                         let mut host = format!("{}-{group}", server.name).into_bytes();
                         host.truncate(85); // snprintf into 86 bytes, NUL included
@@ -406,7 +442,7 @@ impl Continuum {
     }
 
     /// The server (by index) a key with this hash goes to; `random` draws from `random`.
-    pub(crate) fn dispatch(&self, hash: u32, random: u32) -> usize {
+    pub fn dispatch(&self, hash: u32, random: u32) -> usize {
         if self.points.is_empty() {
             return 0;
         }
@@ -422,7 +458,7 @@ impl Continuum {
 
     /// The server for `key`, as nutcracker picks it: a pool of one server needs no hash;
     /// an empty key hashes to 0.
-    pub(crate) fn server_for(
+    pub fn server_for(
         &self,
         hash: Hash,
         hash_tag: Option<[u8; 2]>,
