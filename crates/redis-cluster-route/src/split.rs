@@ -70,8 +70,12 @@ pub enum MergeError {
 /// follow it: MSET's value) that go there, by their index in the original command.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Part {
-    /// The slot of every key of the part.
+    /// The slot of every key of the part; in a [`CommandTable::split_by`] split, the slot of
+    /// its first key.
     pub slot: Slot,
+    /// Where the part goes: the slot's number, or in a [`CommandTable::split_by`] split the
+    /// shard function's answer.
+    pub shard: usize,
     /// The key groups, in their original order.
     pub groups: Vec<usize>,
 }
@@ -293,16 +297,61 @@ impl CommandTable {
             (SlotAnswer::NoKeys, _) => Route::Any,
             (SlotAnswer::Slot(slot), _) => Route::Slot(slot),
             (SlotAnswer::CrossSlot, Some(RequestPolicy::MultiShard)) => {
-                split(spec, argv, merge).map_or(Route::CrossSlot, Route::Split)
+                split(spec, argv, merge, |key| usize::from(key_slot(key)))
+                    .map_or(Route::CrossSlot, Route::Split)
             }
             (SlotAnswer::CrossSlot, _) => Route::CrossSlot,
         })
     }
 }
 
+impl CommandTable {
+    /// Splits a `multi_shard` command (MGET, MSET, DEL, UNLINK, EXISTS, TOUCH, MSETNX) by any
+    /// function of its keys instead of their slots: one part per shard, in the order shards
+    /// first appear, each with its keys in their original order. This is how a proxy that
+    /// shards keys another way (a consistent-hash ring: [`crate::twemproxy`]) splits such a
+    /// command and merges the replies with [`Split::merge`].
+    ///
+    /// Unlike [`CommandTable::route`], the split is made even when every key lands on one
+    /// shard (one part). `None` when the command is not `multi_shard` or its arguments are
+    /// not whole key groups.
+    ///
+    /// ```
+    /// use redis_cluster_route::CommandTable;
+    ///
+    /// let argv = ["MSET", "a", "1", "bb", "2", "c", "3"];
+    /// // Two shards: keys of odd length and keys of even length.
+    /// let split = CommandTable::REDIS_7_0.split_by(&argv, |key| key.len() % 2).unwrap();
+    /// assert_eq!(split.parts().len(), 2);
+    /// let odd: Vec<&str> = split.argv(0, &argv).copied().collect();
+    /// assert_eq!(odd, ["MSET", "a", "1", "c", "3"]);
+    /// assert_eq!(split.parts()[1].shard, 0);
+    /// ```
+    pub fn split_by<A: AsRef<[u8]>>(
+        &self,
+        argv: &[A],
+        shard: impl FnMut(&[u8]) -> usize,
+    ) -> Option<Split> {
+        let spec = self.lookup(argv)?;
+        if spec.tips.request_policy != Some(RequestPolicy::MultiShard) {
+            return None;
+        }
+        let merge = match spec.tips.response_policy {
+            Some(policy) => Merge::Policy(policy),
+            None => Merge::ByKey,
+        };
+        split(spec, argv, merge, shard)
+    }
+}
+
 /// Splits a command whose one key spec is a range to the end with the keys at every `step`,
-/// each followed by `step - 1` arguments of its own, and nothing else.
-fn split<A: AsRef<[u8]>>(spec: &CommandSpec, argv: &[A], merge: Merge) -> Option<Split> {
+/// each followed by `step - 1` arguments of its own, and nothing else, by `shard` of each key.
+fn split<A: AsRef<[u8]>>(
+    spec: &CommandSpec,
+    argv: &[A],
+    merge: Merge,
+    mut shard: impl FnMut(&[u8]) -> usize,
+) -> Option<Split> {
     let [key_spec] = spec.key_specs else {
         return None;
     };
@@ -325,12 +374,13 @@ fn split<A: AsRef<[u8]>>(spec: &CommandSpec, argv: &[A], merge: Merge) -> Option
     }
     let mut parts: Vec<Part> = Vec::new();
     for index in 0..args / group {
-        let key = argv.get(prefix + index * group)?;
-        let slot = key_slot(key.as_ref());
-        match parts.iter_mut().find(|p| p.slot == slot) {
+        let key = argv.get(prefix + index * group)?.as_ref();
+        let to = shard(key);
+        match parts.iter_mut().find(|p| p.shard == to) {
             Some(part) => part.groups.push(index),
             None => parts.push(Part {
-                slot,
+                slot: key_slot(key),
+                shard: to,
                 groups: alloc::vec![index],
             }),
         }

@@ -211,3 +211,43 @@ proptest! {
         prop_assert_eq!(split_model, one);
     }
 }
+
+proptest! {
+    /// A split by any shard function merges back to the one-server reply, and a split by
+    /// slot is the one `route` makes.
+    #[test]
+    fn split_by_any_shard_merges_to_one_server(
+        start in proptest::collection::vec((key(), "[x-z]{1,2}"), 0..10),
+        argv in command(),
+        shards in 1usize..5,
+    ) {
+        let mut one = Model(start.into_iter().map(|(k, v)| (k, v.into_bytes())).collect());
+        let mut split_model = one.clone();
+        let whole = one.run(&argv);
+        let shard = |key: &[u8]| key.iter().map(|&b| usize::from(b)).sum::<usize>() % shards;
+        let split = TABLE.split_by(&argv, shard).expect("a multi-shard command");
+        let mut seen = Vec::new();
+        let mut replies = Vec::new();
+        for (p, part) in split.parts().iter().enumerate() {
+            prop_assert!(!seen.contains(&part.shard), "one part per shard");
+            seen.push(part.shard);
+            let sub: Vec<Vec<u8>> = split.argv(p, &argv).cloned().collect();
+            let keys = TABLE
+                .keys(&sub)
+                .map_err(|e| TestCaseError::fail(e.to_string()))?;
+            for at in keys.positions() {
+                prop_assert_eq!(shard(&sub[at]), part.shard);
+            }
+            replies.push(split_model.run(&sub));
+        }
+        let merged = split.merge(replies).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        prop_assert_eq!(merged, whole);
+        prop_assert_eq!(split_model, one);
+        if let Route::Split(by_slot) = TABLE.route(&argv).expect("known") {
+            let again = TABLE
+                .split_by(&argv, |key| usize::from(key_slot(key)))
+                .expect("splits");
+            prop_assert_eq!(again, by_slot);
+        }
+    }
+}
