@@ -2,6 +2,7 @@
 //! Clients talk to it as to one Redis server; it routes each command by hash slot to the
 //! cluster's nodes, follows MOVED / ASK / TRYAGAIN, splits multi-key commands across slots
 //! and merges their replies, and keeps each client's replies in the order it asked.
+//! Started with nutcracker's command line and YAML file, it takes nutcracker's place.
 //!
 //! ```text
 //! cargo run --release --example toy-proxy -- proxy.toml
@@ -19,81 +20,319 @@
 
 mod proxy;
 
-/// nutcracker's command line: `-c conf` (YAML, or our TOML), `-t` to test the configuration
-/// and exit, `-p pidfile`; `-d`, `-o log`, `-s`, `-a`, `-i`, `-v`, `-m` are accepted (their
-/// effects are not reproduced yet). A lone path is read as `-c path`.
-fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let (mut path, mut test, mut pidfile) = (None, false, None);
+use std::time::Duration;
+
+use proxy::log;
+
+/// nutcracker's command line, option for option.
+struct Options {
+    conf: String,
+    test: bool,
+    daemonize: bool,
+    verbosity: u8,
+    output: Option<String>,
+    stats_port: Option<u16>,
+    stats_addr: String,
+    stats_interval: Duration,
+    pidfile: Option<String>,
+    mbuf: usize,
+}
+
+const USAGE: &str = "Usage: toy-proxy [-?hVdDt] [-v verbosity level] [-o output file]
+                 [-c conf file] [-s stats port] [-a stats addr]
+                 [-i stats interval] [-p pid file] [-m mbuf size]
+                 [conf file]
+
+Options (nutcracker's):
+  -h, --help             : this help
+  -V, --version          : show version and exit
+  -t, --test-conf        : test configuration for syntax errors and exit
+  -d, --daemonize        : run as a daemon
+  -D, --describe-stats   : print stats description and exit
+  -v, --verbose=N        : set logging level (default: 5, min: 0, max: 11)
+  -o, --output=S         : set logging file (default: stderr)
+  -c, --conf-file=S      : set configuration file (YAML as nutcracker's, or TOML)
+  -s, --stats-port=N     : set stats monitoring port (default: 22222 for a YAML file)
+  -a, --stats-addr=S     : set stats monitoring ip (default: 0.0.0.0)
+  -i, --stats-interval=N : set stats aggregation interval in msec (default: 30000 msec)
+  -p, --pid-file=S       : set pid file (default: none)
+  -m, --mbuf-size=N      : set size of a client read buffer in bytes (default: 16384)";
+
+const STATS: &str = "pool stats:
+  client_eof          \"client connections the client closed\"
+  client_err          \"client connections closed on an error\"
+  client_connections  \"client connections open now\"
+  server_ejects       \"servers taken off the continuum\"
+  forward_error       \"requests or parts a server failed\"
+  fragments           \"parts of split requests sent\"
+
+server stats:
+  server_eof          \"connections the server closed\"
+  server_err          \"connections that failed\"
+  server_timedout     \"connections dropped on a late reply\"
+  server_connections  \"connections open now\"
+  server_ejected_at   \"last ejection, in microseconds since the epoch\"
+  requests            \"requests sent\"
+  request_bytes       \"bytes of requests sent\"
+  responses           \"replies received\"
+  response_bytes      \"bytes of replies received\"
+  in_queue            \"requests waiting to be written\"
+  in_queue_bytes      \"bytes of requests waiting to be written\"
+  out_queue           \"requests waiting for their reply\"
+  out_queue_bytes     \"bytes of requests waiting for their reply\"";
+
+fn fail(text: &str) -> ! {
+    eprintln!("toy-proxy: {text}");
+    std::process::exit(1);
+}
+
+/// Reads the command line as nutcracker's `getopt_long` does: `-v 6`, `-v6`,
+/// `--verbose=6`, `--verbose 6`; a lone path is read as `-c path`.
+fn options(args: &[String]) -> Options {
+    let mut options = Options {
+        conf: "/etc/nutcracker/nutcracker.yml".into(),
+        test: false,
+        daemonize: false,
+        verbosity: log::NOTICE,
+        output: None,
+        stats_port: None,
+        stats_addr: "0.0.0.0".into(),
+        stats_interval: Duration::from_millis(30_000),
+        pidfile: None,
+        mbuf: 16 * 1024,
+    };
     let mut at = 0;
     while at < args.len() {
-        let flag = args[at].as_str();
-        let value = args.get(at + 1).cloned();
-        match flag {
-            "-c" | "--conf-file" => (path, at) = (value, at + 1),
-            "-p" | "--pid-file" => (pidfile, at) = (value, at + 1),
-            "-t" | "--test-conf" => test = true,
-            "-d" | "--daemonize" => {}
-            "-o" | "--output" | "-s" | "--stats-port" | "-a" | "--stats-addr" | "-i"
-            | "--stats-interval" | "-v" | "--verbose" | "-m" | "--mbuf-size" => at += 1,
-            other if !other.starts_with('-') && path.is_none() => path = Some(other.to_string()),
+        let arg = args[at].as_str();
+        at += 1;
+        let (flag, inline) = match arg.split_once('=') {
+            Some((flag, value)) if arg.starts_with("--") => (flag, Some(value.to_string())),
+            _ if arg.len() > 2 && arg.starts_with('-') && !arg.starts_with("--") => {
+                (&arg[..2], Some(arg[2..].to_string()))
+            }
+            _ => (arg, None),
+        };
+        let short = match flag {
+            "--help" => "-h",
+            "--version" => "-V",
+            "--test-conf" => "-t",
+            "--daemonize" => "-d",
+            "--describe-stats" => "-D",
+            "--verbose" => "-v",
+            "--output" => "-o",
+            "--conf-file" => "-c",
+            "--stats-port" => "-s",
+            "--stats-addr" => "-a",
+            "--stats-interval" => "-i",
+            "--pid-file" => "-p",
+            "--mbuf-size" => "-m",
+            other => other,
+        };
+        let mut value = || -> String {
+            if let Some(value) = inline.clone() {
+                return value;
+            }
+            let Some(value) = args.get(at) else {
+                fail(&format!("option {flag} requires an argument"));
+            };
+            at += 1;
+            value.clone()
+        };
+        match short {
+            "-h" | "-?" => {
+                println!("{USAGE}");
+                std::process::exit(0);
+            }
+            "-V" => {
+                println!(
+                    "This is toy-proxy-{} (nutcracker-0.5.0 compatible)",
+                    env!("CARGO_PKG_VERSION")
+                );
+                std::process::exit(0);
+            }
+            "-D" => {
+                println!("{STATS}");
+                std::process::exit(0);
+            }
+            "-t" => options.test = true,
+            "-d" => options.daemonize = true,
+            "-v" => {
+                let v = value();
+                options.verbosity = match v.parse::<i64>() {
+                    Ok(level) => level.clamp(0, i64::from(log::MAX)) as u8,
+                    Err(_) => fail(&format!("option -v requires a number, not '{v}'")),
+                };
+            }
+            "-o" => options.output = Some(value()),
+            "-c" => options.conf = value(),
+            "-s" => {
+                let v = value();
+                match v.parse::<u16>() {
+                    Ok(port) if port > 0 => options.stats_port = Some(port),
+                    _ => fail(&format!("option -s value {v} is not a valid port")),
+                }
+            }
+            "-a" => options.stats_addr = value(),
+            "-i" => {
+                let v = value();
+                match v.parse::<u64>() {
+                    Ok(ms) if ms > 0 => options.stats_interval = Duration::from_millis(ms),
+                    _ => fail(&format!("option -i value {v} is not a valid interval")),
+                }
+            }
+            "-p" => options.pidfile = Some(value()),
+            "-m" => {
+                let v = value();
+                match v.parse::<usize>() {
+                    Ok(size) if (512..=16 << 20).contains(&size) => options.mbuf = size,
+                    _ => fail(&format!("option -m value {v} is not a valid mbuf size")),
+                }
+            }
+            path if !path.starts_with('-') => options.conf = path.to_string(),
             other => {
-                eprintln!("toy-proxy: invalid option -- '{other}'");
+                eprintln!("toy-proxy: invalid option -- '{other}'\n{USAGE}");
                 std::process::exit(1);
             }
         }
-        at += 1;
     }
-    let Some(path) = path else {
-        eprintln!("usage: toy-proxy [-c conf.yml|conf.toml] [-t] [-p pidfile]");
-        std::process::exit(2);
-    };
-    let text = match std::fs::read_to_string(&path) {
+    options
+}
+
+/// `-d`: the same command line without `-d`, as a child in a process group of its own with
+/// no terminal; this process exits.
+fn daemonize() -> ! {
+    use std::os::unix::process::CommandExt as _;
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| a != "-d" && a != "--daemonize")
+        .collect();
+    let exe = std::env::current_exe().unwrap_or_else(|e| fail(&format!("daemonize: {e}")));
+    let spawned = std::process::Command::new(exe)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .process_group(0)
+        .spawn();
+    match spawned {
+        Ok(_) => std::process::exit(0),
+        Err(e) => fail(&format!("daemonize: {e}")),
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let options = options(&args);
+    let path = &options.conf;
+    let text = match std::fs::read_to_string(path) {
         Ok(text) => text,
-        Err(e) => {
-            eprintln!("toy-proxy: configuration file '{path}' syntax is invalid: {e}");
-            std::process::exit(1);
-        }
+        Err(e) => fail(&format!(
+            "configuration file '{path}' syntax is invalid: {e}"
+        )),
     };
-    let config = match proxy::Config::load(&text) {
+    let yaml = !proxy::Config::is_toml(&text);
+    let mut config = match proxy::Config::load(&text) {
         Ok(config) => config,
-        Err(e) => {
-            eprintln!("toy-proxy: configuration file '{path}' syntax is invalid: {e}");
-            std::process::exit(1);
-        }
+        Err(e) => fail(&format!(
+            "configuration file '{path}' syntax is invalid: {e}"
+        )),
     };
-    if test {
+    if options.test {
         eprintln!("toy-proxy: configuration file '{path}' syntax is ok");
         return;
     }
-    if let Some(pidfile) = pidfile {
-        if let Err(e) = std::fs::write(&pidfile, format!("{}\n", std::process::id())) {
-            eprintln!("toy-proxy: cannot write {pidfile}: {e}");
-            std::process::exit(1);
+    if options.daemonize {
+        daemonize();
+    }
+    config.read_buffer = options.mbuf;
+    if let Err(e) = log::init(options.output.as_deref(), options.verbosity) {
+        fail(&format!(
+            "opening log file '{:?}' failed: {e}",
+            options.output
+        ));
+    }
+    if let Some(pidfile) = &options.pidfile {
+        if let Err(e) = std::fs::write(pidfile, format!("{}\n", std::process::id())) {
+            fail(&format!("opening pid file '{pidfile}' failed: {e}"));
         }
     }
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
+    let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
-    {
-        Ok(runtime) => runtime,
-        Err(e) => {
-            eprintln!("cannot start the runtime: {e}");
-            std::process::exit(1);
-        }
-    };
+        .unwrap_or_else(|e| fail(&format!("cannot start the runtime: {e}")));
     runtime.block_on(async {
-        match proxy::start(config).await {
-            Ok(running) => {
-                for (pool, addr) in running.pools.iter().zip(&running.addrs) {
-                    println!("pool {} listening on {addr}", pool.name);
-                }
-            }
-            Err(e) => {
-                eprintln!("cannot start: {e}");
-                std::process::exit(1);
+        log::write(
+            log::NOTICE,
+            format_args!(
+                "toy-proxy-{} started on pid {}",
+                env!("CARGO_PKG_VERSION"),
+                std::process::id()
+            ),
+        );
+        let running = match proxy::start(config).await {
+            Ok(running) => running,
+            Err(e) => fail(&format!("cannot start: {e}")),
+        };
+        for (pool, addr) in running.pools.iter().zip(&running.addrs) {
+            log::write(
+                log::NOTICE,
+                format_args!("pool {} listening on {addr}", pool.name),
+            );
+        }
+        // A YAML file means a nutcracker set-up: its stats port is on by default.
+        let stats_port = options.stats_port.or(yaml.then_some(22222));
+        if let Some(port) = stats_port {
+            let addr = format!("{}:{port}", options.stats_addr);
+            let pools = running.pools.clone();
+            match proxy::serve_stats(&addr, options.stats_interval, pools).await {
+                Ok(local) => log::write(log::NOTICE, format_args!("stats on {local}")),
+                Err(e) => fail(&format!("failed to listen on stats {addr}: {e}")),
             }
         }
-        let _ = tokio::signal::ctrl_c().await;
+        signals().await;
     });
+    if let Some(pidfile) = &options.pidfile {
+        let _ = std::fs::remove_file(pidfile);
+    }
+}
+
+/// Serves SIGHUP (reopen the log), SIGTTIN / SIGTTOU (log level up / down) until SIGINT or
+/// SIGTERM.
+async fn signals() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let kinds = [
+        SignalKind::hangup(),
+        SignalKind::from_raw(21), // SIGTTIN
+        SignalKind::from_raw(22), // SIGTTOU
+        SignalKind::interrupt(),
+        SignalKind::terminate(),
+    ];
+    let mut streams = Vec::new();
+    for kind in kinds {
+        match signal(kind) {
+            Ok(stream) => streams.push(stream),
+            Err(e) => fail(&format!("cannot handle signals: {e}")),
+        }
+    }
+    let [hup, ttin, ttou, int, term] = &mut streams[..] else {
+        return;
+    };
+    loop {
+        tokio::select! {
+            _ = hup.recv() => {
+                log::write(0, format_args!("signal 1 (SIGHUP) received, reopening log file"));
+                log::reopen();
+            }
+            _ = ttin.recv() => log::level_up(),
+            _ = ttou.recv() => log::level_down(),
+            _ = int.recv() => {
+                log::write(0, format_args!("signal 2 (SIGINT) received, exiting"));
+                return;
+            }
+            _ = term.recv() => {
+                log::write(0, format_args!("signal 15 (SIGTERM) received, exiting"));
+                return;
+            }
+        }
+    }
 }

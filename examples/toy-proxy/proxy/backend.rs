@@ -1,6 +1,7 @@
 //! One pipelined connection to a server: requests go out in the order they are queued, and
 //! replies come back to them in that order. Queuing is synchronous, so a client's commands
-//! reach a server in the order the client sent them.
+//! reach a server in the order the client sent them. Every connection keeps its server's
+//! counters ([`ServerStats`]): requests, replies, queues, and how the connection ended.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -13,12 +14,16 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{Notify, mpsc, oneshot};
 
+use super::stats::{Ending, ServerStats};
+
 /// Why a request got no reply.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum BackendError {
-    /// The connection could not be opened.
-    Connect(String),
-    /// The connection closed, failed, or sent something that is not RESP.
+    /// The connection could not be opened: the address, and the system's reason.
+    Connect(String, String),
+    /// The server closed the connection.
+    Eof,
+    /// The connection failed or sent something that is not RESP: why.
     Closed(String),
     /// No reply within the pool's timeout: the connection was dropped.
     Timeout,
@@ -27,10 +32,34 @@ pub(crate) enum BackendError {
 impl std::fmt::Display for BackendError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Self::Connect(e) => write!(f, "cannot connect to the server: {e}"),
-            Self::Closed(e) => write!(f, "connection to the server lost: {e}"),
+            Self::Connect(addr, why) => write!(f, "cannot connect to the server: {addr}: {why}"),
+            Self::Eof => f.write_str("connection to the server lost: closed by the server"),
+            Self::Closed(why) => write!(f, "connection to the server lost: {why}"),
             Self::Timeout => f.write_str("the server did not answer in time"),
         }
+    }
+}
+
+impl BackendError {
+    /// What nutcracker writes after `-ERR ` for this failure: the system's message for the
+    /// error (`strerror`), `Connection timed out` for a late reply, and `unknown` when the
+    /// server closed the connection (no error number).
+    pub(crate) fn errno_text(&self) -> &str {
+        match self {
+            Self::Connect(_, why) | Self::Closed(why) => why,
+            Self::Eof => "unknown",
+            Self::Timeout => "Connection timed out",
+        }
+    }
+}
+
+/// The system's message for an I/O error, without Rust's ` (os error N)` suffix: the text
+/// `strerror` gives.
+pub(crate) fn strerror(e: &std::io::Error) -> String {
+    let text = e.to_string();
+    match text.rfind(" (os error ") {
+        Some(at) => text[..at].to_string(),
+        None => text,
     }
 }
 
@@ -41,6 +70,16 @@ struct Request {
     bytes: Vec<u8>,
     /// How many frames the request produces (ASKING + a command: 2); the last is the reply.
     frames: usize,
+    /// Whether the server's counters count it (a connection's own AUTH / SELECT are not).
+    counted: bool,
+    reply: oneshot::Sender<Reply>,
+}
+
+/// A request written, waiting for its reply.
+struct Waiting {
+    frames: usize,
+    bytes: u64,
+    counted: bool,
     reply: oneshot::Sender<Reply>,
 }
 
@@ -51,31 +90,49 @@ pub(crate) struct Backend {
     tx: mpsc::UnboundedSender<Request>,
     alive: Arc<AtomicBool>,
     killed: Arc<Notify>,
+    /// Set before a kill for a late reply, so that the end is counted as a timeout.
+    timed_out: Arc<AtomicBool>,
     timeout: Duration,
+    stats: Arc<ServerStats>,
 }
 
 impl Backend {
-    /// Opens a connection within `timeout`.
+    /// Opens a connection within `timeout`, with counters of its own.
     pub(crate) async fn connect(addr: &str, timeout: Duration) -> Result<Arc<Self>, BackendError> {
-        let stream = tokio::time::timeout(timeout, TcpStream::connect(addr))
-            .await
-            .map_err(|_| BackendError::Connect(format!("{addr}: timed out")))?
-            .map_err(|e| BackendError::Connect(format!("{addr}: {e}")))?;
-        let _ = stream.set_nodelay(true);
-        let (rd, wr) = stream.into_split();
+        let (backend, ready) = Self::start(addr, timeout, Arc::default());
+        match ready.await {
+            Ok(Err(e)) => Err(e),
+            _ => Ok(backend),
+        }
+    }
+
+    /// A connection to `addr` that keeps `stats`, the server's counters, and is opened in
+    /// the background: requests queue at once, and fail with [`BackendError::Connect`] if
+    /// it cannot be opened within `timeout`. Requests queued together thus share one
+    /// attempt, as on nutcracker's non-blocking connections.
+    pub(crate) fn open(addr: &str, timeout: Duration, stats: Arc<ServerStats>) -> Arc<Self> {
+        Self::start(addr, timeout, stats).0
+    }
+
+    fn start(
+        addr: &str,
+        timeout: Duration,
+        stats: Arc<ServerStats>,
+    ) -> (Arc<Self>, oneshot::Receiver<Result<(), BackendError>>) {
+        stats.attempts.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = mpsc::unbounded_channel();
-        let alive = Arc::new(AtomicBool::new(true));
-        let pending = Arc::new(Mutex::new(VecDeque::new()));
-        let killed = Arc::new(Notify::new());
-        tokio::spawn(write(wr, rx, pending.clone(), alive.clone()));
-        tokio::spawn(read(rd, pending, killed.clone(), alive.clone()));
-        Ok(Arc::new(Self {
+        let (ready, opened) = oneshot::channel();
+        let backend = Arc::new(Self {
             addr: addr.to_string(),
             tx,
-            alive,
-            killed,
+            alive: Arc::new(AtomicBool::new(true)),
+            killed: Arc::new(Notify::new()),
+            timed_out: Arc::new(AtomicBool::new(false)),
             timeout,
-        }))
+            stats,
+        });
+        tokio::spawn(run(backend.clone(), rx, ready));
+        (backend, opened)
     }
 
     /// Whether the connection is still usable.
@@ -92,13 +149,32 @@ impl Backend {
     /// Queues `bytes` (one or more commands producing `frames` replies); the receiver gets
     /// the last reply.
     pub(crate) fn send(&self, bytes: Vec<u8>, frames: usize) -> oneshot::Receiver<Reply> {
+        self.queue(bytes, frames, true)
+    }
+
+    /// [`Backend::send`] for the connection's own set-up (AUTH, SELECT, READONLY): not
+    /// counted as a request.
+    pub(crate) fn send_setup(&self, bytes: Vec<u8>, frames: usize) -> oneshot::Receiver<Reply> {
+        self.queue(bytes, frames, false)
+    }
+
+    fn queue(&self, bytes: Vec<u8>, frames: usize, counted: bool) -> oneshot::Receiver<Reply> {
         let (reply, rx) = oneshot::channel();
+        if counted {
+            let len = bytes.len() as u64;
+            self.stats.requests.fetch_add(1, Ordering::Relaxed);
+            self.stats.request_bytes.fetch_add(len, Ordering::Relaxed);
+            self.stats.in_queue.fetch_add(1, Ordering::Relaxed);
+            self.stats.in_queue_bytes.fetch_add(len, Ordering::Relaxed);
+        }
         let request = Request {
             bytes,
             frames,
+            counted,
             reply,
         };
         if let Err(mpsc::error::SendError(request)) = self.tx.send(request) {
+            unqueued(&self.stats, &request);
             let _ = request
                 .reply
                 .send(Err(BackendError::Closed("connection closed".into())));
@@ -113,6 +189,7 @@ impl Backend {
             Ok(Ok(reply)) => reply,
             Ok(Err(_)) => Err(BackendError::Closed("connection closed".into())),
             Err(_) => {
+                self.timed_out.store(true, Ordering::Relaxed);
                 self.kill();
                 Err(BackendError::Timeout)
             }
@@ -126,7 +203,64 @@ impl Backend {
     }
 }
 
-type Pending = Arc<Mutex<VecDeque<(usize, oneshot::Sender<Reply>)>>>;
+/// Opens the connection, then writes (reading in a task of its own); if it cannot be
+/// opened, every request queued fails with the reason.
+async fn run(
+    backend: Arc<Backend>,
+    mut rx: mpsc::UnboundedReceiver<Request>,
+    ready: oneshot::Sender<Result<(), BackendError>>,
+) {
+    let stats = backend.stats.clone();
+    let addr = backend.addr.clone();
+    let opened = tokio::time::timeout(backend.timeout, TcpStream::connect(&addr)).await;
+    let failure = match opened {
+        Ok(Ok(stream)) => {
+            stats.server_connections.fetch_add(1, Ordering::Relaxed);
+            let _ = ready.send(Ok(()));
+            let _ = stream.set_nodelay(true);
+            let (rd, wr) = stream.into_split();
+            let pending = Arc::new(Mutex::new(VecDeque::new()));
+            let ends = Ends {
+                killed: backend.killed.clone(),
+                timed_out: backend.timed_out.clone(),
+                alive: backend.alive.clone(),
+                stats: stats.clone(),
+            };
+            let alive = backend.alive.clone();
+            // The writer must not keep the connection (and its sender) alive.
+            drop(backend);
+            tokio::spawn(read(rd, pending.clone(), ends));
+            write(wr, rx, pending, alive, stats).await;
+            return;
+        }
+        Ok(Err(e)) => {
+            stats.ended(Ending::Error);
+            BackendError::Connect(addr, strerror(&e))
+        }
+        Err(_) => {
+            stats.ended(Ending::Timeout);
+            BackendError::Connect(addr, "Connection timed out".into())
+        }
+    };
+    backend.alive.store(false, Ordering::Relaxed);
+    let _ = ready.send(Err(failure.clone()));
+    drop(backend);
+    rx.close();
+    while let Ok(request) = rx.try_recv() {
+        unqueued(&stats, &request);
+        let _ = request.reply.send(Err(failure.clone()));
+    }
+}
+
+type Pending = Arc<Mutex<VecDeque<Waiting>>>;
+
+/// A counted request leaves the in-queue without being written.
+fn unqueued(stats: &ServerStats, request: &Request) {
+    if request.counted {
+        ServerStats::down(&stats.in_queue, 1);
+        ServerStats::down(&stats.in_queue_bytes, request.bytes.len() as u64);
+    }
+}
 
 /// Sends queued requests, several per write when they queue up faster than the socket
 /// takes them. Each request joins the pending queue before its bytes go out.
@@ -135,19 +269,31 @@ async fn write(
     mut rx: mpsc::UnboundedReceiver<Request>,
     pending: Pending,
     alive: Arc<AtomicBool>,
+    stats: Arc<ServerStats>,
 ) {
     let mut out = Vec::new();
     while let Some(first) = rx.recv().await {
         out.clear();
         let mut next = Some(first);
         while let Some(request) = next.take() {
+            unqueued(&stats, &request);
             if !alive.load(Ordering::Relaxed) {
                 let _ = request
                     .reply
                     .send(Err(BackendError::Closed("dropped".into())));
             } else {
+                let bytes = request.bytes.len() as u64;
+                if request.counted {
+                    stats.out_queue.fetch_add(1, Ordering::Relaxed);
+                    stats.out_queue_bytes.fetch_add(bytes, Ordering::Relaxed);
+                }
                 out.extend_from_slice(&request.bytes);
-                lock(&pending).push_back((request.frames, request.reply));
+                lock(&pending).push_back(Waiting {
+                    frames: request.frames,
+                    bytes,
+                    counted: request.counted,
+                    reply: request.reply,
+                });
             }
             if out.len() < 64 * 1024 {
                 next = rx.try_recv().ok();
@@ -158,7 +304,7 @@ async fn write(
         }
         if let Err(e) = wr.write_all(&out).await {
             alive.store(false, Ordering::Relaxed);
-            fail_all(&pending, &format!("write: {e}"));
+            fail_all(&pending, &stats, &BackendError::Closed(strerror(&e)));
             break;
         }
         if !alive.load(Ordering::Relaxed) {
@@ -169,63 +315,107 @@ async fn write(
     // Whatever is still queued fails: nobody will send it.
     rx.close();
     while let Ok(request) = rx.try_recv() {
+        unqueued(&stats, &request);
         let _ = request
             .reply
             .send(Err(BackendError::Closed("closed".into())));
     }
 }
 
-/// Reads replies and hands each request the last of its frames.
-async fn read(
-    mut rd: tokio::net::tcp::OwnedReadHalf,
-    pending: Pending,
+/// What the reader needs to tell how its connection ended.
+struct Ends {
     killed: Arc<Notify>,
+    timed_out: Arc<AtomicBool>,
     alive: Arc<AtomicBool>,
-) {
+    stats: Arc<ServerStats>,
+}
+
+/// Reads replies and hands each request the last of its frames.
+async fn read(mut rd: tokio::net::tcp::OwnedReadHalf, pending: Pending, ends: Ends) {
+    let Ends {
+        killed,
+        timed_out,
+        alive,
+        stats,
+    } = ends;
     let mut buf = BytesMut::with_capacity(16 * 1024);
     let mut decoder = Decoder::new();
-    // Frames read for the request at the head of the queue.
+    // Frames read for the request at the head of the queue, and their bytes.
     let mut got: Vec<Frame> = Vec::new();
-    let error = loop {
+    let mut got_bytes = 0u64;
+    let (error, ending) = loop {
         if !alive.load(Ordering::Relaxed) {
-            break "dropped".to_string();
+            break (BackendError::Closed("dropped".into()), Ending::Dropped);
         }
-        match decoder.decode(&mut buf) {
+        let before = buf.len();
+        let decoded = decoder.decode(&mut buf);
+        got_bytes += (before - buf.len()) as u64;
+        match decoded {
             Ok(Some(frame)) => {
                 got.push(frame);
-                let head = lock(&pending).front().map(|(frames, _)| *frames);
+                let head = lock(&pending).front().map(|w| w.frames);
                 match head {
                     Some(frames) if got.len() >= frames => {
                         let entry = lock(&pending).pop_front();
-                        if let (Some((_, reply)), Some(last)) = (entry, got.pop()) {
-                            let _ = reply.send(Ok(last));
+                        if let (Some(waiting), Some(last)) = (entry, got.pop()) {
+                            if waiting.counted {
+                                ServerStats::down(&stats.out_queue, 1);
+                                ServerStats::down(&stats.out_queue_bytes, waiting.bytes);
+                                stats.responses.fetch_add(1, Ordering::Relaxed);
+                                stats.response_bytes.fetch_add(got_bytes, Ordering::Relaxed);
+                            }
+                            // A reply: the server works; failures in a row start again.
+                            stats.failures.store(0, Ordering::Relaxed);
+                            let _ = waiting.reply.send(Ok(last));
                         }
                         got.clear();
+                        got_bytes = 0;
                     }
                     Some(_) => {}
-                    None => break "a reply nobody asked for".to_string(),
+                    None => {
+                        break (
+                            BackendError::Closed("a reply nobody asked for".into()),
+                            Ending::Error,
+                        );
+                    }
                 }
                 continue;
             }
             Ok(None) => {}
-            Err(e) => break format!("not RESP: {e}"),
+            Err(e) => {
+                break (
+                    BackendError::Closed(format!("not RESP: {e}")),
+                    Ending::Error,
+                );
+            }
         }
         tokio::select! {
             n = rd.read_buf(&mut buf) => match n {
-                Ok(0) => break "closed by the server".to_string(),
+                Ok(0) => break (BackendError::Eof, Ending::Eof),
                 Ok(_) => {}
-                Err(e) => break format!("read: {e}"),
+                Err(e) => break (BackendError::Closed(strerror(&e)), Ending::Error),
             },
-            () = killed.notified() => break "dropped".to_string(),
+            () = killed.notified() => break (BackendError::Closed("dropped".into()), Ending::Dropped),
         }
     };
     alive.store(false, Ordering::Relaxed);
-    fail_all(&pending, &error);
+    let (error, ending) = if timed_out.load(Ordering::Relaxed) {
+        (BackendError::Timeout, Ending::Timeout)
+    } else {
+        (error, ending)
+    };
+    ServerStats::down(&stats.server_connections, 1);
+    stats.ended(ending);
+    fail_all(&pending, &stats, &error);
 }
 
-fn fail_all(pending: &Pending, why: &str) {
-    for (_, reply) in lock(pending).drain(..) {
-        let _ = reply.send(Err(BackendError::Closed(why.to_string())));
+fn fail_all(pending: &Pending, stats: &ServerStats, why: &BackendError) {
+    for waiting in lock(pending).drain(..) {
+        if waiting.counted {
+            ServerStats::down(&stats.out_queue, 1);
+            ServerStats::down(&stats.out_queue_bytes, waiting.bytes);
+        }
+        let _ = waiting.reply.send(Err(why.clone()));
     }
 }
 

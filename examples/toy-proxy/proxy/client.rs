@@ -74,6 +74,8 @@ struct Session {
     watch: Option<(Arc<Backend>, Option<Slot>)>,
     /// Relaying to a Pub/Sub connection.
     pubsub: bool,
+    /// A nutcracker pool with `redis_auth`: whether the client sent the password.
+    authenticated: bool,
 }
 
 /// Serves one client until it quits, closes, or sends something that is not RESP.
@@ -84,10 +86,16 @@ pub(crate) async fn serve(stream: TcpStream, pool: Arc<Pool>) {
     let _ = stream.set_nodelay(true);
     let (mut rd, wr) = stream.into_split();
     let (tx, rx) = mpsc::unbounded_channel();
-    let writer = tokio::spawn(write_replies(wr, rx, pool.clone()));
-    let mut buf = BytesMut::with_capacity(16 * 1024);
+    let mut writer = tokio::spawn(write_replies(wr, rx, pool.clone()));
+    let mut writer_done = None;
+    // Whether the proxy, not the client, ended the connection.
+    let mut by_proxy = false;
+    let mut buf = BytesMut::with_capacity(pool.read_buffer);
     let mut decoder = Decoder::new();
-    let mut session = Session::default();
+    let mut session = Session {
+        authenticated: pool.password().is_none(),
+        ..Session::default()
+    };
     // A nutcracker pool behaves as nutcracker: no inline commands, and a request it cannot
     // parse closes the connection without a reply.
     let nutcracker = pool.ring.is_some();
@@ -95,6 +103,7 @@ pub(crate) async fn serve(stream: TcpStream, pool: Arc<Pool>) {
         loop {
             if nutcracker && buf.first().is_some_and(|&b| b != b'*') {
                 let _ = tx.send(Item::Close);
+                by_proxy = true;
                 break 'read;
             }
             match decoder.decode_command(&mut buf) {
@@ -116,6 +125,7 @@ pub(crate) async fn serve(stream: TcpStream, pool: Arc<Pool>) {
                         Action::Forward(bytes) => Item::Forward(bytes),
                     };
                     let close = matches!(item, Item::Close);
+                    by_proxy |= close;
                     if tx.send(item).is_err() || close {
                         break 'read;
                     }
@@ -123,6 +133,7 @@ pub(crate) async fn serve(stream: TcpStream, pool: Arc<Pool>) {
                 Ok(None) => break,
                 Err(_) if nutcracker => {
                     let _ = tx.send(Item::Close);
+                    by_proxy = true;
                     break 'read;
                 }
                 Err(e) => {
@@ -131,17 +142,34 @@ pub(crate) async fn serve(stream: TcpStream, pool: Arc<Pool>) {
                     let text = format!("ERR Protocol error: {e}");
                     let _ = tx.send(Item::Reply(Pending::Ready(error(&text)), Instant::now()));
                     let _ = tx.send(Item::Close);
+                    by_proxy = true;
                     break 'read;
                 }
             }
         }
-        match rd.read_buf(&mut buf).await {
-            Ok(0) | Err(_) => break,
-            Ok(_) => {}
+        tokio::select! {
+            read = rd.read_buf(&mut buf) => match read {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {}
+            },
+            // The writer closed the connection (a split request a server failed).
+            done = &mut writer => {
+                writer_done = Some(done.unwrap_or(false));
+                break;
+            }
         }
     }
     drop(tx);
-    let _ = writer.await;
+    let closed_by_writer = match writer_done {
+        Some(closed) => closed,
+        None => writer.await.unwrap_or(false),
+    };
+    let counter = if by_proxy || closed_by_writer {
+        &stats.client_err
+    } else {
+        &stats.client_eof
+    };
+    counter.fetch_add(1, Ordering::Relaxed);
     stats.connected.fetch_sub(1, Ordering::Relaxed);
 }
 
@@ -153,7 +181,7 @@ async fn handle(pool: &Pool, session: &mut Session, argv: Argv) -> Action {
         .unwrap_or_default();
     let ready = |frame| Action::Reply(Pending::Ready(frame));
     if pool.ring.is_some() {
-        return as_nutcracker(pool, &name, argv).await;
+        return as_nutcracker(pool, session, &name, argv).await;
     }
     if session.pubsub {
         return match name.as_slice() {
@@ -256,19 +284,26 @@ async fn handle(pool: &Pool, session: &mut Session, argv: Argv) -> Action {
 }
 
 /// A nutcracker pool's commands: what nutcracker 0.5.0 accepts (its table, read from the
-/// real binary: `nutcracker-commands.txt`) is routed; PING is answered here, AUTH without a
-/// `redis_auth` gets nutcracker's error; anything else closes the connection, unanswered.
-async fn as_nutcracker(pool: &Pool, name: &[u8], argv: Argv) -> Action {
+/// real binary: `nutcracker-commands.txt`) is routed; anything else closes the connection,
+/// unanswered. AUTH is the proxy's: with `redis_auth` the client must send that password
+/// before anything else (PING included), a wrong one logs it out again; without, AUTH gets
+/// nutcracker's error. PING is answered here.
+async fn as_nutcracker(pool: &Pool, session: &mut Session, name: &[u8], argv: Argv) -> Action {
+    let ready = |frame| Action::Reply(Pending::Ready(frame));
     if !nutcracker_accepts(name, argv.len() - 1) {
         return Action::Close;
     }
-    match name {
-        b"PING" => Action::Reply(Pending::Ready(Frame::SimpleString(Bytes::from_static(
-            b"PONG",
-        )))),
-        b"AUTH" if pool.password().is_none() => Action::Reply(Pending::Ready(error(
-            "ERR Client sent AUTH, but no password is set",
-        ))),
+    match (name, pool.password()) {
+        (b"AUTH", None) => ready(error("ERR Client sent AUTH, but no password is set")),
+        (b"AUTH", Some(password)) => {
+            session.authenticated = argv[1].as_ref() == password.as_bytes();
+            match session.authenticated {
+                true => ready(ok()),
+                false => ready(error("ERR invalid password")),
+            }
+        }
+        _ if !session.authenticated => ready(error("NOAUTH Authentication required")),
+        (b"PING", _) => ready(Frame::SimpleString(Bytes::from_static(b"PONG"))),
         _ => Action::Reply(pool.dispatch(argv).await),
     }
 }
@@ -398,28 +433,35 @@ fn info(pool: &Pool) -> String {
 }
 
 /// Writes the replies in request order, as many per write as are ready; after a Pub/Sub
-/// item, relays between the client and its Pub/Sub connection.
+/// item, relays between the client and its Pub/Sub connection. Returns whether it closed
+/// the connection itself (a nutcracker pool's split request a server failed).
 async fn write_replies(
     mut wr: tokio::net::tcp::OwnedWriteHalf,
     mut rx: mpsc::UnboundedReceiver<Item>,
     pool: Arc<Pool>,
-) {
+) -> bool {
     let stats = pool.stats.clone();
     let mut out = Vec::with_capacity(16 * 1024);
     while let Some(item) = rx.recv().await {
         let mut next = Some(item);
         let mut close = false;
+        let mut failed = false;
         let mut pubsub = None;
         while let Some(item) = next.take() {
             match item {
                 Item::Reply(pending, started) => {
-                    let frame = pool.resolve(pending).await;
-                    if matches!(frame, Frame::SimpleError(_)) {
-                        stats.errors.fetch_add(1, Ordering::Relaxed);
+                    let (frame, hang_up) = pool.resolve_closing(pending).await;
+                    if let Some(frame) = frame {
+                        if matches!(frame, Frame::SimpleError(_)) {
+                            stats.errors.fetch_add(1, Ordering::Relaxed);
+                        }
+                        encode(&frame, &mut out);
                     }
                     let took = started.elapsed().as_micros() as u64;
                     stats.latency_us.fetch_add(took, Ordering::Relaxed);
-                    encode(&frame, &mut out);
+                    if hang_up {
+                        (close, failed) = (true, true);
+                    }
                 }
                 Item::Frames(frames) => {
                     for frame in &frames {
@@ -435,18 +477,19 @@ async fn write_replies(
             }
         }
         if wr.write_all(&out).await.is_err() {
-            return;
+            return false;
         }
         out.clear();
         if close {
             let _ = wr.shutdown().await;
-            return;
+            return failed;
         }
         if let Some((addr, bytes)) = pubsub {
             relay(wr, rx, &addr, bytes).await;
-            return;
+            return false;
         }
     }
+    false
 }
 
 /// The Pub/Sub relay: the client's commands to the server as they come, the server's

@@ -11,15 +11,15 @@ use bytes::Bytes;
 use redis_cluster_proto::hash_slot::Slot;
 use redis_cluster_proto::resp::{Frame, encode_command};
 use redis_cluster_proto::route::{
-    ClusterError, CommandFlags, CommandTable, Endpoint, Merge, ReadFrom, Redirect, ResponsePolicy,
-    Route, SlotMap, Split,
+    ClusterError, CommandFlags, CommandTable, Endpoint, Merge, ReadFrom, Redirect, Route, SlotMap,
+    Split,
 };
 use tokio::sync::oneshot;
 
 use super::backend::{Backend, BackendError, Reply};
 use super::sentinel::Groups;
-use super::stats::Stats;
-use redis_cluster_proto::route::twemproxy::{Continuum, Hash};
+use super::stats::{ServerStats, Stats};
+use super::twem::Ring;
 
 /// How often one command is redirected or retried before its error goes to the client.
 const ATTEMPTS: usize = 16;
@@ -39,8 +39,16 @@ pub(crate) enum Pending {
     Fan(Merge, Vec<Call>),
     /// SCAN over the masters one after the other.
     Scan(Argv),
-    /// A multi-key command of a nutcracker pool split key by key across its servers.
-    PerKey(PerKey, Vec<Call>),
+    /// A nutcracker pool's command to one server: no retry, a failure is the client's
+    /// `-ERR <reason>`.
+    Ring(Call),
+    /// A nutcracker pool's split command (MGET, DEL, UNLINK, TOUCH, EXISTS, MSET with
+    /// several keys): one part per server, merged; a server failing any part fails the
+    /// request and closes the client's connection, as nutcracker does.
+    Fragments(Split, Vec<Call>),
+    /// Close the client's connection without a reply (nutcracker, when no server is left
+    /// for a split command).
+    Hangup,
     /// A request on a client's pinned connection (WATCH): its reply as it comes.
     Pinned(Arc<Backend>, oneshot::Receiver<Reply>),
     /// A command run on a connection of its own (blocking commands, transactions).
@@ -66,28 +74,8 @@ pub(crate) struct Call {
     backend: Option<Arc<Backend>>,
     rx: Option<oneshot::Receiver<Reply>>,
     error: Option<Frame>,
-}
-
-/// How the replies of a command split key by key become one.
-#[derive(Clone, Copy, Debug)]
-pub(crate) enum PerKey {
-    /// MGET: each part's one-element array, in key order.
-    Values,
-    /// DEL, UNLINK, EXISTS, TOUCH: the sum.
-    Sum,
-    /// MSET: OK when every part is.
-    AllOk,
-}
-
-/// A nutcracker pool's servers on its continuum.
-pub(crate) struct Ring {
-    pub(crate) hash: Hash,
-    pub(crate) hash_tag: Option<[u8; 2]>,
-    pub(crate) continuum: Continuum,
-    /// Each server's `host:port`, by index.
-    pub(crate) addrs: Vec<String>,
-    /// SELECTed on every server connection.
-    pub(crate) db: u32,
+    /// Why the call could not even be queued (its connection would not open).
+    lost: Option<BackendError>,
 }
 
 /// The pool.
@@ -105,10 +93,15 @@ pub(crate) struct Pool {
     timeout: Duration,
     map: RwLock<Option<SlotMap>>,
     backends: Mutex<HashMap<String, Arc<Backend>>>,
+    /// Each server's counters by address, in the order first connected (a nutcracker pool
+    /// keeps its servers' in its ring).
+    server_stats: Mutex<Vec<(String, Arc<ServerStats>)>>,
     refreshing: AtomicBool,
     turn: AtomicUsize,
     /// Counters.
     pub(crate) stats: Arc<Stats>,
+    /// How much a client connection reads at a time (nutcracker's `-m` mbuf size).
+    pub(crate) read_buffer: usize,
 }
 
 fn error(text: impl AsRef<str>) -> Frame {
@@ -151,9 +144,11 @@ impl Pool {
             timeout,
             map: RwLock::new(None),
             backends: Mutex::new(HashMap::new()),
+            server_stats: Mutex::new(Vec::new()),
             refreshing: AtomicBool::new(false),
             turn: AtomicUsize::new(0),
             stats,
+            read_buffer: 16 * 1024,
         }
     }
 
@@ -229,28 +224,56 @@ impl Pool {
         });
     }
 
+    /// The counters of the server at `addr` (created on first use).
+    fn server_stats(&self, addr: &str) -> Arc<ServerStats> {
+        if let Some(ring) = &self.ring {
+            if let Some(server) = ring.servers.iter().find(|s| s.addr == addr) {
+                return server.stats.clone();
+            }
+        }
+        let mut known = lock(&self.server_stats);
+        if let Some((_, stats)) = known.iter().find(|(a, _)| a == addr) {
+            return stats.clone();
+        }
+        let stats = Arc::<ServerStats>::default();
+        known.push((addr.to_string(), stats.clone()));
+        stats
+    }
+
+    /// Each server's name and counters, for the stats document.
+    pub(crate) fn server_list(&self) -> Vec<(String, Arc<ServerStats>)> {
+        match &self.ring {
+            Some(ring) => ring
+                .servers
+                .iter()
+                .map(|s| (s.name.clone(), s.stats.clone()))
+                .collect(),
+            None => lock(&self.server_stats).clone(),
+        }
+    }
+
     /// The connection to `addr`, opened when there is none (or it died).
     async fn backend(&self, addr: &str) -> Result<Arc<Backend>, BackendError> {
         if let Some(backend) = lock(&self.backends).get(addr).filter(|b| b.is_alive()) {
             return Ok(backend.clone());
         }
-        let backend = Backend::connect(addr, self.timeout).await?;
+        let backend = Backend::open(addr, self.timeout, self.server_stats(addr));
         self.stats
             .backend_connections
             .fetch_add(1, Ordering::Relaxed);
         if let Some(password) = &self.password {
             // Queued first on the connection: everything after it runs authenticated.
             let auth = [Bytes::from_static(b"AUTH"), Bytes::from(password.clone())];
-            drop(backend.send(encode(&auth), 1));
+            drop(backend.send_setup(encode(&auth), 1));
         }
         if let Some(db) = self.ring.as_ref().map(|r| r.db).filter(|db| *db != 0) {
             let select = [Bytes::from_static(b"SELECT"), Bytes::from(db.to_string())];
-            drop(backend.send(encode(&select), 1));
+            drop(backend.send_setup(encode(&select), 1));
         }
         if self.read_from != ReadFrom::Master {
             // Replicas serve reads only after READONLY; masters ignore it. Its reply is
             // dropped: the connection keeps its order with or without a listener.
-            drop(backend.send(encode(&[Bytes::from_static(b"READONLY")]), 1));
+            drop(backend.send_setup(encode(&[Bytes::from_static(b"READONLY")]), 1));
         }
         lock(&self.backends).insert(addr.to_string(), backend.clone());
         Ok(backend)
@@ -259,7 +282,7 @@ impl Pool {
     /// Where a command for `slot` goes (any master when there is no slot).
     fn node_for(&self, slot: Option<Slot>, read: bool) -> Option<String> {
         if let Some(ring) = &self.ring {
-            return ring.addrs.first().cloned();
+            return ring.servers.first().map(|s| s.addr.clone());
         }
         if let Some(groups) = &self.sentinel {
             return groups.master_for(slot);
@@ -280,7 +303,7 @@ impl Pool {
 
     fn masters(&self) -> Vec<String> {
         if let Some(ring) = &self.ring {
-            return ring.addrs.clone();
+            return ring.servers.iter().map(|s| s.addr.clone()).collect();
         }
         if let Some(groups) = &self.sentinel {
             return groups.masters();
@@ -297,7 +320,7 @@ impl Pool {
 
     fn all_nodes(&self) -> Vec<String> {
         if let Some(ring) = &self.ring {
-            return ring.addrs.clone();
+            return ring.servers.iter().map(|s| s.addr.clone()).collect();
         }
         if let Some(groups) = &self.sentinel {
             return groups.masters();
@@ -330,6 +353,7 @@ impl Pool {
                 backend: None,
                 rx: None,
                 error: Some(error("CLUSTERDOWN Hash slot not served")),
+                lost: None,
             };
         };
         let mut call = self.call_node(&node, argv).await;
@@ -389,47 +413,60 @@ impl Pool {
     }
 
     /// A nutcracker pool's routing: a command goes to the server of its first key (that of
-    /// its hash-tagged part), on the pool's continuum; MGET, DEL, UNLINK, EXISTS, TOUCH and
-    /// MSET whose keys are on several servers are split key by key and merged.
+    /// its hash-tagged part) on the continuum of the servers in service. MGET, DEL, UNLINK,
+    /// TOUCH, EXISTS and MSET with several keys are split by server, each part named in
+    /// lower case as nutcracker sends its fragments, and merged. Blocking commands get a
+    /// connection of their own to their key's server.
     async fn ring_dispatch(&self, ring: &Ring, argv: Argv) -> Pending {
-        let spec = CommandTable::REDIS_7_0.lookup(&argv);
-        if spec.is_some_and(|s| s.flags.contains(CommandFlags::BLOCKING)) {
-            // They would hold up the shared server connection; nutcracker refuses them too.
-            return Pending::Ready(error(
-                "ERR blocking commands are not supported by this pool",
-            ));
-        }
+        let table = &CommandTable::REDIS_7_0;
         let random = self.turn.fetch_add(1, Ordering::Relaxed) as u32;
-        let positions: Vec<usize> = CommandTable::REDIS_7_0
-            .keys(&argv)
-            .map(|keys| keys.positions().collect())
-            .unwrap_or_default();
-        let server = |at: usize| {
-            let key = argv.get(at).map_or(&[][..], |k| k.as_ref());
-            ring.continuum
-                .server_for(ring.hash, ring.hash_tag, key, random)
-        };
-        let servers: Vec<usize> = positions.iter().map(|&at| server(at)).collect();
-        let first = servers.first().copied().unwrap_or(0);
-        let name = argv[0].to_ascii_uppercase();
-        let split = match name.as_slice() {
-            b"MGET" => Some((PerKey::Values, 1)),
-            b"DEL" | b"UNLINK" | b"EXISTS" | b"TOUCH" => Some((PerKey::Sum, 1)),
-            b"MSET" => Some((PerKey::AllOk, 2)),
-            _ => None,
-        };
-        match split {
-            Some((kind, group)) if servers.iter().any(|&s| s != first) => {
-                let mut calls = Vec::with_capacity(positions.len());
-                for (&at, &index) in positions.iter().zip(&servers) {
-                    let mut sub: Argv = vec![argv[0].clone()];
-                    sub.extend(argv[at..(at + group).min(argv.len())].iter().cloned());
-                    calls.push(self.call_node(&ring.addrs[index], sub).await);
+        let server = |key: &[u8]| ring.server_for(key, random, &self.stats);
+        let name = argv[0].to_ascii_lowercase();
+        let splits = matches!(
+            name.as_slice(),
+            b"mget" | b"del" | b"unlink" | b"touch" | b"exists" | b"mset"
+        );
+        if splits && argv.len() > 2 + usize::from(name == b"mset") * 2 {
+            let split = table.split_by(&argv, |key| server(key).unwrap_or(usize::MAX));
+            if let Some(split) = split {
+                if split.parts().iter().any(|p| p.shard == usize::MAX) {
+                    // No server left: nutcracker drops the client without a reply.
+                    return Pending::Hangup;
                 }
-                Pending::PerKey(kind, calls)
+                let mut calls = Vec::with_capacity(split.parts().len());
+                for (i, part) in split.parts().iter().enumerate() {
+                    let mut sub: Argv = split.argv(i, &argv).cloned().collect();
+                    sub[0] = Bytes::from(name.clone());
+                    let addr = &ring.servers[part.shard].addr;
+                    calls.push(self.call_node(addr, sub).await);
+                }
+                self.stats
+                    .fragments
+                    .fetch_add(calls.len() as u64, Ordering::Relaxed);
+                return Pending::Fragments(split, calls);
             }
-            _ => Pending::One(self.call_node(&ring.addrs[first], argv).await),
         }
+        let first = table
+            .keys(&argv)
+            .ok()
+            .and_then(|keys| keys.positions().next())
+            .and_then(|at| argv.get(at));
+        let chosen = server(first.map_or(&[][..], |k| k.as_ref()));
+        let Some(index) = chosen else {
+            self.stats.forward_error.fetch_add(1, Ordering::Relaxed);
+            return Pending::Ready(error("ERR Connection refused"));
+        };
+        let addr = &ring.servers[index].addr;
+        let spec = table.lookup(&argv);
+        if spec.is_some_and(|s| s.flags.contains(CommandFlags::BLOCKING)) {
+            return Pending::Dedicated {
+                addr: addr.clone(),
+                bytes: encode(&argv),
+                frames: 1,
+                wait: None,
+            };
+        }
+        Pending::Ring(self.call_node(addr, argv).await)
     }
 
     async fn call_node(&self, node: &str, argv: Argv) -> Call {
@@ -441,13 +478,17 @@ impl Pool {
             backend: None,
             rx: None,
             error: None,
+            lost: None,
         };
         match self.backend(node).await {
             Ok(backend) => {
                 call.rx = Some(backend.send(encode(&call.argv), 1));
                 call.backend = Some(backend);
             }
-            Err(e) => call.error = Some(error(format!("ERR {e}"))),
+            Err(e) => {
+                call.error = Some(error(format!("ERR {e}")));
+                call.lost = Some(e);
+            }
         }
         call
     }
@@ -580,7 +621,9 @@ impl Pool {
                 .merge(self.finish_all(calls).await)
                 .unwrap_or_else(|e| error(format!("ERR cannot merge the replies: {e}"))),
             Pending::Scan(argv) => self.scan(argv).await,
-            Pending::PerKey(kind, calls) => merge_per_key(kind, self.finish_all(calls).await),
+            Pending::Ring(call) => self.finish_ring(call).await.unwrap_or_else(|e| e),
+            Pending::Fragments(split, calls) => self.finish_fragments(split, calls).await.0,
+            Pending::Hangup => error("ERR no server"),
             Pending::Pinned(backend, rx) => backend
                 .wait(rx)
                 .await
@@ -609,6 +652,58 @@ impl Pool {
                 reply.unwrap_or_else(|e| error(format!("ERR {e}")))
             }
         }
+    }
+
+    /// [`Pool::resolve`], and whether the client's connection closes after the reply (a
+    /// nutcracker pool's split command a server failed), or at once without one.
+    pub(crate) async fn resolve_closing(
+        self: &Arc<Self>,
+        pending: Pending,
+    ) -> (Option<Frame>, bool) {
+        match pending {
+            Pending::Hangup => (None, true),
+            Pending::Fragments(split, calls) => {
+                let (frame, failed) = self.finish_fragments(split, calls).await;
+                (Some(frame), failed)
+            }
+            other => (Some(self.resolve(other).await), false),
+        }
+    }
+
+    /// A nutcracker pool's call: its reply, or `Err` with nutcracker's `-ERR <reason>`.
+    async fn finish_ring(&self, mut call: Call) -> Result<Frame, Frame> {
+        let reply = match (call.lost.take(), call.rx.take(), &call.backend) {
+            (Some(lost), _, _) => Err(lost),
+            (None, Some(rx), Some(backend)) => backend.wait(rx).await,
+            _ => Err(BackendError::Closed("unknown".into())),
+        };
+        reply.map_err(|e| {
+            self.stats.forward_error.fetch_add(1, Ordering::Relaxed);
+            self.stats.backend_errors.fetch_add(1, Ordering::Relaxed);
+            error(format!("ERR {}", e.errno_text()))
+        })
+    }
+
+    /// A split command's merged reply, and whether a server failed a part (then the reply
+    /// is that failure's `-ERR <reason>`).
+    async fn finish_fragments(&self, split: Split, calls: Vec<Call>) -> (Frame, bool) {
+        let mut replies = Vec::with_capacity(calls.len());
+        let mut failed = None;
+        for call in calls {
+            match self.finish_ring(call).await {
+                Ok(frame) => replies.push(frame),
+                Err(frame) => {
+                    failed.get_or_insert(frame);
+                }
+            }
+        }
+        if let Some(frame) = failed {
+            return (frame, true);
+        }
+        let merged = split
+            .merge(replies)
+            .unwrap_or_else(|e| error(format!("ERR cannot merge the replies: {e}")));
+        (merged, false)
     }
 
     /// The call sent again: to its bound node, or wherever the map now sends its slot.
@@ -644,7 +739,9 @@ impl Pool {
                 Ok(frame) => frame,
                 Err(e) => {
                     self.stats.backend_errors.fetch_add(1, Ordering::Relaxed);
-                    if last || call.argv.is_empty() {
+                    // A node that refuses connections: its error at once, as when the
+                    // connection was opened before queuing.
+                    if last || call.argv.is_empty() || matches!(e, BackendError::Connect(..)) {
                         return error(format!("ERR {e}"));
                     }
                     self.refresh_soon();
@@ -798,32 +895,6 @@ impl Pool {
             Frame::Array(vec![]),
         ])
     }
-}
-
-/// The reply of a command split key by key: the first error, else MGET's values in key
-/// order, else the route crate's merge for the command's response policy.
-fn merge_per_key(kind: PerKey, replies: Vec<Frame>) -> Frame {
-    if let Some(error) = replies.iter().find(|r| matches!(r, Frame::SimpleError(_))) {
-        return error.clone();
-    }
-    let policy = match kind {
-        PerKey::Values => {
-            return Frame::Array(
-                replies
-                    .into_iter()
-                    .map(|reply| match reply {
-                        Frame::Array(mut values) if values.len() == 1 => values.remove(0),
-                        other => other,
-                    })
-                    .collect(),
-            );
-        }
-        PerKey::Sum => ResponsePolicy::AggSum,
-        PerKey::AllOk => ResponsePolicy::AllSucceeded,
-    };
-    Merge::Policy(policy)
-        .merge(replies)
-        .unwrap_or_else(|e| error(format!("ERR cannot merge the replies: {e}")))
 }
 
 /// Nodes the map names without a host are on the host that gave the map.

@@ -32,11 +32,16 @@ use yaml_rust2::{Yaml, YamlLoader};
 
 use redis_cluster_proto::route::twemproxy::{Distribution, Hash};
 
+/// What a client connection reads at a time unless `-m` says otherwise (nutcracker's mbuf).
+const DEFAULT_READ_BUFFER: usize = 16 * 1024;
+
 /// The whole file.
 #[derive(Clone, Debug)]
 pub(crate) struct Config {
     /// The pools, in file order.
     pub(crate) pools: Vec<PoolConfig>,
+    /// How much a client connection reads at a time (the command line's `-m`).
+    pub(crate) read_buffer: usize,
 }
 
 /// One pool.
@@ -104,6 +109,12 @@ pub(crate) struct Twemproxy {
     pub(crate) hash_tag: Option<[u8; 2]>,
     /// `redis_db:`: SELECTed on every server connection.
     pub(crate) redis_db: u32,
+    /// `auto_eject_hosts:` (default false): take failing servers off the continuum.
+    pub(crate) auto_eject_hosts: bool,
+    /// `server_failure_limit:` (default 2): failures in a row that eject a server.
+    pub(crate) server_failure_limit: u32,
+    /// `server_retry_timeout:` (default 30 s): how long an ejected server stays out.
+    pub(crate) server_retry_timeout: Duration,
 }
 
 /// One `servers:` line: `host:port:weight [name]`.
@@ -119,19 +130,23 @@ impl Config {
     /// Reads a configuration file: nutcracker's YAML (a mapping of pool names) or our TOML
     /// (`[[pool]]` tables), told apart by which one parses.
     pub(crate) fn load(text: &str) -> Result<Self, ConfigError> {
-        if text
-            .parse::<toml::Table>()
-            .is_ok_and(|t| t.contains_key("pool"))
-        {
+        if Self::is_toml(text) {
             return Self::parse(text);
         }
         Self::parse_yaml(text)
     }
 
+    /// Whether `text` is our TOML (with `[[pool]]` tables) rather than nutcracker's YAML.
+    pub(crate) fn is_toml(text: &str) -> bool {
+        text.parse::<toml::Table>()
+            .is_ok_and(|t| t.contains_key("pool"))
+    }
+
     /// Reads nutcracker's YAML: each top-level key a pool, with its keys (`listen`, `hash`,
-    /// `hash_tag`, `distribution`, `timeout`, `redis`, `redis_auth`, `redis_db`, `servers`;
-    /// `backlog`, `preconnect`, `client_connections`, `server_connections`,
-    /// `auto_eject_hosts`, `server_retry_timeout`, `server_failure_limit` are accepted).
+    /// `hash_tag`, `distribution`, `timeout`, `redis`, `redis_auth`, `redis_db`, `servers`,
+    /// `auto_eject_hosts`, `server_retry_timeout`, `server_failure_limit`; `backlog`,
+    /// `preconnect`, `client_connections`, `server_connections`, `tcpkeepalive` are
+    /// accepted).
     pub(crate) fn parse_yaml(text: &str) -> Result<Self, ConfigError> {
         let docs =
             YamlLoader::load_from_str(text).map_err(|e| ConfigError(format!("not YAML: {e}")))?;
@@ -148,7 +163,10 @@ impl Config {
         if out.is_empty() {
             return Err(ConfigError("no pool in the file".into()));
         }
-        Ok(Self { pools: out })
+        Ok(Self {
+            pools: out,
+            read_buffer: DEFAULT_READ_BUFFER,
+        })
     }
 
     /// Reads the TOML text of a configuration file.
@@ -175,7 +193,10 @@ impl Config {
         if pools.is_empty() {
             return Err(ConfigError("no [[pool]] in the file".into()));
         }
-        Ok(Self { pools })
+        Ok(Self {
+            pools,
+            read_buffer: DEFAULT_READ_BUFFER,
+        })
     }
 }
 
@@ -336,6 +357,21 @@ impl PoolConfig {
                 distribution,
                 hash_tag,
                 redis_db,
+                auto_eject_hosts: get("auto_eject_hosts").as_bool().unwrap_or(false),
+                server_failure_limit: match get("server_failure_limit").as_i64() {
+                    None => 2,
+                    Some(n) => u32::try_from(n)
+                        .ok()
+                        .filter(|n| *n > 0)
+                        .ok_or_else(|| err("\"server_failure_limit\" must be 1 or more"))?,
+                },
+                server_retry_timeout: match get("server_retry_timeout").as_i64() {
+                    None => Duration::from_secs(30),
+                    Some(ms) => Duration::from_millis(
+                        u64::try_from(ms)
+                            .map_err(|_| err("\"server_retry_timeout\" must be 0 or more"))?,
+                    ),
+                },
             }),
             timeout,
             password: string("redis_auth")?,

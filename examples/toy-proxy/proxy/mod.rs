@@ -5,13 +5,15 @@ pub(crate) mod backend;
 pub(crate) mod client;
 pub(crate) mod cluster;
 pub(crate) mod config;
+pub(crate) mod log;
 pub(crate) mod sentinel;
 pub(crate) mod stats;
+pub(crate) mod twem;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use redis_cluster_proto::route::twemproxy;
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpListener;
 
 pub(crate) use config::{Config, PoolKind};
@@ -53,23 +55,7 @@ pub(crate) async fn start(config: Config) -> std::io::Result<Running> {
             PoolKind::Twemproxy(_) => (Vec::new(), Default::default(), None),
         };
         let ring = match &pool.kind {
-            PoolKind::Twemproxy(twem) => {
-                let weighted: Vec<twemproxy::Weighted> = twem
-                    .servers
-                    .iter()
-                    .map(|s| twemproxy::Weighted {
-                        name: s.name.clone(),
-                        weight: s.weight,
-                    })
-                    .collect();
-                Some(cluster::Ring {
-                    hash: twem.hash,
-                    hash_tag: twem.hash_tag,
-                    continuum: twemproxy::Continuum::new(twem.distribution, &weighted),
-                    addrs: twem.servers.iter().map(|s| s.address.clone()).collect(),
-                    db: twem.redis_db,
-                })
-            }
+            PoolKind::Twemproxy(twem) => Some(twem::Ring::new(twem)),
             _ => None,
         };
         let mut built = cluster::Pool::new(
@@ -84,6 +70,7 @@ pub(crate) async fn start(config: Config) -> std::io::Result<Running> {
         if let Some(ring) = ring {
             built = built.with_ring(ring);
         }
+        built.read_buffer = config.read_buffer;
         let cluster = Arc::new(built);
         if let Some(groups) = groups.filter(|g| !g.sentinels.is_empty()) {
             // The watcher discovers the masters itself once subscribed.
@@ -106,18 +93,30 @@ pub(crate) async fn start(config: Config) -> std::io::Result<Running> {
             });
         }
         if let Err(e) = cluster.refresh().await {
-            eprintln!("pool {}: no slot map yet ({e}); retrying", pool.name);
+            log::write(
+                log::WARN,
+                format_args!("pool {}: no slot map yet ({e}); retrying", pool.name),
+            );
             cluster.refresh_soon();
         }
         running.pools.push(cluster.clone());
         tokio::spawn(async move {
             loop {
                 match listener.accept().await {
-                    Ok((stream, _)) => {
+                    Ok((stream, from)) => {
+                        if log::enabled(log::INFO) {
+                            log::write(
+                                log::INFO,
+                                format_args!("accepted client {from} on pool {}", cluster.name),
+                            );
+                        }
                         tokio::spawn(client::serve(stream, cluster.clone()));
                     }
                     Err(e) => {
-                        eprintln!("pool {}: accept: {e}", cluster.name);
+                        log::write(
+                            log::WARN,
+                            format_args!("pool {}: accept: {e}", cluster.name),
+                        );
                         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
                     }
                 }
@@ -125,4 +124,51 @@ pub(crate) async fn start(config: Config) -> std::io::Result<Running> {
         });
     }
     Ok(running)
+}
+
+/// Serves nutcracker's stats document on `addr`: each connection gets the document as it
+/// was at the last aggregation, every `interval`, then is closed.
+pub(crate) async fn serve_stats(
+    addr: &str,
+    interval: std::time::Duration,
+    pools: Vec<Arc<cluster::Pool>>,
+) -> std::io::Result<SocketAddr> {
+    let listener = TcpListener::bind(addr).await?;
+    let local = listener.local_addr()?;
+    let started = std::time::Instant::now();
+    let source = twem::hostname();
+    let listeners = pools.len() as u64;
+    let aggregate = move || {
+        let process = twem::Process {
+            source: source.clone(),
+            uptime: started.elapsed().as_secs(),
+            listeners,
+        };
+        twem::document(&process, &pools)
+    };
+    let current = Arc::new(std::sync::RwLock::new(aggregate()));
+    let writer = current.clone();
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(interval);
+        tick.tick().await;
+        loop {
+            tick.tick().await;
+            let text = aggregate();
+            *writer.write().unwrap_or_else(|e| e.into_inner()) = text;
+        }
+    });
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut stream, _)) = listener.accept().await else {
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                continue;
+            };
+            let text = current.read().unwrap_or_else(|e| e.into_inner()).clone();
+            tokio::spawn(async move {
+                let _ = stream.write_all(text.as_bytes()).await;
+                let _ = stream.shutdown().await;
+            });
+        }
+    });
+    Ok(local)
 }

@@ -20,6 +20,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use super::backend::Backend;
+use super::log;
 
 /// How long a subscribed Sentinel may stay silent (its heartbeat PONG included).
 const SILENCE: Duration = Duration::from_secs(3);
@@ -215,7 +216,10 @@ impl Groups {
                 .subscribed(&at, timeout, password.as_deref(), &on_switch)
                 .await
             {
-                eprintln!("sentinel {at}: {e}; moving to the next one");
+                log::write(
+                    log::WARN,
+                    format_args!("sentinel {at}: {e}; moving to the next one"),
+                );
             }
             self.current.fetch_add(1, Ordering::Relaxed);
             tokio::time::sleep(Duration::from_millis(100)).await;
@@ -270,7 +274,10 @@ impl Groups {
                 return;
             };
             let (old, new) = (address(&switch.old), address(&switch.new));
-            eprintln!("group {}: master {old} -> {new}", group.name);
+            log::write(
+                log::NOTICE,
+                format_args!("group {}: master {old} -> {new}", group.name),
+            );
             set(&group.master, Some(new.clone()));
             self.switches.fetch_add(1, Ordering::Relaxed);
             on_switch(&old, &new);
@@ -279,10 +286,13 @@ impl Groups {
         if let Frame::Array(items) = frame {
             if let [_, Frame::BulkString(channel), Frame::BulkString(payload)] = &items[..] {
                 if channel.as_ref() == b"+sdown" || channel.as_ref() == b"-sdown" {
-                    eprintln!(
-                        "sentinel: {} {}",
-                        String::from_utf8_lossy(channel),
-                        String::from_utf8_lossy(payload)
+                    log::write(
+                        log::NOTICE,
+                        format_args!(
+                            "sentinel: {} {}",
+                            String::from_utf8_lossy(channel),
+                            String::from_utf8_lossy(payload)
+                        ),
                     );
                 }
             }
