@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use redis_cluster_proto::resp::Frame;
 use redis_cluster_proto::route::twemproxy::{Continuum, Distribution, Hash, Weighted};
-use support::{Client, RedisServer};
+use support::{Client, RedisServer, free_port};
 
 /// A `nutcracker` child process, killed on drop.
 struct Nutcracker {
@@ -28,13 +28,6 @@ impl Drop for Nutcracker {
         let _ = self.child.wait();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind(("127.0.0.1", 0))
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
 }
 
 /// Starts nutcracker with the YAML `conf`, listening on `ports`.

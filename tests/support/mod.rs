@@ -226,7 +226,7 @@ fn bounded(stream: TcpStream) -> TcpStream {
 }
 
 /// A port that was free a moment ago.
-fn free_port() -> u16 {
+pub fn free_port() -> u16 {
     TcpListener::bind(("127.0.0.1", 0))
         .and_then(|l| l.local_addr())
         .map(|a| a.port())

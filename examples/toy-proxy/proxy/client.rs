@@ -41,6 +41,8 @@ enum Item {
 enum Action {
     /// Close the connection without a reply (nutcracker's answer to what it does not serve).
     Close,
+    /// QUIT in a nutcracker pool: closed without a reply, counted as the client's own close.
+    Quit,
     Reply(Pending),
     Frames(Vec<Frame>),
     ReplyAndClose(Pending),
@@ -115,6 +117,10 @@ pub(crate) async fn serve(stream: TcpStream, pool: Arc<Pool>) {
                         .collect();
                     let item = match handle(&pool, &mut session, argv).await {
                         Action::Close => Item::Close,
+                        Action::Quit => {
+                            let _ = tx.send(Item::Close);
+                            break 'read;
+                        }
                         Action::Reply(pending) => Item::Reply(pending, started),
                         Action::Frames(frames) => Item::Frames(frames),
                         Action::ReplyAndClose(pending) => {
@@ -290,6 +296,9 @@ async fn handle(pool: &Pool, session: &mut Session, argv: Argv) -> Action {
 /// nutcracker's error. PING is answered here.
 async fn as_nutcracker(pool: &Pool, session: &mut Session, name: &[u8], argv: Argv) -> Action {
     let ready = |frame| Action::Reply(Pending::Ready(frame));
+    if name == b"QUIT" {
+        return Action::Quit;
+    }
     if !nutcracker_accepts(name, argv.len() - 1) {
         return Action::Close;
     }

@@ -44,10 +44,10 @@ pub(crate) enum Pending {
     Ring(Call),
     /// A nutcracker pool's split command (MGET, DEL, UNLINK, TOUCH, EXISTS, MSET with
     /// several keys): one part per server, merged; a server failing any part fails the
-    /// request and closes the client's connection, as nutcracker does.
-    Fragments(Split, Vec<Call>),
+    /// request, and for MGET (`true`) closes the client's connection, as nutcracker does.
+    Fragments(Split, Vec<Call>, bool),
     /// Close the client's connection without a reply (nutcracker, when no server is left
-    /// for a split command).
+    /// for a split MGET).
     Hangup,
     /// A request on a client's pinned connection (WATCH): its reply as it comes.
     Pinned(Arc<Backend>, oneshot::Receiver<Reply>),
@@ -429,9 +429,14 @@ impl Pool {
         if splits && argv.len() > 2 + usize::from(name == b"mset") * 2 {
             let split = table.split_by(&argv, |key| server(key).unwrap_or(usize::MAX));
             if let Some(split) = split {
+                let mget = name == b"mget";
                 if split.parts().iter().any(|p| p.shard == usize::MAX) {
-                    // No server left: nutcracker drops the client without a reply.
-                    return Pending::Hangup;
+                    // No server left: nutcracker drops an MGET's client without a reply.
+                    self.stats.forward_error.fetch_add(1, Ordering::Relaxed);
+                    return match mget {
+                        true => Pending::Hangup,
+                        false => Pending::Ready(error("ERR Connection refused")),
+                    };
                 }
                 let mut calls = Vec::with_capacity(split.parts().len());
                 for (i, part) in split.parts().iter().enumerate() {
@@ -443,7 +448,7 @@ impl Pool {
                 self.stats
                     .fragments
                     .fetch_add(calls.len() as u64, Ordering::Relaxed);
-                return Pending::Fragments(split, calls);
+                return Pending::Fragments(split, calls, mget);
             }
         }
         let first = table
@@ -622,7 +627,7 @@ impl Pool {
                 .unwrap_or_else(|e| error(format!("ERR cannot merge the replies: {e}"))),
             Pending::Scan(argv) => self.scan(argv).await,
             Pending::Ring(call) => self.finish_ring(call).await.unwrap_or_else(|e| e),
-            Pending::Fragments(split, calls) => self.finish_fragments(split, calls).await.0,
+            Pending::Fragments(split, calls, _) => self.finish_fragments(split, calls).await.0,
             Pending::Hangup => error("ERR no server"),
             Pending::Pinned(backend, rx) => backend
                 .wait(rx)
@@ -655,16 +660,16 @@ impl Pool {
     }
 
     /// [`Pool::resolve`], and whether the client's connection closes after the reply (a
-    /// nutcracker pool's split command a server failed), or at once without one.
+    /// nutcracker pool's split MGET a server failed), or at once without one.
     pub(crate) async fn resolve_closing(
         self: &Arc<Self>,
         pending: Pending,
     ) -> (Option<Frame>, bool) {
         match pending {
             Pending::Hangup => (None, true),
-            Pending::Fragments(split, calls) => {
+            Pending::Fragments(split, calls, close) => {
                 let (frame, failed) = self.finish_fragments(split, calls).await;
-                (Some(frame), failed)
+                (Some(frame), failed && close)
             }
             other => (Some(self.resolve(other).await), false),
         }
