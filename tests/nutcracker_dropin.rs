@@ -564,3 +564,125 @@ fn same_command_line_same_replies_and_stats_as_nutcracker() {
     let _ = std::fs::remove_dir_all(&dir);
     drop(silent);
 }
+
+/// Waits until `ready` holds, for at most ten seconds.
+fn wait_for(what: &str, ready: impl Fn() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !ready() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn signal(pid: u32, name: &str) {
+    let status = Command::new("kill")
+        .args([&format!("-{name}"), &pid.to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(status.success(), "kill -{name} {pid}");
+}
+
+/// What an operator does to nutcracker, done to both binaries with the same command line:
+/// `-d` returns at once and leaves a daemon whose pid is in the `-p` file (no newline);
+/// SIGTTIN / SIGTTOU move the log level (and say so in the log, in the same words); after a
+/// rotation moved the log away, SIGHUP makes it write a new file by the `-o` name.
+#[test]
+fn daemon_pid_file_and_log_signals_as_nutcracker() {
+    let server = RedisServer::start_standalone(&[]);
+    for program in [PathBuf::from("nutcracker"), toy_proxy_binary()] {
+        let name = program
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned());
+        let dir = std::env::temp_dir().join(format!(
+            "redis-cluster-proto-operator-{}-{}",
+            std::process::id(),
+            name.unwrap_or_default()
+        ));
+        std::fs::create_dir_all(&dir).expect("a scratch directory");
+        let port = free_port();
+        let conf = dir.join("nutcracker.yml");
+        std::fs::write(
+            &conf,
+            format!(
+                "alpha:\n  listen: 127.0.0.1:{port}\n  redis: true\n  servers:\n   \
+                 - 127.0.0.1:{}:1\n",
+                server.port()
+            ),
+        )
+        .expect("write the configuration");
+        let (log, pidfile) = (dir.join("proxy.log"), dir.join("proxy.pid"));
+        let started = Instant::now();
+        let status = Command::new(&program)
+            .arg("-d")
+            .arg("-c")
+            .arg(&conf)
+            .args(["-s", &free_port().to_string(), "-a", "127.0.0.1", "-v", "5"])
+            .arg("-o")
+            .arg(&log)
+            .arg("-p")
+            .arg(&pidfile)
+            .stdin(Stdio::null())
+            .status()
+            .expect("the proxy runs");
+        assert!(status.success(), "{}: -d exits 0", program.display());
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "-d returns at once"
+        );
+        wait_for("the pid file", || {
+            std::fs::read_to_string(&pidfile).is_ok_and(|p| !p.is_empty())
+        });
+        let pid_text = std::fs::read_to_string(&pidfile).expect("the pid file");
+        assert!(!pid_text.ends_with('\n'), "the pid file has no newline");
+        let pid: u32 = pid_text.parse().expect("a pid");
+        // Killed however the test ends.
+        struct Daemon(u32);
+        impl Drop for Daemon {
+            fn drop(&mut self) {
+                let _ = Command::new("kill")
+                    .args(["-9", &self.0.to_string()])
+                    .status();
+            }
+        }
+        let _daemon = Daemon(pid);
+        wait_for("the pool", || {
+            TcpStream::connect(("127.0.0.1", port)).is_ok()
+        });
+        assert_eq!(
+            Client::connect(port).command(&[b"PING"]),
+            Frame::SimpleString("PONG".into())
+        );
+        let contains = |path: &Path, text: &str| {
+            std::fs::read_to_string(path).is_ok_and(|log| log.contains(text))
+        };
+        signal(pid, "TTIN");
+        wait_for("level 6", || {
+            contains(&log, "signal 21 (SIGTTIN) received, up logging level")
+                && contains(&log, "up log level to 6")
+        });
+        signal(pid, "TTOU");
+        signal(pid, "TTOU");
+        wait_for("level 4", || {
+            contains(&log, "signal 22 (SIGTTOU) received, down logging level")
+                && contains(&log, "down log level to 4")
+        });
+        let rotated = dir.join("proxy.log.1");
+        std::fs::rename(&log, &rotated).expect("rotate the log");
+        signal(pid, "HUP");
+        wait_for("the reopened log", || log.exists());
+        assert!(contains(
+            &rotated,
+            "signal 1 (SIGHUP) received, reopening log file"
+        ));
+        signal(pid, "TTIN");
+        wait_for("a line in the new log", || {
+            contains(&log, "up log level to 5")
+        });
+        assert!(
+            !contains(&rotated, "up log level to 5"),
+            "{}",
+            program.display()
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

@@ -252,7 +252,8 @@ fn main() {
         ));
     }
     if let Some(pidfile) = &options.pidfile {
-        if let Err(e) = std::fs::write(pidfile, format!("{}\n", std::process::id())) {
+        // The pid alone, no newline, as nutcracker writes it.
+        if let Err(e) = std::fs::write(pidfile, std::process::id().to_string()) {
             fail(&format!("opening pid file '{pidfile}' failed: {e}"));
         }
     }
@@ -323,8 +324,14 @@ async fn signals() {
                 log::write(0, format_args!("signal 1 (SIGHUP) received, reopening log file"));
                 log::reopen();
             }
-            _ = ttin.recv() => log::level_up(),
-            _ = ttou.recv() => log::level_down(),
+            _ = ttin.recv() => {
+                log::write(0, format_args!("signal 21 (SIGTTIN) received, up logging level"));
+                log::level_up();
+            }
+            _ = ttou.recv() => {
+                log::write(0, format_args!("signal 22 (SIGTTOU) received, down logging level"));
+                log::level_down();
+            }
             _ = int.recv() => {
                 log::write(0, format_args!("signal 2 (SIGINT) received, exiting"));
                 return;
