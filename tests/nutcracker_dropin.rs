@@ -415,6 +415,13 @@ fn same_command_line_same_replies_and_stats_as_nutcracker() {
             vec![
                 cmd(&["MSET", &m_a[0], "1", &m_b[0], "2", &m_a[1], "3"]),
                 cmd(&["MGET", &m_a[0], &m_b[0], &m_a[1], &m_b[1]]),
+                // More arguments than the command table was probed with.
+                cmd(&[
+                    "MSET", &m_a[0], "1", &m_b[0], "2", &m_a[1], "3", &m_b[1], "4", &m_a[2], "5",
+                ]),
+                cmd(&[
+                    "MSET", &m_a[0], "1", &m_b[0], "2", &m_a[1], "3", &m_b[1], "4", &m_a[2],
+                ]),
             ],
         ),
     ];

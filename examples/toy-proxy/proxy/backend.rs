@@ -184,7 +184,15 @@ impl Backend {
 
     /// Waits for a reply queued by [`Backend::send`], at most the pool's timeout; on a
     /// timeout the connection is dropped (what follows on it can no longer be matched).
-    pub(crate) async fn wait(&self, rx: oneshot::Receiver<Reply>) -> Reply {
+    pub(crate) async fn wait(&self, mut rx: oneshot::Receiver<Reply>) -> Reply {
+        // A reply already there needs no timer (most of a pipeline's are).
+        match rx.try_recv() {
+            Ok(reply) => return reply,
+            Err(oneshot::error::TryRecvError::Closed) => {
+                return Err(BackendError::Closed("connection closed".into()));
+            }
+            Err(oneshot::error::TryRecvError::Empty) => {}
+        }
         match tokio::time::timeout(self.timeout, rx).await {
             Ok(Ok(reply)) => reply,
             Ok(Err(_)) => Err(BackendError::Closed("connection closed".into())),

@@ -331,10 +331,12 @@ fn nutcracker_accepts(name: &[u8], extra: usize) -> bool {
             })
             .collect()
     });
-    // The table probes up to seven arguments; more are read as seven.
+    // The table probes up to seven arguments; more are read as six or seven, whichever has
+    // the same parity (MSET takes pairs: its mask is 01010100).
+    let probed = if extra > 7 { 6 + extra % 2 } else { extra };
     table
         .get(name)
-        .is_some_and(|mask| mask & (1 << extra.min(7)) != 0)
+        .is_some_and(|mask| mask & (1 << probed) != 0)
 }
 
 /// Inside MULTI: commands are queued here; EXEC sends them all at once, on the pinned

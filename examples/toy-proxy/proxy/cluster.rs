@@ -421,15 +421,22 @@ impl Pool {
         let table = &CommandTable::REDIS_7_0;
         let random = self.turn.fetch_add(1, Ordering::Relaxed) as u32;
         let server = |key: &[u8]| ring.server_for(key, random, &self.stats);
-        let name = argv[0].to_ascii_lowercase();
-        let splits = matches!(
-            name.as_slice(),
-            b"mget" | b"del" | b"unlink" | b"touch" | b"exists" | b"mset"
-        );
-        if splits && argv.len() > 2 + usize::from(name == b"mset") * 2 {
+        let splits = [
+            &b"mget"[..],
+            b"del",
+            b"unlink",
+            b"touch",
+            b"exists",
+            b"mset",
+        ]
+        .into_iter()
+        .find(|n| argv[0].eq_ignore_ascii_case(n));
+        let pairs = usize::from(splits == Some(&b"mset"[..]));
+        if let Some(name) = splits.filter(|_| argv.len() > 2 + pairs * 2) {
             let split = table.split_by(&argv, |key| server(key).unwrap_or(usize::MAX));
             if let Some(split) = split {
                 let mget = name == b"mget";
+                let name = Bytes::from_static(name);
                 if split.parts().iter().any(|p| p.shard == usize::MAX) {
                     // No server left: nutcracker drops an MGET's client without a reply.
                     self.stats.forward_error.fetch_add(1, Ordering::Relaxed);
@@ -441,7 +448,7 @@ impl Pool {
                 let mut calls = Vec::with_capacity(split.parts().len());
                 for (i, part) in split.parts().iter().enumerate() {
                     let mut sub: Argv = split.argv(i, &argv).cloned().collect();
-                    sub[0] = Bytes::from(name.clone());
+                    sub[0] = name.clone();
                     let addr = &ring.servers[part.shard].addr;
                     calls.push(self.call_node(addr, sub).await);
                 }

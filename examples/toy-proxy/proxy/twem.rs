@@ -62,6 +62,9 @@ pub(crate) struct Ring {
     pub(crate) db: u32,
     eject: Option<Eject>,
     live: RwLock<Live>,
+    /// The live continuum's `next_rebuild`, readable without the lock: while no server is
+    /// out (`u64::MAX`) a lookup needs no clock.
+    next_rebuild: AtomicU64,
 }
 
 impl Ring {
@@ -83,6 +86,7 @@ impl Ring {
             retry: twem.server_retry_timeout,
         });
         let live = build(twem.distribution, &servers, 0);
+        let next_rebuild = AtomicU64::new(live.next_rebuild);
         Self {
             hash: twem.hash,
             hash_tag: twem.hash_tag,
@@ -91,6 +95,7 @@ impl Ring {
             db: twem.redis_db,
             eject,
             live: RwLock::new(live),
+            next_rebuild,
         }
     }
 
@@ -98,9 +103,11 @@ impl Ring {
     /// server is ejected. A server that failed `server_failure_limit` times in a row is
     /// ejected first, and servers whose retry time has come are back.
     pub(crate) fn server_for(&self, key: &[u8], random: u32, stats: &Stats) -> Option<usize> {
-        let now = now_us();
-        if read(&self.live).next_rebuild <= now {
-            self.rebuild(now);
+        if self.next_rebuild.load(Ordering::Relaxed) != u64::MAX {
+            let now = now_us();
+            if self.next_rebuild.load(Ordering::Relaxed) <= now {
+                self.rebuild(now);
+            }
         }
         loop {
             let chosen = {
@@ -113,7 +120,7 @@ impl Ring {
                     .server_for(self.hash, self.hash_tag, key, random);
                 live.servers.get(at).copied()?
             };
-            if !self.eject_if_failing(chosen, now, stats) {
+            if !self.eject_if_failing(chosen, stats) {
                 return Some(chosen);
             }
         }
@@ -122,17 +129,17 @@ impl Ring {
     /// Ejects every server that has failed too often (the stats document calls this before
     /// it reads the counters, as nutcracker ejects at the failure itself).
     pub(crate) fn eject_failing(&self, stats: &Stats) {
-        let now = now_us();
         for index in 0..self.servers.len() {
-            self.eject_if_failing(index, now, stats);
+            self.eject_if_failing(index, stats);
         }
-        if read(&self.live).next_rebuild <= now {
+        let now = now_us();
+        if self.next_rebuild.load(Ordering::Relaxed) <= now {
             self.rebuild(now);
         }
     }
 
     /// Ejects server `index` if it failed `limit` times in a row; whether it did.
-    fn eject_if_failing(&self, index: usize, now: u64, stats: &Stats) -> bool {
+    fn eject_if_failing(&self, index: usize, stats: &Stats) -> bool {
         let (Some(eject), Some(server)) = (&self.eject, self.servers.get(index)) else {
             return false;
         };
@@ -145,6 +152,7 @@ impl Ring {
         {
             return false;
         }
+        let now = now_us();
         let back = now + eject.retry.as_micros() as u64;
         server.retry_at.store(back.max(1), Ordering::Relaxed);
         server.stats.server_ejected_at.store(now, Ordering::Relaxed);
@@ -163,7 +171,10 @@ impl Ring {
     /// The continuum again, from the servers in service at `now`.
     fn rebuild(&self, now: u64) {
         let live = build(self.distribution, &self.servers, now);
-        *self.live.write().unwrap_or_else(|e| e.into_inner()) = live;
+        let mut current = self.live.write().unwrap_or_else(|e| e.into_inner());
+        self.next_rebuild
+            .store(live.next_rebuild, Ordering::Relaxed);
+        *current = live;
     }
 }
 
