@@ -609,6 +609,33 @@ fn a_static_pool_shards_by_slot_range() {
         ])
     );
     assert_eq!(client.command(&argv("DBSIZE")), Frame::Integer(2));
+    // The same pool as an extra kind in a nutcracker YAML file, beside a nutcracker pool.
+    let yaml = format!(
+        "twem:\n  listen: 127.0.0.1:0\n  redis: true\n  servers:\n   - 127.0.0.1:{}:1\n\
+         slots:\n  kind: static\n  listen: 127.0.0.1:0\n  timeout: 500\n  servers:\n   \
+         - {{ address: \"127.0.0.1:{}\", slots: 0-8191 }}\n   \
+         - {{ address: \"127.0.0.1:{}\", slots: 8192-16383 }}\n",
+        low.port(),
+        low.port(),
+        high.port()
+    );
+    let ports = start_proxy_with(yaml);
+    let mut twem = Client::connect(ports[0]);
+    assert_eq!(twem.command(&argv("SET only-low 1")), ok());
+    assert_eq!(low.client().command(&argv("GET only-low")), bulk("1"));
+    let mut slots = Client::connect(ports[1]);
+    assert_eq!(
+        slots.command(&argv("MGET foo bar")),
+        Frame::Array(vec![bulk("2"), bulk("1")])
+    );
+    let unknown = "p:\n  kind: cluster\n  listen: 127.0.0.1:0\n  seeds: [\"a:1\"]\n  hash: md5\n";
+    let error = proxy::Config::load(unknown).err().map(|e| e.to_string());
+    assert!(
+        error
+            .as_deref()
+            .is_some_and(|e| e.contains("unknown key `hash`")),
+        "{error:?}"
+    );
     // Config errors name what is wrong.
     let gap = "[[pool]]\nkind = \"static\"\nlisten = \"127.0.0.1:0\"\n\
                servers = [{ address = \"a:1\", slots = \"0-100\" }]\n";
@@ -624,7 +651,7 @@ fn a_static_pool_shards_by_slot_range() {
 /// Starts the proxy with the configuration `text` on a runtime of its own (a background
 /// thread that lives as long as the test binary); returns every pool's port.
 fn start_proxy_with(text: String) -> Vec<u16> {
-    let config = proxy::Config::parse(&text).expect("a valid configuration");
+    let config = proxy::Config::load(&text).expect("a valid configuration");
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -1,5 +1,6 @@
-//! The proxy's configuration file (TOML): one `[[pool]]` table per pool, each on its own
-//! listen address, as twemproxy has them.
+//! The proxy's configuration file: TOML, one `[[pool]]` table per pool, each on its own
+//! listen address, as twemproxy has them; or nutcracker's YAML file, whose pools may also
+//! be of our kinds (a `kind:` key, then the keys of a TOML pool).
 //!
 //! ```toml
 //! [[pool]]
@@ -272,6 +273,9 @@ impl PoolConfig {
         let Yaml::Hash(keys) = pool else {
             return Err(err("not a mapping"));
         };
+        if !matches!(pool["kind"], Yaml::BadValue) {
+            return Self::parse_yaml_kind(name, keys);
+        }
         let known = [
             "listen",
             "client_connections",
@@ -377,6 +381,50 @@ impl PoolConfig {
             password: string("redis_auth")?,
         })
     }
+}
+
+impl PoolConfig {
+    /// A YAML pool with our `kind:` (cluster, sentinel, static): the keys of a TOML
+    /// `[[pool]]` (`seeds`, `read_from`, `sentinels`, `groups`, `servers`), plus
+    /// nutcracker's `listen`, `timeout` (ms) and `redis_auth` (the servers' password).
+    fn parse_yaml_kind(name: &str, keys: &yaml_rust2::yaml::Hash) -> Result<Self, ConfigError> {
+        let err = |what: &str| ConfigError(format!("{name}: {what}"));
+        let mut table = toml::Table::new();
+        table.insert("name".into(), toml::Value::String(name.to_string()));
+        for (key, value) in keys {
+            let Some(key) = key.as_str() else {
+                return Err(err("keys must be strings"));
+            };
+            let key = match key {
+                "timeout" => "timeout_ms",
+                "redis_auth" => "password",
+                "name" => return Err(err("unknown key \"name\"")),
+                other => other,
+            };
+            let value = to_toml(value).ok_or_else(|| err(&format!("\"{key}\": bad value")))?;
+            table.insert(key.to_string(), value);
+        }
+        Self::parse(0, &table)
+    }
+}
+
+/// A YAML value as the TOML value our pool parser reads.
+fn to_toml(value: &Yaml) -> Option<toml::Value> {
+    Some(match value {
+        Yaml::String(s) => toml::Value::String(s.clone()),
+        Yaml::Integer(n) => toml::Value::Integer(*n),
+        Yaml::Boolean(b) => toml::Value::Boolean(*b),
+        Yaml::Real(r) => toml::Value::Float(r.parse().ok()?),
+        Yaml::Array(items) => toml::Value::Array(items.iter().map(to_toml).collect::<Option<_>>()?),
+        Yaml::Hash(entries) => {
+            let mut table = toml::Table::new();
+            for (key, value) in entries {
+                table.insert(key.as_str()?.to_string(), to_toml(value)?);
+            }
+            toml::Value::Table(table)
+        }
+        _ => return None,
+    })
 }
 
 impl TwemServer {
