@@ -70,7 +70,7 @@ fn start(program: &Path, args: &[String], ports: &[u16]) -> Proxy {
 }
 
 /// What a client saw after one step.
-#[derive(Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 enum Seen {
     /// The replies it waited for.
     Replies(Vec<Frame>),
@@ -78,22 +78,33 @@ enum Seen {
     Closed(Vec<Frame>),
 }
 
-/// One request of a session: bytes to send, and how many replies they ask for.
+/// One request of a session: bytes to send, and how many replies they ask for (none: a
+/// pause of `pause` instead).
 struct Step {
     bytes: Vec<u8>,
     replies: usize,
+    pause: Duration,
 }
 
 fn cmd(argv: &[&str]) -> Step {
     let mut bytes = Vec::new();
     encode_command(argv, &mut bytes);
-    Step { bytes, replies: 1 }
+    raw(&bytes)
 }
 
 fn raw(bytes: &[u8]) -> Step {
     Step {
         bytes: bytes.to_vec(),
         replies: 1,
+        pause: Duration::ZERO,
+    }
+}
+
+fn pause(ms: u64) -> Step {
+    Step {
+        bytes: Vec::new(),
+        replies: 0,
+        pause: Duration::from_millis(ms),
     }
 }
 
@@ -109,6 +120,7 @@ fn session(port: u16, steps: &[Step]) -> Vec<Seen> {
     let mut seen = Vec::new();
     let mut chunk = [0u8; 16 * 1024];
     for step in steps {
+        std::thread::sleep(step.pause);
         if stream.write_all(&step.bytes).is_err() {
             seen.push(Seen::Closed(Vec::new()));
             return seen;
@@ -265,7 +277,7 @@ fn same_command_line_same_replies_and_stats_as_nutcracker() {
     let silent = TcpListener::bind(("127.0.0.1", 0)).expect("bind");
     let silent_port = silent.local_addr().expect("addr").port();
     let closer = closing_server();
-    let ports: Vec<u16> = (0..8).map(|_| free_port()).collect();
+    let ports: Vec<u16> = (0..9).map(|_| free_port()).collect();
     let (pa, pb) = (a.port(), b.port());
     let conf = format!(
         "main:\n  listen: 127.0.0.1:{}\n  hash: fnv1a_64\n  hash_tag: \"{{}}\"\n  \
@@ -285,7 +297,10 @@ fn same_command_line_same_replies_and_stats_as_nutcracker() {
          closer:\n  listen: 127.0.0.1:{}\n  redis: true\n  servers:\n   \
          - 127.0.0.1:{closer}:1\n\
          msets:\n  listen: 127.0.0.1:{}\n  redis: true\n  hash: md5\n  distribution: modula\n  \
-         servers:\n   - 127.0.0.1:{pa}:1\n   - 127.0.0.1:{pb}:1\n",
+         servers:\n   - 127.0.0.1:{pa}:1\n   - 127.0.0.1:{pb}:1\n\
+         retry:\n  listen: 127.0.0.1:{}\n  redis: true\n  auto_eject_hosts: true\n  \
+         server_failure_limit: 2\n  server_retry_timeout: 700\n  servers:\n   \
+         - 127.0.0.1:{pa}:1 alive\n   - 127.0.0.1:{dead}:1 gone\n",
         ports[0],
         ports[1],
         secure.port(),
@@ -295,6 +310,7 @@ fn same_command_line_same_replies_and_stats_as_nutcracker() {
         ports[5],
         ports[6],
         ports[7],
+        ports[8],
     );
     let dir =
         std::env::temp_dir().join(format!("redis-cluster-proto-dropin-{}", std::process::id()));
@@ -424,6 +440,19 @@ fn same_command_line_same_replies_and_stats_as_nutcracker() {
                 ]),
             ],
         ),
+        // Ejected after two failures in a row, back (and failing) after the retry timeout.
+        (
+            ports[8],
+            vec![
+                cmd(&["GET", &gone[0]]),
+                cmd(&["GET", &gone[1]]),
+                cmd(&["GET", &gone[0]]),
+                pause(1000),
+                cmd(&["GET", &gone[0]]),
+                cmd(&["GET", &gone[0]]),
+                cmd(&["GET", &gone[0]]),
+            ],
+        ),
     ];
 
     let args: Vec<String> = [
@@ -502,6 +531,21 @@ fn same_command_line_same_replies_and_stats_as_nutcracker() {
         Seen::Replies(vec![Frame::SimpleError("ERR Connection refused".into())])
     );
     assert_eq!(eject[2], Seen::Replies(vec![Frame::NullBulkString]));
+    let retried = &ours.0[22];
+    let refused = Seen::Replies(vec![Frame::SimpleError("ERR Connection refused".into())]);
+    let nil = Seen::Replies(vec![Frame::NullBulkString]);
+    assert_eq!(
+        retried,
+        &vec![
+            refused.clone(),
+            refused.clone(),
+            nil.clone(),
+            Seen::Replies(Vec::new()),
+            refused.clone(),
+            refused.clone(),
+            nil.clone(),
+        ]
+    );
     let split_failed = &ours.0[17];
     assert_eq!(
         split_failed,
