@@ -277,7 +277,7 @@ fn same_command_line_same_replies_and_stats_as_nutcracker() {
     let silent = TcpListener::bind(("127.0.0.1", 0)).expect("bind");
     let silent_port = silent.local_addr().expect("addr").port();
     let closer = closing_server();
-    let ports: Vec<u16> = (0..9).map(|_| free_port()).collect();
+    let ports: Vec<u16> = (0..10).map(|_| free_port()).collect();
     let (pa, pb) = (a.port(), b.port());
     let conf = format!(
         "main:\n  listen: 127.0.0.1:{}\n  hash: fnv1a_64\n  hash_tag: \"{{}}\"\n  \
@@ -300,7 +300,9 @@ fn same_command_line_same_replies_and_stats_as_nutcracker() {
          servers:\n   - 127.0.0.1:{pa}:1\n   - 127.0.0.1:{pb}:1\n\
          retry:\n  listen: 127.0.0.1:{}\n  redis: true\n  auto_eject_hosts: true\n  \
          server_failure_limit: 2\n  server_retry_timeout: 700\n  servers:\n   \
-         - 127.0.0.1:{pa}:1 alive\n   - 127.0.0.1:{dead}:1 gone\n",
+         - 127.0.0.1:{pa}:1 alive\n   - 127.0.0.1:{dead}:1 gone\n\
+         idle:\n  listen: 127.0.0.1:{}\n  redis: true\n  preconnect: true\n  backlog: 64\n  \
+         servers:\n   - 127.0.0.1:{pb}:1\n",
         ports[0],
         ports[1],
         secure.port(),
@@ -311,6 +313,7 @@ fn same_command_line_same_replies_and_stats_as_nutcracker() {
         ports[6],
         ports[7],
         ports[8],
+        ports[9],
     );
     let dir =
         std::env::temp_dir().join(format!("redis-cluster-proto-dropin-{}", std::process::id()));

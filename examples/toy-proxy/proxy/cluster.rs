@@ -252,6 +252,16 @@ impl Pool {
         }
     }
 
+    /// `preconnect: true`: a connection to every server of a nutcracker pool now, before
+    /// any client asks.
+    pub(crate) async fn preconnect(&self) {
+        if let Some(ring) = &self.ring {
+            for server in &ring.servers {
+                let _ = self.backend(&server.addr).await;
+            }
+        }
+    }
+
     /// The connection to `addr`, opened when there is none (or it died).
     async fn backend(&self, addr: &str) -> Result<Arc<Backend>, BackendError> {
         if let Some(backend) = lock(&self.backends).get(addr).filter(|b| b.is_alive()) {

@@ -36,6 +36,9 @@ use redis_cluster_proto::route::twemproxy::{Distribution, Hash};
 /// What a client connection reads at a time unless `-m` says otherwise (nutcracker's mbuf).
 const DEFAULT_READ_BUFFER: usize = 16 * 1024;
 
+/// A pool's listen queue unless `backlog:` says otherwise (nutcracker's default).
+const DEFAULT_BACKLOG: u32 = 512;
+
 /// The whole file.
 #[derive(Clone, Debug)]
 pub(crate) struct Config {
@@ -58,6 +61,8 @@ pub(crate) struct PoolConfig {
     pub(crate) timeout: Duration,
     /// Sent with AUTH on every backend connection.
     pub(crate) password: Option<String>,
+    /// The listen queue's length (nutcracker's `backlog:`, default 512).
+    pub(crate) backlog: u32,
 }
 
 /// What a pool fronts.
@@ -116,6 +121,8 @@ pub(crate) struct Twemproxy {
     pub(crate) server_failure_limit: u32,
     /// `server_retry_timeout:` (default 30 s): how long an ejected server stays out.
     pub(crate) server_retry_timeout: Duration,
+    /// `preconnect:` (default false): connect to every server at start-up.
+    pub(crate) preconnect: bool,
 }
 
 /// One `servers:` line: `host:port:weight [name]`.
@@ -263,6 +270,7 @@ impl PoolConfig {
             kind,
             timeout,
             password,
+            backlog: DEFAULT_BACKLOG,
         })
     }
 }
@@ -362,6 +370,7 @@ impl PoolConfig {
                 hash_tag,
                 redis_db,
                 auto_eject_hosts: get("auto_eject_hosts").as_bool().unwrap_or(false),
+                preconnect: get("preconnect").as_bool().unwrap_or(false),
                 server_failure_limit: match get("server_failure_limit").as_i64() {
                     None => 2,
                     Some(n) => u32::try_from(n)
@@ -379,6 +388,13 @@ impl PoolConfig {
             }),
             timeout,
             password: string("redis_auth")?,
+            backlog: match get("backlog").as_i64() {
+                None => DEFAULT_BACKLOG,
+                Some(n) => u32::try_from(n)
+                    .ok()
+                    .filter(|n| *n > 0)
+                    .ok_or_else(|| err("\"backlog\" must be 1 or more"))?,
+            },
         })
     }
 }

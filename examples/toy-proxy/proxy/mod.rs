@@ -37,7 +37,7 @@ pub(crate) async fn start(config: Config) -> std::io::Result<Running> {
         pools: Vec::new(),
     };
     for pool in config.pools {
-        let listener = TcpListener::bind(&pool.listen).await?;
+        let listener = listen(&pool.listen, pool.backlog).await?;
         running.addrs.push(listener.local_addr()?);
         let stats = Arc::new(stats::Stats::default());
         let (seeds, read_from, groups) = match pool.kind.clone() {
@@ -72,6 +72,9 @@ pub(crate) async fn start(config: Config) -> std::io::Result<Running> {
         }
         built.read_buffer = config.read_buffer;
         let cluster = Arc::new(built);
+        if matches!(&pool.kind, PoolKind::Twemproxy(twem) if twem.preconnect) {
+            cluster.preconnect().await;
+        }
         if let Some(groups) = groups.filter(|g| !g.sentinels.is_empty()) {
             // The watcher discovers the masters itself once subscribed.
             let pool_ = cluster.clone();
@@ -124,6 +127,23 @@ pub(crate) async fn start(config: Config) -> std::io::Result<Running> {
         });
     }
     Ok(running)
+}
+
+/// A listener on `addr` (`host:port`) with a listen queue of `backlog`.
+async fn listen(addr: &str, backlog: u32) -> std::io::Result<TcpListener> {
+    let mut last = std::io::Error::new(std::io::ErrorKind::NotFound, format!("{addr}: no address"));
+    for at in tokio::net::lookup_host(addr).await? {
+        let socket = match at {
+            SocketAddr::V4(_) => tokio::net::TcpSocket::new_v4()?,
+            SocketAddr::V6(_) => tokio::net::TcpSocket::new_v6()?,
+        };
+        socket.set_reuseaddr(true)?;
+        match socket.bind(at) {
+            Ok(()) => return socket.listen(backlog),
+            Err(e) => last = e,
+        }
+    }
+    Err(last)
 }
 
 /// Serves nutcracker's stats document on `addr`: each connection gets the document as it
