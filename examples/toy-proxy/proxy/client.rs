@@ -100,7 +100,7 @@ pub(crate) async fn serve(stream: TcpStream, pool: Arc<Pool>) {
     };
     // A nutcracker pool behaves as nutcracker: no inline commands, and a request it cannot
     // parse closes the connection without a reply.
-    let nutcracker = pool.ring.is_some();
+    let nutcracker = pool.ring().is_some();
     'read: loop {
         loop {
             if nutcracker && buf.first().is_some_and(|&b| b != b'*') {
@@ -186,7 +186,7 @@ async fn handle(pool: &Pool, session: &mut Session, argv: Argv) -> Action {
         .map(|n| n.to_ascii_uppercase())
         .unwrap_or_default();
     let ready = |frame| Action::Reply(Pending::Ready(frame));
-    if pool.ring.is_some() {
+    if pool.ring().is_some() {
         return as_nutcracker(pool, session, &name, argv).await;
     }
     if session.pubsub {
@@ -423,7 +423,7 @@ async fn watch(pool: &Pool, session: &mut Session, argv: Argv) -> Action {
 /// each group's master.
 fn info(pool: &Pool) -> String {
     let mut text = pool.stats.info(&pool.name);
-    if let Some(groups) = &pool.sentinel {
+    if let Some(groups) = pool.groups() {
         if !groups.sentinels.is_empty() {
             text.push_str(&format!(
                 "sentinel:{}\r\nsentinel_switches:{}\r\n",

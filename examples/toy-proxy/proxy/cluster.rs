@@ -82,16 +82,11 @@ pub(crate) struct Call {
 pub(crate) struct Pool {
     /// Its name.
     pub(crate) name: String,
-    seeds: Vec<String>,
-    read_from: ReadFrom,
-    /// For a `sentinel` pool: its groups and Sentinels (no slot map then).
-    pub(crate) sentinel: Option<Arc<Groups>>,
+    /// What is behind it.
+    topology: Topology,
     /// Sent with AUTH on every backend connection.
     password: Option<String>,
-    /// For a nutcracker pool: its servers and how keys pick one.
-    pub(crate) ring: Option<Ring>,
     timeout: Duration,
-    map: RwLock<Option<SlotMap>>,
     backends: Mutex<HashMap<String, Arc<Backend>>>,
     /// Each server's counters by address, in the order first connected (a nutcracker pool
     /// keeps its servers' in its ring).
@@ -102,6 +97,32 @@ pub(crate) struct Pool {
     pub(crate) stats: Arc<Stats>,
     /// How much a client connection reads at a time (nutcracker's `-m` mbuf size).
     pub(crate) read_buffer: usize,
+}
+
+/// What a pool fronts: exactly one of these.
+pub(crate) enum Topology {
+    /// A Redis Cluster: the slot map, loaded from the known masters or the seeds.
+    Cluster {
+        seeds: Vec<String>,
+        read_from: ReadFrom,
+        map: RwLock<Option<SlotMap>>,
+    },
+    /// Standalone masters sharded by slot ranges: Sentinel-managed groups, or fixed
+    /// servers (a `static` pool's groups have no Sentinel).
+    Groups(Arc<Groups>),
+    /// A nutcracker pool: its servers and how keys pick one.
+    Ring(Ring),
+}
+
+impl Topology {
+    /// A cluster found from `seeds`, its map not loaded yet.
+    pub(crate) fn cluster(seeds: Vec<String>, read_from: ReadFrom) -> Self {
+        Self::Cluster {
+            seeds,
+            read_from,
+            map: RwLock::new(None),
+        }
+    }
 }
 
 fn error(text: impl AsRef<str>) -> Frame {
@@ -123,26 +144,19 @@ fn addr(endpoint: &Endpoint) -> String {
 }
 
 impl Pool {
-    /// A pool that has not loaded its map yet ([`Pool::refresh`]): a cluster's when
-    /// `sentinel` is `None`, else a Sentinel-managed one's.
+    /// A pool in front of `topology`, nothing loaded yet ([`Pool::refresh`]).
     pub(crate) fn new(
         name: String,
-        seeds: Vec<String>,
-        read_from: ReadFrom,
-        sentinel: Option<Arc<Groups>>,
+        topology: Topology,
         password: Option<String>,
         timeout: Duration,
         stats: Arc<Stats>,
     ) -> Self {
         Self {
             name,
-            seeds,
-            read_from,
-            sentinel,
+            topology,
             password,
-            ring: None,
             timeout,
-            map: RwLock::new(None),
             backends: Mutex::new(HashMap::new()),
             server_stats: Mutex::new(Vec::new()),
             refreshing: AtomicBool::new(false),
@@ -152,20 +166,43 @@ impl Pool {
         }
     }
 
-    /// A nutcracker pool over `ring`.
-    pub(crate) fn with_ring(mut self, ring: Ring) -> Self {
-        self.ring = Some(ring);
-        self
+    /// A nutcracker pool's servers.
+    pub(crate) fn ring(&self) -> Option<&Ring> {
+        match &self.topology {
+            Topology::Ring(ring) => Some(ring),
+            _ => None,
+        }
+    }
+
+    /// A Sentinel or static pool's groups.
+    pub(crate) fn groups(&self) -> Option<&Arc<Groups>> {
+        match &self.topology {
+            Topology::Groups(groups) => Some(groups),
+            _ => None,
+        }
+    }
+
+    /// Whether this is a cluster pool (with a slot map to keep fresh).
+    pub(crate) fn is_cluster(&self) -> bool {
+        matches!(self.topology, Topology::Cluster { .. })
+    }
+
+    /// Where reads go: a cluster pool's setting, else the master.
+    fn read_from(&self) -> ReadFrom {
+        match &self.topology {
+            Topology::Cluster { read_from, .. } => *read_from,
+            _ => ReadFrom::Master,
+        }
     }
 
     /// Loads the slot map with CLUSTER SLOTS from the first node that answers: the known
     /// masters first, then the seeds. A Sentinel pool asks its Sentinels instead; a
     /// nutcracker pool has nothing to load.
     pub(crate) async fn refresh(&self) -> Result<(), String> {
-        if self.ring.is_some() {
+        if self.ring().is_some() {
             return Ok(());
         }
-        if let Some(groups) = &self.sentinel {
+        if let Some(groups) = self.groups() {
             let found = groups
                 .discover(self.timeout, self.password.as_deref())
                 .await;
@@ -174,11 +211,19 @@ impl Pool {
             }
             return found;
         }
-        let mut candidates: Vec<String> = read_guard(&self.map)
+        let Topology::Cluster {
+            seeds,
+            map: slot_map,
+            ..
+        } = &self.topology
+        else {
+            return Ok(());
+        };
+        let mut candidates: Vec<String> = read_guard(slot_map)
             .as_ref()
             .map(|map| map.shards().iter().map(|s| addr(&s.master)).collect())
             .unwrap_or_default();
-        candidates.extend(self.seeds.iter().cloned());
+        candidates.extend(seeds.iter().cloned());
         let mut last = String::from("no node to ask");
         for node in candidates {
             let Ok(backend) = Backend::connect(&node, self.timeout).await else {
@@ -201,7 +246,7 @@ impl Pool {
                     let host = node.rsplit_once(':').map_or("", |(h, _)| h);
                     let host = host.trim_start_matches('[').trim_end_matches(']');
                     fill_hosts(&mut map, host);
-                    *write(&self.map) = Some(map);
+                    *write(slot_map) = Some(map);
                     self.stats.refreshes.fetch_add(1, Ordering::Relaxed);
                     return Ok(());
                 }
@@ -226,7 +271,7 @@ impl Pool {
 
     /// The counters of the server at `addr` (created on first use).
     fn server_stats(&self, addr: &str) -> Arc<ServerStats> {
-        if let Some(ring) = &self.ring {
+        if let Some(ring) = self.ring() {
             if let Some(server) = ring.servers.iter().find(|s| s.addr == addr) {
                 return server.stats.clone();
             }
@@ -242,7 +287,7 @@ impl Pool {
 
     /// Each server's name and counters, for the stats document.
     pub(crate) fn server_list(&self) -> Vec<(String, Arc<ServerStats>)> {
-        match &self.ring {
+        match self.ring() {
             Some(ring) => ring
                 .servers
                 .iter()
@@ -255,7 +300,7 @@ impl Pool {
     /// `preconnect: true`: a connection to every server of a nutcracker pool now, before
     /// any client asks.
     pub(crate) async fn preconnect(&self) {
-        if let Some(ring) = &self.ring {
+        if let Some(ring) = self.ring() {
             for server in &ring.servers {
                 let _ = self.backend(&server.addr).await;
             }
@@ -276,11 +321,11 @@ impl Pool {
             let auth = [Bytes::from_static(b"AUTH"), Bytes::from(password.clone())];
             drop(backend.send_setup(encode(&auth), 1));
         }
-        if let Some(db) = self.ring.as_ref().map(|r| r.db).filter(|db| *db != 0) {
+        if let Some(db) = self.ring().map(|r| r.db).filter(|db| *db != 0) {
             let select = [Bytes::from_static(b"SELECT"), Bytes::from(db.to_string())];
             drop(backend.send_setup(encode(&select), 1));
         }
-        if self.read_from != ReadFrom::Master {
+        if self.read_from() != ReadFrom::Master {
             // Replicas serve reads only after READONLY; masters ignore it. Its reply is
             // dropped: the connection keeps its order with or without a listener.
             drop(backend.send_setup(encode(&[Bytes::from_static(b"READONLY")]), 1));
@@ -291,17 +336,16 @@ impl Pool {
 
     /// Where a command for `slot` goes (any master when there is no slot).
     fn node_for(&self, slot: Option<Slot>, read: bool) -> Option<String> {
-        if let Some(ring) = &self.ring {
-            return ring.servers.first().map(|s| s.addr.clone());
-        }
-        if let Some(groups) = &self.sentinel {
-            return groups.master_for(slot);
-        }
-        let map = read_guard(&self.map);
+        let (map, read_from) = match &self.topology {
+            Topology::Ring(ring) => return ring.servers.first().map(|s| s.addr.clone()),
+            Topology::Groups(groups) => return groups.master_for(slot),
+            Topology::Cluster { map, read_from, .. } => (map, *read_from),
+        };
+        let map = read_guard(map);
         let map = map.as_ref()?;
         let turn = self.turn.fetch_add(1, Ordering::Relaxed);
         match slot {
-            Some(slot) => map.node_for(slot, read, self.read_from, turn).map(addr),
+            Some(slot) => map.node_for(slot, read, read_from, turn).map(addr),
             None => {
                 let shards = map.shards();
                 shards
@@ -312,13 +356,11 @@ impl Pool {
     }
 
     fn masters(&self) -> Vec<String> {
-        if let Some(ring) = &self.ring {
-            return ring.servers.iter().map(|s| s.addr.clone()).collect();
-        }
-        if let Some(groups) = &self.sentinel {
-            return groups.masters();
-        }
-        let map = read_guard(&self.map);
+        let map = match &self.topology {
+            Topology::Ring(ring) => return ring.servers.iter().map(|s| s.addr.clone()).collect(),
+            Topology::Groups(groups) => return groups.masters(),
+            Topology::Cluster { map, .. } => read_guard(map),
+        };
         let mut masters: Vec<String> = map
             .as_ref()
             .map(|m| m.shards().iter().map(|s| addr(&s.master)).collect())
@@ -329,13 +371,11 @@ impl Pool {
     }
 
     fn all_nodes(&self) -> Vec<String> {
-        if let Some(ring) = &self.ring {
-            return ring.servers.iter().map(|s| s.addr.clone()).collect();
-        }
-        if let Some(groups) = &self.sentinel {
-            return groups.masters();
-        }
-        let map = read_guard(&self.map);
+        let map = match &self.topology {
+            Topology::Ring(ring) => return ring.servers.iter().map(|s| s.addr.clone()).collect(),
+            Topology::Groups(groups) => return groups.masters(),
+            Topology::Cluster { map, .. } => read_guard(map),
+        };
         let mut nodes: Vec<String> = map
             .as_ref()
             .map(|m| {
@@ -373,7 +413,7 @@ impl Pool {
 
     /// Routes one client command and queues what it needs.
     pub(crate) async fn dispatch(&self, argv: Argv) -> Pending {
-        if let Some(ring) = &self.ring {
+        if let Some(ring) = self.ring() {
             return self.ring_dispatch(ring, argv).await;
         }
         let table = &CommandTable::REDIS_7_0;
@@ -801,7 +841,7 @@ impl Pool {
                 // READONLY / MASTERDOWN from a Sentinel group's node: it was demoted, or its
                 // master is away; ask the Sentinels and try again.
                 ClusterError::ReadOnly | ClusterError::MasterDown
-                    if !last && self.sentinel.is_some() =>
+                    if !last && self.groups().is_some() =>
                 {
                     self.stats.retries.fetch_add(1, Ordering::Relaxed);
                     self.refresh_soon();
@@ -858,8 +898,10 @@ impl Pool {
             port: port.parse().unwrap_or(0),
             ..Endpoint::default()
         };
-        if let Some(map) = write(&self.map).as_mut() {
-            map.assign(slot, endpoint);
+        if let Topology::Cluster { map, .. } = &self.topology {
+            if let Some(map) = write(map).as_mut() {
+                map.assign(slot, endpoint);
+            }
         }
     }
 

@@ -16,6 +16,8 @@ use std::sync::Arc;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpListener;
 
+use cluster::Topology;
+
 pub(crate) use config::{Config, PoolKind};
 
 /// How often a cluster pool reloads its slot map without being told to.
@@ -40,42 +42,30 @@ pub(crate) async fn start(config: Config) -> std::io::Result<Running> {
         let listener = listen(&pool.listen, pool.backlog).await?;
         running.addrs.push(listener.local_addr()?);
         let stats = Arc::new(stats::Stats::default());
-        let (seeds, read_from, groups) = match pool.kind.clone() {
-            PoolKind::Cluster { seeds, read_from } => (seeds, read_from, None),
-            PoolKind::Sentinel { sentinels, groups } => (
-                Vec::new(),
-                Default::default(),
-                Some(Arc::new(sentinel::Groups::new(sentinels, groups))),
-            ),
-            PoolKind::Static { servers } => (
-                Vec::new(),
-                Default::default(),
-                Some(Arc::new(sentinel::Groups::fixed(servers))),
-            ),
-            PoolKind::Twemproxy(_) => (Vec::new(), Default::default(), None),
-        };
-        let ring = match &pool.kind {
-            PoolKind::Twemproxy(twem) => Some(twem::Ring::new(twem)),
-            _ => None,
+        let topology = match pool.kind.clone() {
+            PoolKind::Cluster { seeds, read_from } => Topology::cluster(seeds, read_from),
+            PoolKind::Sentinel { sentinels, groups } => {
+                Topology::Groups(Arc::new(sentinel::Groups::new(sentinels, groups)))
+            }
+            PoolKind::Static { servers } => {
+                Topology::Groups(Arc::new(sentinel::Groups::fixed(servers)))
+            }
+            PoolKind::Twemproxy(twem) => Topology::Ring(twem::Ring::new(&twem)),
         };
         let mut built = cluster::Pool::new(
             pool.name.clone(),
-            seeds,
-            read_from,
-            groups.clone(),
+            topology,
             pool.password.clone(),
             pool.timeout,
             stats,
         );
-        if let Some(ring) = ring {
-            built = built.with_ring(ring);
-        }
         built.read_buffer = config.read_buffer;
         let cluster = Arc::new(built);
         if matches!(&pool.kind, PoolKind::Twemproxy(twem) if twem.preconnect) {
             cluster.preconnect().await;
         }
-        if let Some(groups) = groups.filter(|g| !g.sentinels.is_empty()) {
+        if let Some(groups) = cluster.groups().filter(|g| !g.sentinels.is_empty()) {
+            let groups = groups.clone();
             // The watcher discovers the masters itself once subscribed.
             let pool_ = cluster.clone();
             let password = pool.password.clone();
@@ -83,7 +73,7 @@ pub(crate) async fn start(config: Config) -> std::io::Result<Running> {
                 pool_.switched(old);
             }));
         }
-        if cluster.sentinel.is_none() && cluster.ring.is_none() {
+        if cluster.is_cluster() {
             // The map is also reloaded every few seconds, not only after a redirect: replicas
             // appear in CLUSTER SLOTS once they have an offset, and a slot can move without
             // this proxy's clients touching it.

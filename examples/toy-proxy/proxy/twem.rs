@@ -235,7 +235,7 @@ pub(crate) fn document(process: &Process, pools: &[Arc<Pool>]) -> String {
     let (mut total, mut current) = (process.listeners, process.listeners);
     let mut body = String::new();
     for (at, (name, pool)) in listed.iter().enumerate() {
-        if let Some(ring) = &pool.ring {
+        if let Some(ring) = pool.ring() {
             ring.eject_failing(&pool.stats);
         }
         let stats = &pool.stats;
