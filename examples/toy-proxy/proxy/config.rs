@@ -5,7 +5,7 @@
 //! ```toml
 //! [[pool]]
 //! name = "cache"
-//! kind = "cluster"                 # the only kind so far
+//! kind = "cluster"                 # the default; also "sentinel" and "static"
 //! listen = "127.0.0.1:7400"
 //! seeds = ["127.0.0.1:7000", "127.0.0.1:7001"]
 //! timeout_ms = 1000                # a backend reply later than this fails the connection
