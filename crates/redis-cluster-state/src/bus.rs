@@ -447,13 +447,19 @@ impl ClusterNode {
                 if let Some(node) = self.at_mut(at) {
                     node.set(NodeFlags::PFAIL, true);
                 }
+                self.state_stale = true;
             }
         }
         self.pfail_nodes = self.table().filter(|n| n.is_pfailed()).count();
         self.manual_cron(now);
         self.handle_failover(now);
         self.handle_replica_migration(now);
-        self.update_state();
+        // As the server's cron: the state again when something it depends on changed (a
+        // PFAIL mark here; slot owners, FAIL marks and roles flag it where they change),
+        // and on every tick while the cluster is down (its delays run out with time).
+        if self.state_stale || !self.state_ok {
+            self.update_state();
+        }
     }
 
     pub(crate) fn remove_node(&mut self, id: &NodeId) {

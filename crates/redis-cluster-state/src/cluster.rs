@@ -67,8 +67,9 @@ pub struct ClusterNode {
     /// PFAIL nodes as the last cron counted them: gossip sections carry them all.
     pub(crate) pfail_nodes: usize,
     /// Whether something `cluster_state` depends on (a slot's owner, a PFAIL mark) changed
-    /// since it was last computed: a message re-evaluates it only then, as the server's
-    /// `CLUSTER_TODO_UPDATE_STATE` does; the cron always does.
+    /// since it was last computed: a message or a cron tick re-evaluates it only then, as
+    /// the server's `CLUSTER_TODO_UPDATE_STATE` and its cron's `update_state` do (the cron
+    /// also while the cluster is down).
     pub(crate) state_stale: bool,
     /// Which table entries the gossip section being built holds: those marked with the
     /// current stamp.
