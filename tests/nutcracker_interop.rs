@@ -5,9 +5,7 @@
 
 mod support;
 
-#[path = "../examples/toy-proxy/proxy/mod.rs"]
-#[allow(dead_code)]
-mod proxy;
+mod toy_proxy;
 
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -60,26 +58,6 @@ fn nutcracker(conf: &str, ports: &[u16]) -> Nutcracker {
         }
     }
     started
-}
-
-/// Our proxy on a runtime of its own, reading `conf` as `-c` would.
-fn toy_proxy(conf: &str) -> Vec<u16> {
-    let config = proxy::Config::load(conf).expect("nutcracker's YAML loads");
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .expect("a runtime");
-        runtime.block_on(async move {
-            let running = proxy::start(config).await.expect("the proxy starts");
-            let ports: Vec<u16> = running.addrs.iter().map(|a| a.port()).collect();
-            tx.send(ports).expect("the test waits");
-            std::future::pending::<()>().await;
-        });
-    });
-    rx.recv_timeout(Duration::from_secs(30)).expect("started")
 }
 
 /// One pool per hash × distribution over `lines`, listening on `ports` in that order.
@@ -159,7 +137,7 @@ fn every_hash_and_distribution_places_keys_as_nutcracker_does() {
     let ports: Vec<u16> = combos.iter().map(|_| free_port()).collect();
     let conf = yaml(&lines, &ports);
     let _twemproxy = nutcracker(&conf, &ports);
-    let ours = toy_proxy(&yaml(&lines, &vec![0; ports.len()]));
+    let ours = toy_proxy::start(&yaml(&lines, &vec![0; ports.len()]));
     let mut clients: Vec<Client> = servers.iter().map(|s| s.client()).collect();
     // Where each key is, after SETs through a proxy's pool.
     let mut placed = |port: u16| -> Vec<Vec<usize>> {
@@ -255,7 +233,7 @@ fn commands_are_accepted_or_refused_as_nutcracker_does() {
         server.port()
     );
     let _twemproxy = nutcracker(&conf, &[port]);
-    let ours = toy_proxy(&conf.replace(&format!(":{port}\n"), ":0\n"))[0];
+    let ours = toy_proxy::start(&conf.replace(&format!(":{port}\n"), ":0\n"))[0];
     let mut table = String::new();
     let mut differences = Vec::new();
     for spec in redis_cluster_proto::route::CommandTable::REDIS_7_0.commands() {

@@ -6,9 +6,7 @@
 
 mod support;
 
-#[path = "../examples/toy-proxy/proxy/mod.rs"]
-#[allow(dead_code)]
-mod proxy;
+mod toy_proxy;
 
 use std::io::{Read, Write};
 use std::process::Command;
@@ -24,7 +22,7 @@ fn start_proxy(seeds: &[u16]) -> u16 {
         "[[pool]]\nname = \"test\"\nlisten = \"127.0.0.1:0\"\nseeds = [{}]\ntimeout_ms = 2000\n",
         seeds.join(", ")
     );
-    start_proxy_with(text)[0]
+    toy_proxy::start(&text)[0]
 }
 
 fn argv(line: &str) -> Vec<&[u8]> {
@@ -453,7 +451,7 @@ fn a_sentinel_pool_follows_failovers_and_sentinels() {
             .collect::<Vec<_>>()
             .join(", ")
     );
-    let port = start_proxy_with(text)[0];
+    let port = toy_proxy::start(&text)[0];
     wait_for("the proxy knows both masters", 30, || {
         let info = proxy_info(port);
         info_field(&info, "group_g1") == format!("127.0.0.1:{}", m1.port())
@@ -585,7 +583,7 @@ fn a_static_pool_shards_by_slot_range() {
         low.port(),
         high.port()
     );
-    let port = start_proxy_with(text)[0];
+    let port = toy_proxy::start(&text)[0];
     let mut client = Client::connect(port);
     // "bar" is slot 5061, "foo" slot 12182.
     assert_eq!(
@@ -619,7 +617,7 @@ fn a_static_pool_shards_by_slot_range() {
         low.port(),
         high.port()
     );
-    let ports = start_proxy_with(yaml);
+    let ports = toy_proxy::start(&yaml);
     let mut twem = Client::connect(ports[0]);
     assert_eq!(twem.command(&argv("SET only-low 1")), ok());
     assert_eq!(low.client().command(&argv("GET only-low")), bulk("1"));
@@ -629,7 +627,9 @@ fn a_static_pool_shards_by_slot_range() {
         Frame::Array(vec![bulk("2"), bulk("1")])
     );
     let unknown = "p:\n  kind: cluster\n  listen: 127.0.0.1:0\n  seeds: [\"a:1\"]\n  hash: md5\n";
-    let error = proxy::Config::load(unknown).err().map(|e| e.to_string());
+    let error = toy_proxy::proxy::Config::load(unknown)
+        .err()
+        .map(|e| e.to_string());
     assert!(
         error
             .as_deref()
@@ -639,35 +639,15 @@ fn a_static_pool_shards_by_slot_range() {
     // Config errors name what is wrong.
     let gap = "[[pool]]\nkind = \"static\"\nlisten = \"127.0.0.1:0\"\n\
                servers = [{ address = \"a:1\", slots = \"0-100\" }]\n";
-    let error = proxy::Config::parse(gap).err().map(|e| e.to_string());
+    let error = toy_proxy::proxy::Config::parse(gap)
+        .err()
+        .map(|e| e.to_string());
     assert!(
         error
             .as_deref()
             .is_some_and(|e| e.contains("slot 101 is in 0")),
         "{error:?}"
     );
-}
-
-/// Starts the proxy with the configuration `text` on a runtime of its own (a background
-/// thread that lives as long as the test binary); returns every pool's port.
-fn start_proxy_with(text: String) -> Vec<u16> {
-    let config = proxy::Config::load(&text).expect("a valid configuration");
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .expect("a runtime");
-        runtime.block_on(async move {
-            let running = proxy::start(config).await.expect("the proxy starts");
-            let ports = running.addrs.iter().map(|a| a.port()).collect::<Vec<_>>();
-            tx.send(ports).expect("the test waits");
-            std::future::pending::<()>().await;
-        });
-    });
-    rx.recv_timeout(Duration::from_secs(30))
-        .expect("the proxy started")
 }
 
 fn ok() -> Frame {
@@ -700,7 +680,7 @@ fn transactions_blocking_pubsub_replica_reads_and_a_garbage_backend() {
         }
     });
     let seed = cluster.nodes[0].port();
-    let ports = start_proxy_with(format!(
+    let ports = toy_proxy::start(&format!(
         "[[pool]]\nname = \"a\"\nlisten = \"127.0.0.1:0\"\nseeds = [\"127.0.0.1:{seed}\"]\n\
          [[pool]]\nname = \"b\"\nlisten = \"127.0.0.1:0\"\nseeds = [\"127.0.0.1:{seed}\"]\n\
          read_from = \"replica\"\n\
@@ -853,8 +833,8 @@ fn a_pool_password_is_sent_to_the_servers() {
             server.port()
         )
     };
-    let with = start_proxy_with(pool("password = \"secret\"\n"))[0];
-    let without = start_proxy_with(pool(""))[0];
+    let with = toy_proxy::start(&pool("password = \"secret\"\n"))[0];
+    let without = toy_proxy::start(&pool(""))[0];
     let mut client = Client::connect(with);
     assert_eq!(client.command(&argv("SET k v")), ok());
     assert_eq!(client.command(&argv("GET k")), bulk("v"));
