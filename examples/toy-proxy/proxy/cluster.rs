@@ -74,8 +74,6 @@ pub(crate) struct Call {
     backend: Option<Arc<Backend>>,
     rx: Option<oneshot::Receiver<Reply>>,
     error: Option<Frame>,
-    /// Why the call could not even be queued (its connection would not open).
-    lost: Option<BackendError>,
 }
 
 /// The pool.
@@ -302,15 +300,16 @@ impl Pool {
     pub(crate) async fn preconnect(&self) {
         if let Some(ring) = self.ring() {
             for server in &ring.servers {
-                let _ = self.backend(&server.addr).await;
+                self.backend(&server.addr);
             }
         }
     }
 
-    /// The connection to `addr`, opened when there is none (or it died).
-    async fn backend(&self, addr: &str) -> Result<Arc<Backend>, BackendError> {
+    /// The connection to `addr`, opened (in the background) when there is none or it died;
+    /// a connection that cannot be opened fails the requests queued on it.
+    fn backend(&self, addr: &str) -> Arc<Backend> {
         if let Some(backend) = lock(&self.backends).get(addr).filter(|b| b.is_alive()) {
-            return Ok(backend.clone());
+            return backend.clone();
         }
         let backend = Backend::open(addr, self.timeout, self.server_stats(addr));
         self.stats
@@ -331,7 +330,7 @@ impl Pool {
             drop(backend.send_setup(encode(&[Bytes::from_static(b"READONLY")]), 1));
         }
         lock(&self.backends).insert(addr.to_string(), backend.clone());
-        Ok(backend)
+        backend
     }
 
     /// Where a command for `slot` goes (any master when there is no slot).
@@ -403,7 +402,6 @@ impl Pool {
                 backend: None,
                 rx: None,
                 error: Some(error("CLUSTERDOWN Hash slot not served")),
-                lost: None,
             };
         };
         let mut call = self.call_node(&node, argv).await;
@@ -540,18 +538,10 @@ impl Pool {
             backend: None,
             rx: None,
             error: None,
-            lost: None,
         };
-        match self.backend(node).await {
-            Ok(backend) => {
-                call.rx = Some(backend.send(encode(&call.argv), 1));
-                call.backend = Some(backend);
-            }
-            Err(e) => {
-                call.error = Some(error(format!("ERR {e}")));
-                call.lost = Some(e);
-            }
-        }
+        let backend = self.backend(node);
+        call.rx = Some(backend.send(encode(&call.argv), 1));
+        call.backend = Some(backend);
         call
     }
 
@@ -734,9 +724,8 @@ impl Pool {
 
     /// A nutcracker pool's call: its reply, or `Err` with nutcracker's `-ERR <reason>`.
     async fn finish_ring(&self, mut call: Call) -> Result<Frame, Frame> {
-        let reply = match (call.lost.take(), call.rx.take(), &call.backend) {
-            (Some(lost), _, _) => Err(lost),
-            (None, Some(rx), Some(backend)) => backend.wait(rx).await,
+        let reply = match (call.rx.take(), &call.backend) {
+            (Some(rx), Some(backend)) => backend.wait(rx).await,
             _ => Err(BackendError::Closed("unknown".into())),
         };
         reply.map_err(|e| {
@@ -830,13 +819,9 @@ impl Pool {
                     let node = self.redirect_addr(host, port, call.backend.as_deref());
                     let mut bytes = encode(&[Bytes::from_static(b"ASKING")]);
                     encode_command(&call.argv, &mut bytes);
-                    match self.backend(&node).await {
-                        Ok(backend) => {
-                            call.rx = Some(backend.send(bytes, 2));
-                            call.backend = Some(backend);
-                        }
-                        Err(e) => call.error = Some(error(format!("ERR {e}"))),
-                    }
+                    let backend = self.backend(&node);
+                    call.rx = Some(backend.send(bytes, 2));
+                    call.backend = Some(backend);
                 }
                 // READONLY / MASTERDOWN from a Sentinel group's node: it was demoted, or its
                 // master is away; ask the Sentinels and try again.
