@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use bytes::BytesMut;
 use redis_cluster_proto::resp::{Decoder, Frame, encode_command};
 use redis_cluster_proto::route::twemproxy::{Continuum, Distribution, Hash, Weighted};
-use support::{Client, RedisServer, free_port};
+use support::{Client, RedisServer, free_ports};
 
 /// A proxy process, killed on drop.
 struct Proxy(Child);
@@ -313,11 +313,12 @@ fn same_command_line_same_replies_and_stats_as_nutcracker() {
         .client()
         .command(&[b"CONFIG", b"SET", b"requirepass", b"sekret"]);
     assert_eq!(set, Frame::SimpleString("OK".into()));
-    let dead = free_port();
+    // Ten pools, a server nobody listens on, the stats port: all different.
+    let reserved = free_ports(12);
+    let (ports, dead, stats_port) = (reserved[..10].to_vec(), reserved[10], reserved[11]);
     let silent = TcpListener::bind(("127.0.0.1", 0)).expect("bind");
     let silent_port = silent.local_addr().expect("addr").port();
     let closer = closing_server();
-    let ports: Vec<u16> = (0..10).map(|_| free_port()).collect();
     let (pa, pb) = (a.port(), b.port());
     let conf = format!(
         "main:\n  listen: 127.0.0.1:{}\n  hash: fnv1a_64\n  hash_tag: \"{{}}\"\n  \
@@ -502,7 +503,7 @@ fn same_command_line_same_replies_and_stats_as_nutcracker() {
         "-c",
         &path.display().to_string(),
         "-s",
-        &free_port().to_string(),
+        &stats_port.to_string(),
         "-a",
         "127.0.0.1",
         "-i",
@@ -512,7 +513,6 @@ fn same_command_line_same_replies_and_stats_as_nutcracker() {
     ]
     .map(String::from)
     .to_vec();
-    let stats_port: u16 = args[3].parse().expect("a port");
     let mut runs = Vec::new();
     for program in [PathBuf::from("nutcracker"), toy_proxy_binary()] {
         for server in [&a, &b] {
@@ -693,7 +693,8 @@ fn daemon_pid_file_and_log_signals_as_nutcracker() {
             name.unwrap_or_default()
         ));
         std::fs::create_dir_all(&dir).expect("a scratch directory");
-        let port = free_port();
+        let reserved = free_ports(2);
+        let (port, stats) = (reserved[0], reserved[1]);
         let conf = dir.join("nutcracker.yml");
         std::fs::write(
             &conf,
@@ -710,7 +711,7 @@ fn daemon_pid_file_and_log_signals_as_nutcracker() {
             .arg("-d")
             .arg("-c")
             .arg(&conf)
-            .args(["-s", &free_port().to_string(), "-a", "127.0.0.1", "-v", "5"])
+            .args(["-s", &stats.to_string(), "-a", "127.0.0.1", "-v", "5"])
             .arg("-o")
             .arg(&log)
             .arg("-p")

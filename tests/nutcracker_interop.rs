@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use redis_cluster_proto::resp::Frame;
 use redis_cluster_proto::route::twemproxy::{Continuum, Distribution, Hash, Weighted};
-use support::{Client, RedisServer, free_port};
+use support::{Client, RedisServer, free_ports};
 
 /// A `nutcracker` child process, killed on drop.
 struct Nutcracker {
@@ -38,10 +38,15 @@ fn nutcracker(conf: &str, ports: &[u16]) -> Nutcracker {
     std::fs::create_dir_all(&dir).expect("a scratch directory");
     let path = dir.join("nutcracker.yml");
     std::fs::write(&path, conf).expect("write the configuration");
+    // A stats port that is none of the pools' ports.
+    let stats = free_ports(ports.len() + 1)
+        .into_iter()
+        .find(|p| !ports.contains(p))
+        .expect("one more port than the pools have");
     let child = Command::new("nutcracker")
         .arg("-c")
         .arg(&path)
-        .args(["-s", &free_port().to_string(), "-a", "127.0.0.1"])
+        .args(["-s", &stats.to_string(), "-a", "127.0.0.1"])
         .arg("-o")
         .arg(dir.join("nutcracker.log"))
         .stdin(Stdio::null())
@@ -49,11 +54,15 @@ fn nutcracker(conf: &str, ports: &[u16]) -> Nutcracker {
         .stderr(Stdio::null())
         .spawn()
         .expect("nutcracker runs (bash .ci/test installs it)");
-    let started = Nutcracker { child, dir };
+    let mut started = Nutcracker { child, dir };
     let deadline = Instant::now() + Duration::from_secs(10);
     for &port in ports {
         while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "nutcracker did not listen");
+            let exited = started.child.try_wait().ok().flatten();
+            if exited.is_some() || Instant::now() >= deadline {
+                let log = std::fs::read_to_string(started.dir.join("nutcracker.log"));
+                panic!("nutcracker did not listen on {port} ({exited:?}): {log:?}");
+            }
             std::thread::sleep(Duration::from_millis(20));
         }
     }
@@ -134,7 +143,7 @@ fn every_hash_and_distribution_places_keys_as_nutcracker_does() {
             .map(move |(d, distribution)| (name, hash, d, distribution))
         })
         .collect();
-    let ports: Vec<u16> = combos.iter().map(|_| free_port()).collect();
+    let ports = free_ports(combos.len());
     let conf = yaml(&lines, &ports);
     let _twemproxy = nutcracker(&conf, &ports);
     let ours = toy_proxy::start(&yaml(&lines, &vec![0; ports.len()]));
@@ -227,7 +236,7 @@ fn answered(port: u16, argv: &[Vec<u8>]) -> bool {
 #[test]
 fn commands_are_accepted_or_refused_as_nutcracker_does() {
     let server = RedisServer::start_standalone(&[]);
-    let port = free_port();
+    let port = free_ports(1)[0];
     let conf = format!(
         "alpha:\n  listen: 127.0.0.1:{port}\n  redis: true\n  servers:\n   - 127.0.0.1:{}:1\n",
         server.port()

@@ -225,6 +225,17 @@ fn bounded(stream: TcpStream) -> TcpStream {
     stream
 }
 
+/// `n` different ports that were free a moment ago (separate calls to [`free_port`] can
+/// answer the same port twice: each releases it before the next asks).
+pub fn free_ports(n: usize) -> Vec<u16> {
+    let held: Vec<TcpListener> = (0..n)
+        .map(|_| TcpListener::bind(("127.0.0.1", 0)).expect("bind an ephemeral port"))
+        .collect();
+    held.iter()
+        .map(|l| l.local_addr().expect("its address").port())
+        .collect()
+}
+
 /// A port that was free a moment ago.
 pub fn free_port() -> u16 {
     TcpListener::bind(("127.0.0.1", 0))
