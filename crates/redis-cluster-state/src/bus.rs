@@ -838,6 +838,53 @@ impl ClusterNode {
         self.push(Output::SaveConfig);
     }
 
+    /// A gossip entry about a node we know (semantics 3, after its failure report):
+    ///
+    /// - a healthy entry about a node we have no ping in flight to and no valid failure
+    ///   report about gives us its pong time (seconds, so a round value) when that is newer
+    ///   than ours and not more than 500 ms ahead of our clock. This node's own entry
+    ///   included, as the server does: it is why `myself` shows a round pong time. At scale
+    ///   this is what keeps the half-timeout pings rare: a node whose PONG someone else got
+    ///   recently is not pinged again.
+    /// - a healthy entry with an address that differs from the one we have for a node we
+    ///   see as PFAIL or FAIL moves it there (the old link is closed; the cron reconnects).
+    fn gossip_known(&mut self, at: u16, entry: redis_cluster_bus::GossipEntry<'_>, now: u64) {
+        let validity = self.config.node_timeout * 2;
+        let Some(node) = self.at_mut(at) else {
+            return;
+        };
+        let flags = entry.flags();
+        if flags.contains(NodeFlags::PFAIL) || flags.contains(NodeFlags::FAIL) {
+            return;
+        }
+        let reported = node
+            .fail_reports
+            .iter()
+            .any(|(_, when)| now.saturating_sub(*when) <= validity);
+        if node.ping_sent == 0 && !reported {
+            let pong = u64::from(entry.pong_received()) * 1000;
+            if pong <= now + 500 && pong > node.pong_received {
+                node.pong_received = pong;
+            }
+        }
+        let failing = node.is_pfailed() || node.is_failed();
+        let moved = !node.ip.as_bytes().eq_ignore_ascii_case(entry.ip())
+            || node.port != entry.port()
+            || node.cport != entry.cport();
+        if failing && moved && !flags.contains(NodeFlags::NOADDR) {
+            node.ip = String::from_utf8_lossy(entry.ip()).into_owned();
+            node.port = entry.port();
+            node.pport = entry.pport();
+            node.cport = entry.cport();
+            node.set(NodeFlags::NOADDR, false);
+            let (id, linked) = (node.id, node.link);
+            if linked {
+                node.link = false;
+                self.push(Output::Close(Link::Outbound(id)));
+            }
+        }
+    }
+
     /// Gossip entries: unknown nodes are met (unless blacklisted or without an address),
     /// known ones' addresses are kept.
     fn process_gossip(&mut self, ping: &redis_cluster_bus::Ping<'_>, now: u64) {
@@ -851,6 +898,7 @@ impl ClusterNode {
                 if sender_is_master {
                     self.gossip_failure_report(&sender, at, entry.flags(), now);
                 }
+                self.gossip_known(at, entry, now);
                 continue;
             }
             let flags = entry.flags();
