@@ -380,17 +380,24 @@ impl ClusterNode {
         self.cron_runs += 1;
         let timeout = self.config.node_timeout;
         let handshake_ttl = timeout.max(1000);
-        // The walk goes by table index: no id look-ups, which at a thousand nodes ten times
-        // a second would be most of the cron's cost.
-        let all: Vec<u16> = (0..self.nodes.len())
-            .filter_map(|at| u16::try_from(at).ok())
-            .filter(|&at| self.at(at).is_some())
-            .collect();
+        // Once a second: of five random linked nodes without a ping in flight, the one with
+        // the oldest PONG. Drawn before the walk below, which cannot change what it looks
+        // at (the walk only removes handshake nodes and connects unlinked ones: neither is
+        // ever chosen), so this is the server's order of effects.
+        if self.cron_runs % 10 == 0 {
+            self.random_ping(now);
+        }
+        // One walk by table index (no id look-ups), doing what the server's two walks do:
+        // a node table is a third of a megabyte at a thousand nodes, and each pass over it
+        // ten times a second was most of the cron's cost.
         let me = self.myself;
-        for &at in &all {
-            let Some(node) = self.at(at).filter(|_| at != me) else {
+        let mut pfail_nodes = 0;
+        for at in 0..self.nodes.len() {
+            let Ok(at) = u16::try_from(at) else { break };
+            let Some(node) = self.at(at) else { continue };
+            if at == me {
                 continue;
-            };
+            }
             if node.in_handshake() && now.saturating_sub(node.ctime) > handshake_ttl {
                 let id = node.id;
                 self.remove_node(&id);
@@ -407,50 +414,26 @@ impl ClusterNode {
                     cport,
                 });
             }
+            let Some(node) = self.at(at) else { continue };
+            if !node.in_handshake() {
+                let idle = now.saturating_sub(node.pong_received) > timeout / 2;
+                if node.link && node.ping_sent == 0 && idle {
+                    let id = node.id;
+                    self.send_ping(Link::Outbound(id), MessageType::PING, now);
+                } else {
+                    // A ping in flight for longer than the node timeout, link or not: PFAIL.
+                    let late = node.ping_sent != 0 && now.saturating_sub(node.ping_sent) > timeout;
+                    if late && !node.is_pfailed() && !node.is_failed() {
+                        if let Some(node) = self.at_mut(at) {
+                            node.set(NodeFlags::PFAIL, true);
+                        }
+                        self.state_stale = true;
+                    }
+                }
+            }
+            pfail_nodes += usize::from(self.at(at).is_some_and(Node::is_pfailed));
         }
-        // Once a second: of five random linked nodes without a ping in flight, the one with
-        // the oldest PONG.
-        if self.cron_runs % 10 == 0 {
-            let mut oldest: Option<(u64, NodeId)> = None;
-            for _ in 0..5 {
-                if all.is_empty() {
-                    break;
-                }
-                let at = all[(self.rng_next() % all.len() as u64) as usize];
-                let Some(node) = self.at(at).filter(|_| at != me) else {
-                    continue;
-                };
-                if !node.link || node.ping_sent != 0 || node.in_handshake() {
-                    continue;
-                }
-                if oldest.is_none_or(|(pong, _)| node.pong_received < pong) {
-                    oldest = Some((node.pong_received, node.id));
-                }
-            }
-            if let Some((_, id)) = oldest {
-                self.send_ping(Link::Outbound(id), MessageType::PING, now);
-            }
-        }
-        for &at in &all {
-            let Some(node) = self.at(at).filter(|n| at != me && !n.in_handshake()) else {
-                continue;
-            };
-            let idle = now.saturating_sub(node.pong_received) > timeout / 2;
-            if node.link && node.ping_sent == 0 && idle {
-                let id = node.id;
-                self.send_ping(Link::Outbound(id), MessageType::PING, now);
-                continue;
-            }
-            // A ping in flight for longer than the node timeout, link or not: PFAIL.
-            let late = node.ping_sent != 0 && now.saturating_sub(node.ping_sent) > timeout;
-            if late && !node.is_pfailed() && !node.is_failed() {
-                if let Some(node) = self.at_mut(at) {
-                    node.set(NodeFlags::PFAIL, true);
-                }
-                self.state_stale = true;
-            }
-        }
-        self.pfail_nodes = self.table().filter(|n| n.is_pfailed()).count();
+        self.pfail_nodes = pfail_nodes;
         self.manual_cron(now);
         self.handle_failover(now);
         self.handle_replica_migration(now);
@@ -459,6 +442,53 @@ impl ClusterNode {
         // and on every tick while the cluster is down (its delays run out with time).
         if self.state_stale || !self.state_ok {
             self.update_state();
+        }
+    }
+
+    /// The cron's once-a-second ping: of five nodes drawn at random from the table, the
+    /// one with the oldest PONG among those linked, not in a handshake and with no ping in
+    /// flight.
+    fn random_ping(&mut self, now: u64) {
+        // Draws are uniform over the nodes present; a table without holes (the usual case)
+        // needs no list of them.
+        let holes = self.nodes.len() != self.index.len();
+        let present: Vec<u16> = if holes {
+            (0..self.nodes.len())
+                .filter_map(|at| u16::try_from(at).ok())
+                .filter(|&at| self.at(at).is_some())
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let count = if holes {
+            present.len()
+        } else {
+            self.nodes.len()
+        } as u64;
+        let me = self.myself;
+        let mut oldest: Option<(u64, NodeId)> = None;
+        for _ in 0..5 {
+            if count == 0 {
+                break;
+            }
+            let draw = self.rng_next() % count;
+            let at = if holes {
+                present[draw as usize]
+            } else {
+                draw as u16
+            };
+            let Some(node) = self.at(at).filter(|_| at != me) else {
+                continue;
+            };
+            if !node.link || node.ping_sent != 0 || node.in_handshake() {
+                continue;
+            }
+            if oldest.is_none_or(|(pong, _)| node.pong_received < pong) {
+                oldest = Some((node.pong_received, node.id));
+            }
+        }
+        if let Some((_, id)) = oldest {
+            self.send_ping(Link::Outbound(id), MessageType::PING, now);
         }
     }
 
@@ -867,11 +897,16 @@ impl ClusterNode {
                 node.pong_received = pong;
             }
         }
+        // The address is read only for a failing node: it lives outside the entry's first
+        // cache lines, and this runs for a tenth of the cluster per message.
         let failing = node.is_pfailed() || node.is_failed();
+        if !failing || flags.contains(NodeFlags::NOADDR) {
+            return;
+        }
         let moved = !node.ip.as_bytes().eq_ignore_ascii_case(entry.ip())
             || node.port != entry.port()
             || node.cport != entry.cport();
-        if failing && moved && !flags.contains(NodeFlags::NOADDR) {
+        if moved {
             node.ip = String::from_utf8_lossy(entry.ip()).into_owned();
             node.port = entry.port();
             node.pport = entry.pport();
