@@ -205,7 +205,7 @@ impl ClusterNode {
     /// A link closed or failed to connect.
     pub fn handle_link_down(&mut self, link: Link, now: u64) {
         if let Link::Inbound(conn) = link {
-            for node in self.nodes.iter_mut().flatten() {
+            for (_, node) in self.nodes.enumerate_mut() {
                 if node.inbound_link == Some(conn) {
                     node.inbound_link = None;
                 }
@@ -331,9 +331,9 @@ impl ClusterNode {
         }
         // Every PFAIL node, counted by the last cron: no walk of the table when there is none.
         if self.pfail_nodes > 0 {
-            for (at, node) in self.nodes.iter().enumerate() {
+            for (at, node) in self.nodes.enumerate() {
                 let at = at as u16;
-                let pfail = node.as_ref().is_some_and(Node::is_pfailed);
+                let pfail = node.is_pfailed();
                 if pfail && at != me && marks[usize::from(at)] != stamp {
                     chosen.push(at);
                 }
@@ -503,12 +503,10 @@ impl ClusterNode {
                 }
             }
         }
-        if let Some(entry) = self.nodes.get_mut(usize::from(at)) {
-            if entry.as_ref().is_some_and(|n| n.link) {
-                self.outputs.push_back(Output::Close(Link::Outbound(*id)));
-            }
-            *entry = None;
+        if self.nodes.get(usize::from(at)).is_some_and(|n| n.link) {
+            self.outputs.push_back(Output::Close(Link::Outbound(*id)));
         }
+        self.nodes.remove(usize::from(at));
     }
 
     /// A message arrived on `link`; `peer_ip` is the address the connection comes from (what
@@ -705,7 +703,7 @@ impl ClusterNode {
             return;
         };
         self.index.insert(to, at);
-        if let Some(Some(node)) = self.nodes.get_mut(usize::from(at)) {
+        if let Some(node) = self.nodes.get_mut(usize::from(at)) {
             node.id = to;
             node.set(NodeFlags::HANDSHAKE, false);
         }
@@ -887,11 +885,12 @@ impl ClusterNode {
         if flags.contains(NodeFlags::PFAIL) || flags.contains(NodeFlags::FAIL) {
             return;
         }
-        let reported = node
-            .fail_reports
-            .iter()
-            .any(|(_, when)| now.saturating_sub(*when) <= validity);
-        if node.ping_sent == 0 && !reported {
+        let reported = || {
+            node.fail_reports
+                .iter()
+                .any(|(_, when)| now.saturating_sub(*when) <= validity)
+        };
+        if node.ping_sent == 0 && !reported() {
             let pong = u64::from(entry.pong_received()) * 1000;
             if pong <= now + 500 && pong > node.pong_received {
                 node.pong_received = pong;

@@ -33,7 +33,7 @@ pub struct ClusterNode {
     pub(crate) config: Config,
     pub(crate) myself: u16,
     /// The node table: a slab indexed by the numbers the slot table holds.
-    pub(crate) nodes: Vec<Option<Node>>,
+    pub(crate) nodes: crate::table::Table,
     pub(crate) index: NodeIndex,
     /// The owner of each slot, by slab index; [`NONE`] when unassigned.
     pub(crate) owners: Vec<u16>,
@@ -144,7 +144,7 @@ impl ClusterNode {
         let mut node = Self {
             config,
             myself: 0,
-            nodes: Vec::new(),
+            nodes: crate::table::Table::default(),
             index: NodeIndex::new(rng),
             owners: vec![NONE; usize::from(SLOT_COUNT)],
             migrating_to: BTreeMap::new(),
@@ -188,7 +188,7 @@ impl ClusterNode {
 
     pub(crate) fn myself_mut(&mut self) -> &mut Node {
         let at = usize::from(self.myself);
-        match self.nodes.get_mut(at).and_then(Option::as_mut) {
+        match self.nodes.get_mut(at) {
             Some(node) => node,
             None => unreachable_myself(),
         }
@@ -196,12 +196,12 @@ impl ClusterNode {
 
     /// The node with this id.
     pub fn node(&self, id: &NodeId) -> Option<&Node> {
-        self.at(self.index.get(id)?)
+        self.at(self.index.get(id, &self.nodes)?)
     }
 
     pub(crate) fn node_mut(&mut self, id: &NodeId) -> Option<&mut Node> {
-        let at = usize::from(self.index.get(id)?);
-        self.nodes.get_mut(at)?.as_mut()
+        let at = usize::from(self.index.get(id, &self.nodes)?);
+        self.nodes.get_mut(at)
     }
 
     /// Every known node, itself included, in id order.
@@ -212,35 +212,25 @@ impl ClusterNode {
     /// Every known node in table order: cheaper than [`Self::nodes`] where order is of no
     /// consequence (sums, counts, the cron's walk).
     pub(crate) fn table(&self) -> impl Iterator<Item = &Node> {
-        self.nodes.iter().flatten()
+        self.nodes.iter()
     }
 
     pub(crate) fn at(&self, at: u16) -> Option<&Node> {
-        self.nodes.get(usize::from(at))?.as_ref()
+        self.nodes.get(usize::from(at))
     }
 
     pub(crate) fn at_mut(&mut self, at: u16) -> Option<&mut Node> {
-        self.nodes.get_mut(usize::from(at))?.as_mut()
+        self.nodes.get_mut(usize::from(at))
     }
 
     /// Adds a node to the table (replacing one with the same id) and returns its index.
     pub(crate) fn insert(&mut self, node: Node) -> u16 {
-        if let Some(at) = self.index.get(&node.id) {
-            self.nodes[usize::from(at)] = Some(node);
+        if let Some(at) = self.index.get(&node.id, &self.nodes) {
+            self.nodes.put(Some(usize::from(at)), node);
             return at;
         }
         let id = node.id;
-        let at = match self.nodes.iter().position(Option::is_none) {
-            Some(free) => {
-                self.nodes[free] = Some(node);
-                free
-            }
-            None => {
-                self.nodes.push(Some(node));
-                self.nodes.len() - 1
-            }
-        };
-        let at = at as u16;
+        let at = self.nodes.put(None, node) as u16;
         self.index.insert(id, at);
         at
     }
@@ -262,7 +252,7 @@ impl ClusterNode {
             self.not_claiming.remove(slot);
         }
         if old != NONE {
-            if let Some(Some(node)) = self.nodes.get_mut(usize::from(old)) {
+            if let Some(node) = self.nodes.get_mut(usize::from(old)) {
                 if node.slots.remove(slot) {
                     node.slot_count -= 1;
                 }
@@ -270,7 +260,7 @@ impl ClusterNode {
         }
         self.owners[entry] = at.unwrap_or(NONE);
         if let Some(at) = at {
-            if let Some(Some(node)) = self.nodes.get_mut(usize::from(at)) {
+            if let Some(node) = self.nodes.get_mut(usize::from(at)) {
                 if node.slots.insert(slot) {
                     node.slot_count += 1;
                 }
@@ -280,7 +270,7 @@ impl ClusterNode {
 
     /// The index of a node, by id.
     pub(crate) fn index_of(&self, id: &NodeId) -> Option<u16> {
-        self.index.get(id)
+        self.index.get(id, &self.nodes)
     }
 
     /// The node `slot` is migrating to, on its owner.

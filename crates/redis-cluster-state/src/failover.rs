@@ -402,10 +402,10 @@ impl ClusterNode {
         }
         let mut max = 0;
         let mut orphan = None;
-        for (at, entry) in self.nodes.iter_mut().enumerate() {
-            let Some(node) = entry.as_mut().filter(|n| n.is_master()) else {
+        for (at, node) in self.nodes.enumerate_mut() {
+            if !node.is_master() {
                 continue;
-            };
+            }
             max = max.max(ok[at]);
             let orphaned = !node.is_failed()
                 && node.flags.contains(NodeFlags::MIGRATE_TO)

@@ -3,22 +3,35 @@
 //! Every bus message names its sender and, in gossip, a tenth of the cluster: at a thousand
 //! nodes that is about a hundred id look-ups per message. An ordered map alone costs a dozen
 //! 40-byte comparisons per look-up; a small open-addressing table (linear probing, keyed by
-//! the node's seed so that chosen ids cannot pile up in one run) answers in one or two. The
-//! ordered map stays for what needs id order (CLUSTER NODES, iteration).
+//! the node's seed so that chosen ids cannot pile up in one run) answers in one or two. Its
+//! buckets hold 32 bits of the id's hash and the table index, eight bytes: the id itself is
+//! checked in the node table's entry, whose first cache line the caller reads anyway (with
+//! the ids in the buckets, a thousand nodes' indexes were 86 MB, each look-up a miss of its
+//! own). The ordered map stays for what needs id order (CLUSTER NODES, iteration).
 
 use alloc::{collections::BTreeMap, vec, vec::Vec};
 
 use redis_cluster_bus::NodeId;
 
+use crate::table::Table;
+
 /// An empty bucket.
 const EMPTY: u16 = u16::MAX;
+
+#[derive(Clone, Copy, Debug)]
+struct Bucket {
+    /// The high half of the id's hash: its home bucket is in its low bits.
+    hash: u32,
+    at: u16,
+}
+
+const FREE: Bucket = Bucket { hash: 0, at: EMPTY };
 
 #[derive(Clone, Debug)]
 pub(crate) struct NodeIndex {
     order: BTreeMap<NodeId, u16>,
-    /// Buckets holding ids and their table indexes (the id beside its index: one cache
-    /// miss per look-up); a power of two, at most half full.
-    buckets: Vec<(NodeId, u16)>,
+    /// A power of two, at most half full.
+    buckets: Vec<Bucket>,
     key: u64,
 }
 
@@ -40,7 +53,7 @@ impl NodeIndex {
         self.order.values().copied()
     }
 
-    fn home(&self, id: &NodeId) -> usize {
+    fn hash(&self, id: &NodeId) -> u32 {
         let word = |at: usize| {
             let mut bytes = [0u8; 8];
             bytes.copy_from_slice(&id.0[at..at + 8]);
@@ -49,32 +62,33 @@ impl NodeIndex {
         let mut h = (word(0) ^ self.key).wrapping_mul(0x9e37_79b9_7f4a_7c15);
         h ^= word(8).rotate_left(21) ^ word(16).rotate_left(42) ^ word(24) ^ word(32);
         h = (h ^ (h >> 31)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        (h >> 32) as usize & (self.buckets.len() - 1)
+        (h >> 32) as u32
     }
 
-    /// The bucket holding `id`, or the empty one where it would go.
-    fn find(&self, id: &NodeId) -> (usize, bool) {
-        let mask = self.buckets.len() - 1;
-        let mut i = self.home(id);
-        loop {
-            let (held, at) = &self.buckets[i];
-            if *at == EMPTY {
-                return (i, false);
-            }
-            if held == id {
-                return (i, true);
-            }
-            i = (i + 1) & mask;
-        }
+    fn mask(&self) -> usize {
+        self.buckets.len() - 1
     }
 
-    pub(crate) fn get(&self, id: &NodeId) -> Option<u16> {
+    /// The table index of `id`; `table` holds the ids the buckets point at.
+    pub(crate) fn get(&self, id: &NodeId, table: &Table) -> Option<u16> {
         if self.buckets.is_empty() {
             return None;
         }
-        match self.find(id) {
-            (i, true) => Some(self.buckets[i].1),
-            (_, false) => None,
+        let hash = self.hash(id);
+        let mut i = hash as usize & self.mask();
+        loop {
+            let bucket = self.buckets[i];
+            if bucket.at == EMPTY {
+                return None;
+            }
+            if bucket.hash == hash
+                && table
+                    .get(usize::from(bucket.at))
+                    .is_some_and(|node| node.id == *id)
+            {
+                return Some(bucket.at);
+            }
+            i = (i + 1) & self.mask();
         }
     }
 
@@ -85,29 +99,43 @@ impl NodeIndex {
         if self.order.len() * 2 > self.buckets.len() {
             self.rebuild((self.order.len() * 2).next_power_of_two().max(16));
         } else {
-            let (i, _) = self.find(&id);
-            self.buckets[i] = (id, at);
+            self.place(&id, at);
         }
+    }
+
+    /// Puts `at` in the first free bucket from `id`'s home.
+    fn place(&mut self, id: &NodeId, at: u16) {
+        let hash = self.hash(id);
+        let mut i = hash as usize & self.mask();
+        while self.buckets[i].at != EMPTY {
+            i = (i + 1) & self.mask();
+        }
+        self.buckets[i] = Bucket { hash, at };
     }
 
     pub(crate) fn remove(&mut self, id: &NodeId) -> Option<u16> {
         let at = self.order.remove(id)?;
-        let (mut hole, found) = self.find(id);
-        if !found {
-            return Some(at); // unreachable while `order` and the buckets agree
+        // Its bucket is the one on its probe run that points at `at` (indexes are unique).
+        let mask = self.mask();
+        let mut hole = self.hash(id) as usize & mask;
+        loop {
+            match self.buckets[hole].at {
+                EMPTY => return Some(at), // unreachable while `order` and the buckets agree
+                held if held == at => break,
+                _ => hole = (hole + 1) & mask,
+            }
         }
         // Backward-shift deletion: move up every entry of the run after the hole that may
         // live there, so that no probe stops early at a hole.
-        let mask = self.buckets.len() - 1;
-        self.buckets[hole].1 = EMPTY;
+        self.buckets[hole] = FREE;
         let mut next = hole;
         loop {
             next = (next + 1) & mask;
             let entry = self.buckets[next];
-            if entry.1 == EMPTY {
+            if entry.at == EMPTY {
                 break;
             }
-            let home = self.home(&entry.0);
+            let home = entry.hash as usize & mask;
             // The entry stays when its home is cyclically within (hole, next].
             let stays = if hole <= next {
                 hole < home && home <= next
@@ -116,7 +144,7 @@ impl NodeIndex {
             };
             if !stays {
                 self.buckets[hole] = entry;
-                self.buckets[next].1 = EMPTY;
+                self.buckets[next] = FREE;
                 hole = next;
             }
         }
@@ -124,11 +152,10 @@ impl NodeIndex {
     }
 
     fn rebuild(&mut self, size: usize) {
-        self.buckets = vec![(NodeId::NONE, EMPTY); size];
+        self.buckets = vec![FREE; size];
         let entries: Vec<(NodeId, u16)> = self.order.iter().map(|(id, at)| (*id, *at)).collect();
         for (id, at) in entries {
-            let (i, _) = self.find(&id);
-            self.buckets[i] = (id, at);
+            self.place(&id, at);
         }
     }
 }
@@ -136,6 +163,7 @@ impl NodeIndex {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::node::Node;
     use proptest::prelude::*;
 
     fn id(n: u8) -> NodeId {
@@ -147,24 +175,38 @@ mod tests {
     }
 
     proptest! {
-        /// Any sequence of inserts and removes answers as an ordered map does.
+        /// Any sequence of inserts and removes answers as an ordered map does (each id has
+        /// its own table entry, as in a node table).
         #[test]
-        fn agrees_with_a_map(ops in proptest::collection::vec((any::<bool>(), 0u8..40, 0u16..500), 0..400), key in any::<u64>()) {
+        fn agrees_with_a_map(ops in proptest::collection::vec((any::<bool>(), 0u8..40), 0..400), key in any::<u64>()) {
             let mut index = NodeIndex::new(key);
+            let mut table = Table::default();
+            for n in 0..40 {
+                table.put(None, Node::new(id(n)));
+                table.remove(usize::from(n));
+            }
             let mut model = BTreeMap::new();
-            for (insert, n, at) in ops {
+            for (insert, n) in ops {
+                let at = u16::from(n);
                 if insert {
+                    table.put(Some(usize::from(at)), Node::new(id(n)));
                     index.insert(id(n), at);
                     model.insert(id(n), at);
                 } else {
                     prop_assert_eq!(index.remove(&id(n)), model.remove(&id(n)));
+                    table.remove(usize::from(at));
                 }
                 for n in 0..40 {
-                    prop_assert_eq!(index.get(&id(n)), model.get(&id(n)).copied());
+                    prop_assert_eq!(index.get(&id(n), &table), model.get(&id(n)).copied());
                 }
                 prop_assert_eq!(index.len(), model.len());
                 prop_assert!(index.values().eq(model.values().copied()));
             }
         }
+    }
+
+    #[test]
+    fn a_bucket_is_eight_bytes() {
+        assert_eq!(size_of::<Bucket>(), 8);
     }
 }

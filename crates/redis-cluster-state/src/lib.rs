@@ -32,6 +32,7 @@ mod index;
 mod node;
 mod reply;
 mod route;
+mod table;
 mod text;
 
 pub use bus::{CRON_MS, Event, Link, Output};

@@ -270,7 +270,7 @@ impl ClusterNode {
         // The placeholder identity of `new` gives way to the file's.
         if !from_file.contains(&placeholder) {
             if let Some(at) = cluster.index.remove(&placeholder) {
-                cluster.nodes[usize::from(at)] = None;
+                cluster.nodes.remove(usize::from(at));
             }
         }
         cluster.myself = cluster.index_of(&me).unwrap_or(cluster.myself);
