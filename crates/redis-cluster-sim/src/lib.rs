@@ -99,6 +99,8 @@ pub struct Sim {
     next_conn: u64,
     /// Whether deliveries are written to the trace (large runs turn it off).
     tracing: bool,
+    /// Every node's cron walks its table on every tick (see `set_walk_every_tick`).
+    walk_every_tick: bool,
     /// Messages and bytes delivered.
     delivered: (u64, u64),
     faults: Faults,
@@ -146,6 +148,7 @@ impl Sim {
             outbound: HashMap::new(),
             addresses,
             tracing: true,
+            walk_every_tick: false,
             delivered: (0, 0),
             alive: vec![true; n],
             side: vec![0; n],
@@ -387,6 +390,7 @@ impl Sim {
         let now = self.now;
         self.nodes[i] = ClusterNode::from_nodes_conf(config, &self.saved[i], now)
             .expect("a node reloads the nodes.conf it wrote");
+        self.nodes[i].set_walk_every_tick(self.walk_every_tick);
         self.alive[i] = true;
         self.trace.push((now, i, "restart".into()));
     }
@@ -555,6 +559,15 @@ impl Sim {
             if self.outbound.get(&(c.from, c.key)) == Some(&conn) {
                 self.outbound.remove(&(c.from, c.key));
             }
+        }
+    }
+
+    /// Makes every node's cron walk its table on every tick, restarted nodes included
+    /// ([`ClusterNode::set_walk_every_tick`]): a run with it must be the run without.
+    pub fn set_walk_every_tick(&mut self, on: bool) {
+        self.walk_every_tick = on;
+        for node in &mut self.nodes {
+            node.set_walk_every_tick(on);
         }
     }
 

@@ -378,8 +378,6 @@ impl ClusterNode {
         self.first_cron.get_or_insert(now);
         self.next_cron = now + CRON_MS;
         self.cron_runs += 1;
-        let timeout = self.config.node_timeout;
-        let handshake_ttl = timeout.max(1000);
         // Once a second: of five random linked nodes without a ping in flight, the one with
         // the oldest PONG. Drawn before the walk below, which cannot change what it looks
         // at (the walk only removes handshake nodes and connects unlinked ones: neither is
@@ -387,11 +385,45 @@ impl ClusterNode {
         if self.cron_runs % 10 == 0 {
             self.random_ping(now);
         }
-        // One walk by table index (no id look-ups), doing what the server's two walks do:
-        // a node table is a third of a megabyte at a thousand nodes, and each pass over it
-        // ten times a second was most of the cron's cost.
+        // The walk acts on a node only when its time comes (its PONG older than half the
+        // timeout, its ping older than the timeout, its handshake expired) or when
+        // something in the table changed since the last walk (a mutable access): otherwise
+        // it would do nothing, and at a thousand nodes it is most of a quiet second's cost.
+        let (version, due) = self.walked;
+        if self.walk_every_tick || version != self.nodes.version() || now >= due {
+            let due = self.walk(now);
+            self.walked = (self.nodes.version(), due);
+        }
+        self.manual_cron(now);
+        self.handle_failover(now);
+        self.handle_replica_migration(now);
+        // As the server's cron: the state again when something it depends on changed (a
+        // PFAIL mark here; slot owners, FAIL marks and roles flag it where they change),
+        // and on every tick while the cluster is down (its delays run out with time).
+        if self.state_stale || !self.state_ok {
+            self.update_state();
+        }
+    }
+
+    /// Makes the cron walk the node table on every tick, as the server's does, instead of
+    /// only when the table changed or a node's time came (and replica migration look for
+    /// orphans on every tick too). The outputs are the same either way — the simulator's
+    /// tests run both and compare — so this is for such comparisons; it costs the walks.
+    pub fn set_walk_every_tick(&mut self, on: bool) {
+        self.walk_every_tick = on;
+    }
+
+    /// The cron's walk of the table, by index (no id look-ups), doing what the server's two
+    /// walks do: handshakes that expired, connections to open, pings to nodes whose PONG is
+    /// older than half the node timeout, PFAIL for pings older than the timeout, and the
+    /// count of PFAIL nodes. Returns the first time at which a node will be due for one of
+    /// those if nothing changes meanwhile.
+    fn walk(&mut self, now: u64) -> u64 {
+        let timeout = self.config.node_timeout;
+        let handshake_ttl = timeout.max(1000);
         let me = self.myself;
         let mut pfail_nodes = 0;
+        let mut due = u64::MAX;
         for at in 0..self.nodes.len() {
             let Ok(at) = u16::try_from(at) else { break };
             let Some(node) = self.at(at) else { continue };
@@ -431,18 +463,25 @@ impl ClusterNode {
                     }
                 }
             }
-            pfail_nodes += usize::from(self.at(at).is_some_and(Node::is_pfailed));
+            let Some(node) = self.at(at) else { continue };
+            pfail_nodes += usize::from(node.is_pfailed());
+            // When this node is next due, as it stands after this walk.
+            let next = if node.in_handshake() {
+                node.ctime.saturating_add(handshake_ttl + 1)
+            } else if node.ping_sent == 0 {
+                match node.link {
+                    true => node.pong_received.saturating_add(timeout / 2 + 1),
+                    false => u64::MAX,
+                }
+            } else if !node.is_pfailed() && !node.is_failed() {
+                node.ping_sent.saturating_add(timeout + 1)
+            } else {
+                u64::MAX
+            };
+            due = due.min(next);
         }
         self.pfail_nodes = pfail_nodes;
-        self.manual_cron(now);
-        self.handle_failover(now);
-        self.handle_replica_migration(now);
-        // As the server's cron: the state again when something it depends on changed (a
-        // PFAIL mark here; slot owners, FAIL marks and roles flag it where they change),
-        // and on every tick while the cluster is down (its delays run out with time).
-        if self.state_stale || !self.state_ok {
-            self.update_state();
-        }
+        due
     }
 
     /// The cron's once-a-second ping: of five nodes drawn at random from the table, the

@@ -50,6 +50,14 @@ pub struct ClusterNode {
     pub(crate) outputs: VecDeque<Output>,
     pub(crate) next_cron: u64,
     pub(crate) cron_runs: u64,
+    /// The table's version when the cron last walked it, and the first time after that
+    /// walk at which a node becomes due for something (a ping, PFAIL, a handshake's end).
+    pub(crate) walked: (u64, u64),
+    /// The table's version and the cluster state when replica migration last found no
+    /// orphaned master: until either changes it would find none again.
+    pub(crate) no_orphans: Option<(u64, bool)>,
+    /// Walk on every tick regardless (see [`ClusterNode::set_walk_every_tick`]).
+    pub(crate) walk_every_tick: bool,
     /// Ids `CLUSTER FORGET` blacklisted, and until when (ms).
     pub(crate) forgotten: Vec<(NodeId, u64)>,
     /// This replica's election, when one is under way.
@@ -158,6 +166,9 @@ impl ClusterNode {
             outputs: VecDeque::new(),
             next_cron: 0,
             cron_runs: 0,
+            walked: (u64::MAX, 0),
+            no_orphans: None,
+            walk_every_tick: false,
             forgotten: Vec::new(),
             election: crate::failover::Election::default(),
             manual: crate::failover::Manual::default(),

@@ -385,8 +385,13 @@ impl ClusterNode {
     /// id among those masters' replicas, moves to a master orphaned for more than 5 s.
     ///
     /// One walk of the table counts every master's healthy replicas: the cron runs this ten
-    /// times a second on every replica, so a count per master would cost O(N²) a tick.
+    /// times a second on every replica, so a count per master would cost O(N²) a tick. A
+    /// walk that found no orphaned master is not repeated until the table or the cluster
+    /// state changes: it would find none again (only an orphan's wait depends on time).
     pub(crate) fn handle_replica_migration(&mut self, now: u64) {
+        if !self.walk_every_tick && self.no_orphans == Some((self.nodes.version(), self.state_ok)) {
+            return;
+        }
         let me = self.myself();
         let Some(my_master) = me.master.filter(|_| me.is_replica()) else {
             return;
@@ -423,6 +428,9 @@ impl ClusterNode {
                 }
             }
         }
+        self.no_orphans = orphan
+            .is_none()
+            .then(|| (self.nodes.version(), self.state_ok));
         let mine = self
             .index_of(&my_master)
             .map_or(0, |at| ok[usize::from(at)]);

@@ -6,6 +6,10 @@
 //! costs the entry's first cache line, where [`Node`] keeps what the cron and the gossip
 //! read. (As `Vec<Option<Node>>`, the compiler put the `Option`'s tag in a later line of the
 //! entry: every look-up paid two lines.)
+//!
+//! Every mutable access counts as a change ([`Table::version`]): what the cron derives from
+//! the whole table (which node is due for a ping, orphaned masters) needs no new walk while
+//! the version stands still and no deadline passed.
 
 use alloc::vec::Vec;
 
@@ -17,6 +21,7 @@ use crate::node::Node;
 pub(crate) struct Table {
     entries: Vec<Node>,
     used: Vec<bool>,
+    version: u64,
 }
 
 impl Table {
@@ -32,7 +37,13 @@ impl Table {
         }
     }
 
+    /// Changes with every mutable access (a look-up for writing counts, written or not).
+    pub(crate) fn version(&self) -> u64 {
+        self.version
+    }
+
     pub(crate) fn get_mut(&mut self, at: usize) -> Option<&mut Node> {
+        self.version += 1;
         match self.used.get(at) {
             Some(true) => self.entries.get_mut(at),
             _ => None,
@@ -42,6 +53,7 @@ impl Table {
     /// Puts `node` at `at` (a free entry or one in use), or in the first free entry when
     /// `at` is `None`; returns where.
     pub(crate) fn put(&mut self, at: Option<usize>, node: Node) -> usize {
+        self.version += 1;
         let at = at
             .or_else(|| self.used.iter().position(|used| !used))
             .unwrap_or(self.entries.len());
@@ -57,6 +69,7 @@ impl Table {
 
     /// Frees the entry at `at` (its heap parts are dropped).
     pub(crate) fn remove(&mut self, at: usize) {
+        self.version += 1;
         if let Some(used) = self.used.get_mut(at) {
             *used = false;
             self.entries[at] = Node::new(NodeId::NONE);
@@ -78,6 +91,7 @@ impl Table {
 
     /// The entries in use, mutably, with their indexes, in table order.
     pub(crate) fn enumerate_mut(&mut self) -> impl Iterator<Item = (usize, &mut Node)> {
+        self.version += 1;
         self.entries
             .iter_mut()
             .zip(&self.used)
@@ -97,6 +111,7 @@ impl Table {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use alloc::vec;
 
     fn node(n: u8) -> Node {
         Node::new(NodeId([b'a' + n; 40]))
@@ -128,5 +143,28 @@ mod tests {
         // An explicit index replaces.
         assert_eq!(table.put(Some(0), node(5)), 0);
         assert_eq!(table.get(0).map(|n| n.id.0[0]), Some(b'f'));
+    }
+
+    #[test]
+    fn every_mutable_access_is_a_new_version() {
+        let mut table = Table::default();
+        let mut seen = vec![table.version()];
+        table.put(None, node(0));
+        seen.push(table.version());
+        let _ = table.get(0);
+        let _ = table.iter().count();
+        assert_eq!(
+            table.version(),
+            *seen.last().unwrap_or(&0),
+            "reads change nothing"
+        );
+        let _ = table.get_mut(0);
+        seen.push(table.version());
+        let _ = table.enumerate_mut().count();
+        seen.push(table.version());
+        table.remove(0);
+        seen.push(table.version());
+        seen.dedup();
+        assert_eq!(seen.len(), 5);
     }
 }
