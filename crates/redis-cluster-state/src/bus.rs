@@ -2,7 +2,7 @@
 //! epochs and slot claims carried by headers (semantics sections 2, 3 and 9), as inputs
 //! (`handle_*`) and outputs (`poll_output`), with no socket in sight.
 
-use alloc::{string::String, vec::Vec};
+use alloc::{boxed::Box, string::String, vec::Vec};
 
 use redis_cluster_bus::{
     ExtensionType, Message, MessageType, NodeFlags, NodeId, OwnedExtension, OwnedGossip,
@@ -45,7 +45,7 @@ pub enum Output {
         /// Where.
         link: Link,
         /// What.
-        message: OwnedMessage,
+        message: Box<OwnedMessage>,
     },
     /// Close `link` (its node was forgotten, or left the handshake as a duplicate).
     Close(Link),
@@ -241,7 +241,7 @@ impl ClusterNode {
             self.count_message(kind.0, true);
             self.push(Output::Send {
                 link: Link::Outbound(to),
-                message,
+                message: Box::new(message),
             });
         }
     }
@@ -260,7 +260,10 @@ impl ClusterNode {
         let ping = self.gossip_body();
         let message = OwnedMessage::new(kind, self.header(), ping);
         self.count_message(kind.0, true);
-        self.push(Output::Send { link, message });
+        self.push(Output::Send {
+            link,
+            message: Box::new(message),
+        });
     }
 
     /// This node's header: a replica advertises its master's slots and config epoch.
@@ -814,7 +817,7 @@ impl ClusterNode {
         self.count_message(MessageType::UPDATE.0, true);
         self.push(Output::Send {
             link: Link::Outbound(*sender),
-            message,
+            message: Box::new(message),
         });
     }
 

@@ -2,7 +2,7 @@
 //! a rank-dependent delay, asks the masters for votes, and takes its master's slots when a
 //! majority grants them; a master votes by the server's rules.
 
-use alloc::{vec, vec::Vec};
+use alloc::{boxed::Box, vec, vec::Vec};
 
 use redis_cluster_bus::{Failover, MessageType, NodeFlags, NodeId, OwnedBody, OwnedMessage};
 use redis_hash_slot::Slot;
@@ -244,7 +244,7 @@ impl ClusterNode {
         self.count_message(MessageType::FAILOVER_AUTH_ACK.0, true);
         self.push(Output::Send {
             link: Link::Outbound(requester),
-            message,
+            message: Box::new(message),
         });
     }
 
@@ -301,7 +301,7 @@ impl ClusterNode {
                 self.count_message(MessageType::MFSTART.0, true);
                 self.push(Output::Send {
                     link: Link::Outbound(master_id),
-                    message,
+                    message: Box::new(message),
                 });
             }
         }
