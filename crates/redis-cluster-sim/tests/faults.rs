@@ -38,6 +38,17 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
+fn apply(sim: &mut Sim, op: &Op) {
+    match op {
+        Op::Crash(i) => sim.crash(*i),
+        Op::Restart(i) => sim.restart(*i),
+        Op::Partition(group) => sim.partition(group),
+        Op::Heal => sim.heal(),
+        Op::Network(faults) => sim.set_faults(*faults),
+        Op::Run(ms) => sim.run_for(*ms),
+    }
+}
+
 fn epochs(sim: &Sim) -> Vec<u64> {
     sim.nodes().iter().map(|n| n.current_epoch()).collect()
 }
@@ -58,14 +69,7 @@ proptest! {
         let mut sim = cluster(seed);
         let mut last = epochs(&sim);
         for op in &ops {
-            match op {
-                Op::Crash(i) => sim.crash(*i),
-                Op::Restart(i) => sim.restart(*i),
-                Op::Partition(group) => sim.partition(group),
-                Op::Heal => sim.heal(),
-                Op::Network(faults) => sim.set_faults(*faults),
-                Op::Run(ms) => sim.run_for(*ms),
-            }
+            apply(&mut sim, op);
             let now = epochs(&sim);
             for (i, (before, after)) in last.iter().zip(&now).enumerate() {
                 prop_assert!(after >= before, "node {}'s current epoch went back", i);
@@ -104,14 +108,7 @@ proptest! {
             let mut sim = cluster(seed);
             sim.set_walk_every_tick(every_tick);
             for op in &ops {
-                match op {
-                    Op::Crash(i) => sim.crash(*i),
-                    Op::Restart(i) => sim.restart(*i),
-                    Op::Partition(group) => sim.partition(group),
-                    Op::Heal => sim.heal(),
-                    Op::Network(faults) => sim.set_faults(*faults),
-                    Op::Run(ms) => sim.run_for(*ms),
-                }
+                apply(&mut sim, op);
             }
             sim.heal();
             sim.set_faults(Faults::default());

@@ -2,10 +2,10 @@
 //! in the server): the binding stays, any claimant may take the slot, and it is no evidence
 //! for an UPDATE.
 
-use redis_cluster_bus::{
-    Message, MessageType, NodeFlags, NodeId, OwnedHeader, OwnedMessage, OwnedPing,
-};
+use redis_cluster_bus::{Message, MessageType, NodeId, OwnedMessage, OwnedPing};
 use redis_cluster_state::{ClusterNode, Config, Link, Output};
+mod support;
+
 use redis_hash_slot::{Slot, SlotSet};
 
 const ME: &str = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
@@ -46,21 +46,7 @@ fn ping(node: &mut ClusterNode, sender: &str, port: u16, epoch: u64, slots: &[u1
     for &s in slots {
         myslots.insert(slot(s));
     }
-    let header = OwnedHeader {
-        port,
-        current_epoch: 5,
-        config_epoch: epoch,
-        offset: 0,
-        sender: id(sender),
-        myslots,
-        replicaof: NodeId::NONE,
-        myip: b"127.0.0.1".to_vec(),
-        pport: 0,
-        cport: port + 10000,
-        flags: NodeFlags(NodeFlags::MASTER.0 | NodeFlags::MYSELF.0),
-        state: 0,
-        mflags: [0; 3],
-    };
+    let header = support::master_header(id(sender), port, 5, epoch, myslots);
     let mut wire = Vec::new();
     OwnedMessage::new(MessageType::PING, header, OwnedPing::default()).encode(&mut wire);
     let message = Message::decode(&wire).expect("a PING");

@@ -3,9 +3,11 @@
 //! and for a node we see failing, a new address.
 
 use redis_cluster_bus::{
-    Message, MessageType, NodeFlags, NodeId, OwnedGossip, OwnedHeader, OwnedMessage, OwnedPing,
+    Message, MessageType, NodeFlags, NodeId, OwnedGossip, OwnedMessage, OwnedPing,
 };
 use redis_cluster_state::{ClusterNode, Config, Link, Output};
+mod support;
+
 use redis_hash_slot::SlotSet;
 
 const ME: &str = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
@@ -64,21 +66,7 @@ fn message(sender: &str, kind: MessageType, gossip: Vec<OwnedGossip>) -> Vec<u8>
     for s in first..first + 100 {
         myslots.insert(redis_hash_slot::Slot::new(s).expect("a slot"));
     }
-    let header = OwnedHeader {
-        port,
-        current_epoch: 4,
-        config_epoch: u64::from(port - 6999),
-        offset: 0,
-        sender: id(sender),
-        myslots,
-        replicaof: NodeId::NONE,
-        myip: b"127.0.0.1".to_vec(),
-        pport: 0,
-        cport: port + 10000,
-        flags: NodeFlags(NodeFlags::MASTER.0 | NodeFlags::MYSELF.0),
-        state: 0,
-        mflags: [0; 3],
-    };
+    let header = support::master_header(id(sender), port, 4, u64::from(port - 6999), myslots);
     let mut wire = Vec::new();
     OwnedMessage::new(kind, header, OwnedPing::default().with_gossip(gossip)).encode(&mut wire);
     wire

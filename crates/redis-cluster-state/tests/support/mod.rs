@@ -10,6 +10,7 @@ use redis_cluster_bus::{
     Message, MessageType, NodeFlags, NodeId, OwnedHeader, OwnedMessage, OwnedPing,
 };
 use redis_cluster_state::{ClusterNode, Config, Link};
+use redis_hash_slot::SlotSet;
 
 pub const NOW: u64 = 1_800_000_000_123;
 
@@ -33,6 +34,31 @@ pub fn load_conf(dir: &Path, port: u16) -> ClusterNode {
     config.hostname = Some("host-a1".into());
     ClusterNode::from_nodes_conf(config, &read(&dir.join("nodes.conf")), NOW)
         .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+}
+
+/// The header of a master at 127.0.0.1:`port` (bus port + 10000) claiming `myslots`.
+pub fn master_header(
+    sender: NodeId,
+    port: u16,
+    current_epoch: u64,
+    config_epoch: u64,
+    myslots: SlotSet,
+) -> OwnedHeader {
+    OwnedHeader {
+        port,
+        current_epoch,
+        config_epoch,
+        offset: 0,
+        sender,
+        myslots,
+        replicaof: NodeId::NONE,
+        myip: b"127.0.0.1".to_vec(),
+        pport: 0,
+        cport: port + 10000,
+        flags: NodeFlags(NodeFlags::MASTER.0 | NodeFlags::MYSELF.0),
+        state: 0,
+        mflags: [0; 3],
+    }
 }
 
 /// The PONG `id` would send: its own view of itself, as the table records it.
