@@ -237,11 +237,11 @@ impl ClusterNode {
     /// Adds a node to the table (replacing one with the same id) and returns its index.
     pub(crate) fn insert(&mut self, node: Node) -> u16 {
         if let Some(at) = self.index.get(&node.id, &self.nodes) {
-            self.nodes.put(Some(usize::from(at)), node);
+            self.nodes.replace(usize::from(at), node);
             return at;
         }
         let id = node.id;
-        let at = self.nodes.put(None, node) as u16;
+        let at = self.nodes.add(node) as u16;
         self.index.insert(id, at);
         at
     }

@@ -182,14 +182,16 @@ mod tests {
             let mut index = NodeIndex::new(key);
             let mut table = Table::default();
             for n in 0..40 {
-                table.put(None, Node::new(id(n)));
-                table.remove(usize::from(n));
+                prop_assert_eq!(table.add(Node::new(id(n))), usize::from(n));
+            }
+            for n in 0..40 {
+                table.remove(n);
             }
             let mut model = BTreeMap::new();
             for (insert, n) in ops {
                 let at = u16::from(n);
                 if insert {
-                    table.put(Some(usize::from(at)), Node::new(id(n)));
+                    table.replace(usize::from(at), Node::new(id(n)));
                     index.insert(id(n), at);
                     model.insert(id(n), at);
                 } else {

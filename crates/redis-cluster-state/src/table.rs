@@ -50,21 +50,30 @@ impl Table {
         }
     }
 
-    /// Puts `node` at `at` (a free entry or one in use), or in the first free entry when
-    /// `at` is `None`; returns where.
-    pub(crate) fn put(&mut self, at: Option<usize>, node: Node) -> usize {
+    /// Puts `node` in the first free entry (or a new one at the end); returns where.
+    pub(crate) fn add(&mut self, node: Node) -> usize {
         self.version += 1;
-        let at = at
-            .or_else(|| self.used.iter().position(|used| !used))
-            .unwrap_or(self.entries.len());
-        if at >= self.entries.len() {
-            self.entries.push(node);
-            self.used.push(true);
-            return self.entries.len() - 1;
+        match self.used.iter().position(|used| !used) {
+            Some(at) => {
+                self.entries[at] = node;
+                self.used[at] = true;
+                at
+            }
+            None => {
+                self.entries.push(node);
+                self.used.push(true);
+                self.entries.len() - 1
+            }
         }
-        self.entries[at] = node;
-        self.used[at] = true;
-        at
+    }
+
+    /// Puts `node` at `at`, in use or free; an index past the end changes nothing.
+    pub(crate) fn replace(&mut self, at: usize, node: Node) {
+        self.version += 1;
+        if let (Some(entry), Some(used)) = (self.entries.get_mut(at), self.used.get_mut(at)) {
+            *entry = node;
+            *used = true;
+        }
     }
 
     /// Frees the entry at `at` (its heap parts are dropped).
@@ -120,9 +129,9 @@ mod tests {
     #[test]
     fn free_entries_are_reused_and_skipped() {
         let mut table = Table::default();
-        assert_eq!(table.put(None, node(0)), 0);
-        assert_eq!(table.put(None, node(1)), 1);
-        assert_eq!(table.put(None, node(2)), 2);
+        assert_eq!(table.add(node(0)), 0);
+        assert_eq!(table.add(node(1)), 1);
+        assert_eq!(table.add(node(2)), 2);
         table.remove(1);
         assert!(table.get(1).is_none());
         assert!(table.get_mut(1).is_none());
@@ -137,19 +146,23 @@ mod tests {
         );
         assert_eq!(table.enumerate_mut().count(), 2);
         // The free entry is the first one taken, then the table grows.
-        assert_eq!(table.put(None, node(3)), 1);
+        assert_eq!(table.add(node(3)), 1);
         assert_eq!(table.get(1).map(|n| n.id.0[0]), Some(b'd'));
-        assert_eq!(table.put(None, node(4)), 3);
-        // An explicit index replaces.
-        assert_eq!(table.put(Some(0), node(5)), 0);
+        assert_eq!(table.add(node(4)), 3);
+        // An explicit index replaces; one past the end changes nothing.
+        table.replace(0, node(5));
         assert_eq!(table.get(0).map(|n| n.id.0[0]), Some(b'f'));
+        table.replace(9, node(6));
+        assert_eq!(table.len(), 4);
     }
 
     #[test]
     fn every_mutable_access_is_a_new_version() {
         let mut table = Table::default();
         let mut seen = vec![table.version()];
-        table.put(None, node(0));
+        table.add(node(0));
+        seen.push(table.version());
+        table.replace(0, node(1));
         seen.push(table.version());
         let _ = table.get(0);
         let _ = table.iter().count();
@@ -165,6 +178,6 @@ mod tests {
         table.remove(0);
         seen.push(table.version());
         seen.dedup();
-        assert_eq!(seen.len(), 5);
+        assert_eq!(seen.len(), 6);
     }
 }
