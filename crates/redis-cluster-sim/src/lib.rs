@@ -142,7 +142,9 @@ impl Sim {
         let addresses = nodes
             .iter()
             .enumerate()
-            .map(|(i, n): (usize, &ClusterNode)| ((n.myself().ip.clone(), n.myself().cport), i))
+            .map(|(i, n): (usize, &ClusterNode)| {
+                ((String::from(n.myself().ip.as_str()), n.myself().cport), i)
+            })
             .collect();
         Self {
             outbound: HashMap::new(),
@@ -399,7 +401,7 @@ impl Sim {
     pub fn meet(&mut self, from: usize, to: usize) {
         let (ip, port, cport) = {
             let target = self.nodes[to].myself();
-            (target.ip.clone(), target.port, target.cport)
+            (target.ip, target.port, target.cport)
         };
         let now = self.now;
         self.nodes[from]
@@ -538,7 +540,7 @@ impl Sim {
                     let kind = message.kind().name().unwrap_or("?");
                     self.trace.push((now, to, format!("{kind} from {peer}")));
                 }
-                let ip = self.nodes[peer].myself().ip.clone();
+                let ip = self.nodes[peer].myself().ip;
                 self.nodes[to].handle_message(link, &ip, &message, now);
                 self.recycle(bytes);
                 self.drain(to);

@@ -12,7 +12,7 @@ use redis_hash_slot::{Slot, SlotSet};
 
 use crate::{
     cluster::{ClusterNode, CommandError, random_id},
-    node::Node,
+    node::{Node, NodeIp},
 };
 
 /// A bus connection, as the driver names it to the state machine.
@@ -132,7 +132,7 @@ impl ClusterNode {
         }
         let id = random_id(&mut self.rng);
         let mut node = Node::new(id);
-        node.ip = String::from(ip);
+        node.ip = NodeIp::new(ip);
         node.port = port;
         node.cport = cport;
         node.set(NodeFlags::HANDSHAKE, true);
@@ -439,7 +439,7 @@ impl ClusterNode {
                 continue;
             }
             if !node.link && !node.connecting && !node.flags.contains(NodeFlags::NOADDR) {
-                let (id, ip, cport) = (node.id, node.ip.clone(), node.cport);
+                let (id, ip, cport) = (node.id, String::from(node.ip.as_str()), node.cport);
                 if let Some(node) = self.at_mut(at) {
                     node.connecting = true;
                 }
@@ -562,9 +562,9 @@ impl ClusterNode {
         self.count_message(kind.base().0, false);
         let sender_id = header.sender();
         let sender_known = self.node(&sender_id).is_some_and(|n| !n.in_handshake());
-        let header_ip = String::from_utf8_lossy(header.myip()).into_owned();
+        let header_ip = NodeIp::from_wire(header.myip());
         let ip = if header_ip.is_empty() {
-            String::from(peer_ip)
+            NodeIp::new(peer_ip)
         } else {
             header_ip
         };
@@ -939,7 +939,7 @@ impl ClusterNode {
             }
         }
         // The address is read only for a failing node: it lives outside the entry's first
-        // cache lines, and this runs for a tenth of the cluster per message.
+        // cache line, and this runs for a tenth of the cluster per message.
         let failing = node.is_pfailed() || node.is_failed();
         if !failing || flags.contains(NodeFlags::NOADDR) {
             return;
@@ -948,7 +948,7 @@ impl ClusterNode {
             || node.port != entry.port()
             || node.cport != entry.cport();
         if moved {
-            node.ip = String::from_utf8_lossy(entry.ip()).into_owned();
+            node.ip = NodeIp::from_wire(entry.ip());
             node.port = entry.port();
             node.pport = entry.pport();
             node.cport = entry.cport();

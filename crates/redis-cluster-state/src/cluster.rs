@@ -11,7 +11,12 @@ use alloc::{
 use redis_cluster_bus::{NodeFlags, NodeId};
 use redis_hash_slot::{SLOT_COUNT, Slot, SlotSet};
 
-use crate::{bus::Output, config::Config, index::NodeIndex, node::Node};
+use crate::{
+    bus::Output,
+    config::Config,
+    index::NodeIndex,
+    node::{Node, NodeIp},
+};
 
 /// No owner in the slot table.
 const NONE: u16 = u16::MAX;
@@ -139,7 +144,7 @@ impl ClusterNode {
         let mut rng = config.seed ^ 0x9e37_79b9_7f4a_7c15;
         let id = config.id.unwrap_or_else(|| random_id(&mut rng));
         let mut me = Node::new(id);
-        me.ip = config.ip.clone();
+        me.ip = NodeIp::new(&config.ip);
         me.port = config.port;
         me.cport = config.cport;
         me.pport = config.pport;

@@ -39,7 +39,7 @@ pub use bus::{CRON_MS, Event, Link, Output};
 pub use cluster::{ClusterNode, CommandError};
 pub use config::{Config, EndpointType};
 pub use failover::FailoverMode;
-pub use node::Node;
+pub use node::{Node, NodeIp};
 pub use reply::{LinkStats, Protocol, Reply};
 pub use route::{Decision, Request};
 pub use text::ConfError;

@@ -1,6 +1,7 @@
 //! [`Node`]: what a node knows of one node of the cluster (itself included).
 
 use alloc::{boxed::Box, string::String, vec::Vec};
+use core::{fmt, ops::Deref};
 
 use redis_cluster_bus::{NodeFlags, NodeId};
 use redis_hash_slot::SlotSet;
@@ -10,7 +11,7 @@ use redis_hash_slot::SlotSet;
 /// Laid out for the two hot paths of a large cluster, the cron's walk of the table and the
 /// gossip (a tenth of the table drawn or looked up per message): everything they read
 /// sits in the first cache line (`repr(C)` keeps the order, the alignment keeps it in one
-/// line), the address and failure reports in the second, and the 2 KiB slot set behind a
+/// line), the address (inline) in the second, the failure reports from there on, and the 2 KiB slot set behind a
 /// box. A simulated cluster of N nodes holds N² entries; with the set inline a thousand
 /// nodes' tables were 2.3 GB, and every look-up a cache and TLB miss.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -37,10 +38,10 @@ pub struct Node {
     pub cport: u16,
     /// Its secondary client port.
     pub pport: u16,
+    /// Its IP, empty when unknown.
+    pub ip: NodeIp,
     /// The masters that reported it PFAIL or FAIL, and when (ms).
     pub fail_reports: Vec<(NodeId, u64)>,
-    /// Its IP, empty when unknown.
-    pub ip: String,
     /// The inbound connection its messages arrive on (the driver's number), once one did.
     pub inbound_link: Option<u64>,
     /// When it was flagged FAIL (ms).
@@ -66,18 +67,141 @@ pub struct Node {
     pub slots: Box<SlotSet>,
 }
 
-/// The first cache line holds what the cron and the gossip read (see [`Node`]).
+/// The first cache line holds what the cron and the gossip read (see [`Node`]); a gossip
+/// entry's address is in the second.
 const _: () = {
     assert!(core::mem::offset_of!(Node, connecting) < 64);
-    assert!(core::mem::offset_of!(Node, ip) + size_of::<String>() <= 128);
+    assert!(core::mem::offset_of!(Node, ip) + size_of::<NodeIp>() <= 128);
 };
+
+/// A node's IP as text, held inline as the server holds it (`char ip[NET_IP_STR_LEN]`): at
+/// most [`NodeIp::MAX_LEN`] bytes, as many as the bus has room for.
+///
+/// Inline because the gossip copies the IPs of a tenth of the cluster into every message:
+/// behind a pointer, each was one more cache miss per entry. It reads as a `str`.
+///
+/// ```
+/// use redis_cluster_state::NodeIp;
+///
+/// let ip = NodeIp::new("127.0.0.1");
+/// assert_eq!(ip, "127.0.0.1");
+/// assert_eq!(ip.len(), 9);
+/// assert_eq!(format!("{ip}:7000"), "127.0.0.1:7000");
+/// assert!(NodeIp::EMPTY.is_empty());
+/// ```
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct NodeIp {
+    len: u8,
+    bytes: [u8; Self::MAX_LEN],
+}
+
+impl NodeIp {
+    /// The longest IP kept: the size of the bus's address fields (`NET_IP_STR_LEN`).
+    pub const MAX_LEN: usize = 46;
+
+    /// No address.
+    pub const EMPTY: Self = Self {
+        len: 0,
+        bytes: [0; Self::MAX_LEN],
+    };
+
+    /// `text`, cut to its longest prefix of at most [`NodeIp::MAX_LEN`] bytes that ends on a
+    /// character boundary (the server cuts an announced IP to its field the same way, bytes
+    /// aside).
+    ///
+    /// ```
+    /// use redis_cluster_state::NodeIp;
+    ///
+    /// let long = "a".repeat(50);
+    /// assert_eq!(NodeIp::new(&long).len(), NodeIp::MAX_LEN);
+    /// ```
+    pub fn new(text: &str) -> Self {
+        let mut end = text.len().min(Self::MAX_LEN);
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        let mut ip = Self::EMPTY;
+        ip.bytes[..end].copy_from_slice(&text.as_bytes()[..end]);
+        ip.len = end as u8;
+        ip
+    }
+
+    /// An address field as it came off the bus: bytes that are not UTF-8 are replaced, as
+    /// `String::from_utf8_lossy` does, and the result is cut as by [`NodeIp::new`].
+    pub fn from_wire(bytes: &[u8]) -> Self {
+        Self::new(&String::from_utf8_lossy(bytes))
+    }
+
+    /// The text.
+    pub fn as_str(&self) -> &str {
+        let bytes = self.bytes.get(..usize::from(self.len)).unwrap_or_default();
+        // Built only from a `str` cut on a character boundary: always UTF-8.
+        core::str::from_utf8(bytes).unwrap_or_default()
+    }
+}
+
+impl Default for NodeIp {
+    fn default() -> Self {
+        Self::EMPTY
+    }
+}
+
+impl Deref for NodeIp {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl AsRef<str> for NodeIp {
+    fn as_ref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl AsRef<[u8]> for NodeIp {
+    fn as_ref(&self) -> &[u8] {
+        self.as_str().as_bytes()
+    }
+}
+
+impl fmt::Display for NodeIp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl fmt::Debug for NodeIp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self.as_str(), f)
+    }
+}
+
+impl From<&str> for NodeIp {
+    fn from(text: &str) -> Self {
+        Self::new(text)
+    }
+}
+
+impl PartialEq<str> for NodeIp {
+    fn eq(&self, other: &str) -> bool {
+        self.as_str() == other
+    }
+}
+
+impl PartialEq<&str> for NodeIp {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
 
 impl Node {
     /// A node with no address, no slots and no flags.
     pub fn new(id: NodeId) -> Self {
         Self {
             id,
-            ip: String::new(),
+            ip: NodeIp::EMPTY,
             port: 0,
             cport: 0,
             pport: 0,

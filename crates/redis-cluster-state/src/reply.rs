@@ -164,14 +164,14 @@ impl ClusterNode {
                 if let Some(host) = hostname {
                     meta.push(("hostname", bulk(host)));
                 }
-                bulk(&node.ip)
+                bulk(node.ip)
             }
             EndpointType::Hostname => {
-                meta.push(("ip", bulk(&node.ip)));
+                meta.push(("ip", bulk(node.ip)));
                 bulk(hostname.unwrap_or("?"))
             }
             EndpointType::Unknown => {
-                meta.push(("ip", bulk(&node.ip)));
+                meta.push(("ip", bulk(node.ip)));
                 if let Some(host) = hostname {
                     meta.push(("hostname", bulk(host)));
                 }
@@ -229,7 +229,7 @@ impl ClusterNode {
         if let Some(port) = tls {
             fields.push(("tls-port", Frame::Integer(i64::from(port))));
         }
-        fields.push(("ip", bulk(&node.ip)));
+        fields.push(("ip", bulk(node.ip)));
         let hostname = node.hostname.as_deref().filter(|h| !h.is_empty());
         let endpoint = match self.config.preferred_endpoint {
             EndpointType::Ip => node.ip.as_str(),

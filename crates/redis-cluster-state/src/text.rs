@@ -6,7 +6,11 @@ use core::fmt::Write as _;
 use redis_cluster_bus::{NodeFlags, NodeId};
 use redis_hash_slot::{Slot, SlotRange};
 
-use crate::{cluster::ClusterNode, config::Config, node::Node};
+use crate::{
+    cluster::ClusterNode,
+    config::Config,
+    node::{Node, NodeIp},
+};
 
 /// The flags of a `CLUSTER NODES` line, in the server's fixed order.
 const FLAG_NAMES: [(NodeFlags, &str); 8] = [
@@ -283,7 +287,7 @@ impl ClusterNode {
             me.hostname = config.hostname.clone();
         }
         if me.ip.is_empty() {
-            me.ip = config.ip;
+            me.ip = NodeIp::new(&config.ip);
         }
         for (slot, migrating, target) in open {
             let map = if migrating {
@@ -329,7 +333,7 @@ fn parse_address(text: &str, node: &mut Node) -> Option<()> {
         None => (address, None),
     };
     let (ip, port) = address.rsplit_once(':')?;
-    node.ip = String::from(ip);
+    node.ip = NodeIp::new(ip);
     node.port = port.parse().ok()?;
     node.cport = cport.unwrap_or(node.port.wrapping_add(10000));
     node.hostname = (!hostname.is_empty()).then(|| String::from(hostname));
