@@ -468,23 +468,22 @@ impl ClusterNode {
             }
             let Some(node) = self.at(at) else { continue };
             pfail_nodes += usize::from(node.is_pfailed());
-            // When this node is next due, as it stands after this walk.
-            let next = if node.in_handshake() {
-                node.ctime.saturating_add(handshake_ttl + 1)
-            } else if node.ping_sent == 0 {
-                match node.link {
-                    true => node.pong_received.saturating_add(timeout / 2 + 1),
-                    false => u64::MAX,
-                }
-            } else if !node.is_pfailed() && !node.is_failed() {
-                node.ping_sent.saturating_add(timeout + 1)
-            } else {
-                u64::MAX
-            };
-            due = due.min(next);
+            due = due.min(due_time(node, timeout));
         }
         self.pfail_nodes = pfail_nodes;
         due
+    }
+
+    /// Brings the cron's next walk forward to the due time of the node at `at`, after a
+    /// quiet write of its ping or pong time (one that made no new table version).
+    fn fold_due(&mut self, at: u16) {
+        if at == self.myself {
+            return;
+        }
+        if let Some(node) = self.at(at) {
+            let due = due_time(node, self.config.node_timeout);
+            self.walked.1 = self.walked.1.min(due);
+        }
     }
 
     /// The cron's once-a-second ping: of five nodes drawn at random from the table, the
@@ -572,7 +571,9 @@ impl ClusterNode {
         // Epochs travel in every header from a known node (2.1).
         if sender_known {
             self.current_epoch = self.current_epoch.max(header.current_epoch());
-            if let Some(sender) = self.node_mut(&sender_id) {
+            // Neither is read by the cron: no new table version.
+            let at = self.index_of(&sender_id);
+            if let Some(sender) = at.and_then(|at| self.at_mut_quiet(at)) {
                 if header.config_epoch() > sender.config_epoch && header.replicaof().is_none() {
                     sender.config_epoch = header.config_epoch();
                 }
@@ -664,27 +665,47 @@ impl ClusterNode {
 
         if kind == MessageType::PONG {
             if let Some(linked) = link_node {
-                if let Some(node) = self.node_mut(&linked) {
-                    node.pong_received = now;
-                    node.ping_sent = 0;
-                    if node.is_pfailed() {
-                        node.set(NodeFlags::PFAIL, false);
-                        self.state_stale = true;
+                if let Some(at) = self.index_of(&linked) {
+                    // New times only move this node's due time, folded into the walk's; a
+                    // PFAIL cleared is a change the walk counts.
+                    let pfailed = self.at(at).is_some_and(Node::is_pfailed);
+                    let node = match pfailed {
+                        true => self.at_mut(at),
+                        false => self.at_mut_quiet(at),
+                    };
+                    if let Some(node) = node {
+                        node.pong_received = now;
+                        node.ping_sent = 0;
+                        if pfailed {
+                            node.set(NodeFlags::PFAIL, false);
+                            self.state_stale = true;
+                        }
                     }
+                    self.fold_due(at);
                 }
                 self.clear_failure_if_needed(&linked, now);
             }
         }
         // The sender's address, role and slots as it says them.
-        if let Some(node) = self.node_mut(&sender_id) {
-            if node.ip != ip || node.port != header.port() || node.cport != header.cport() {
-                node.ip = ip;
-                node.port = header.port();
-                node.cport = header.cport();
-                node.pport = header.pport();
+        // Written only when it differs: a write is a new table version, and the cron walks
+        // the table again after one.
+        let nofailover = header.flags().contains(NodeFlags::NOFAILOVER);
+        let stale = self.node(&sender_id).is_some_and(|node| {
+            node.ip != ip
+                || node.port != header.port()
+                || node.cport != header.cport()
+                || node.flags.contains(NodeFlags::NOFAILOVER) != nofailover
+        });
+        if stale {
+            if let Some(node) = self.node_mut(&sender_id) {
+                if node.ip != ip || node.port != header.port() || node.cport != header.cport() {
+                    node.ip = ip;
+                    node.port = header.port();
+                    node.cport = header.cport();
+                    node.pport = header.pport();
+                }
+                node.set(NodeFlags::NOFAILOVER, nofailover);
             }
-            let nofailover = header.flags().contains(NodeFlags::NOFAILOVER);
-            node.set(NodeFlags::NOFAILOVER, nofailover);
         }
         self.update_hostname(&sender_id, ping);
         let paused = header
@@ -735,8 +756,13 @@ impl ClusterNode {
                 .then(|| e.text().map(|t| String::from_utf8_lossy(t).into_owned()))
                 .flatten()
         });
-        if let Some(node) = self.node_mut(id) {
-            node.hostname = host.filter(|h| !h.is_empty());
+        let host = host.filter(|h| !h.is_empty());
+        // The cron does not read hostnames: no new table version.
+        let at = self.index_of(id);
+        if let Some(node) = at.and_then(|at| self.at_mut_quiet(at)) {
+            if node.hostname != host {
+                node.hostname = host;
+            }
         }
     }
 
@@ -754,6 +780,9 @@ impl ClusterNode {
     }
 
     fn set_master_role(&mut self, id: &NodeId) {
+        if self.node(id).is_none_or(Node::is_master) {
+            return;
+        }
         if let Some(node) = self.node_mut(id) {
             if !node.is_master() {
                 node.set(NodeFlags::REPLICA, false);
@@ -766,6 +795,8 @@ impl ClusterNode {
     fn set_replica_role(&mut self, id: &NodeId, master: NodeId) {
         let Some(node) = self.node(id) else { return };
         let was_master = node.is_master();
+        // Written only when it changes (a write is a new table version for the cron).
+        let settled = !was_master && node.is_replica() && node.master == Some(master);
         if was_master {
             // A master turned replica gives up its slots.
             let slots: Vec<Slot> = node.slots.iter().collect();
@@ -773,14 +804,21 @@ impl ClusterNode {
                 self.bind(slot, None);
             }
         }
-        if let Some(node) = self.node_mut(id) {
-            node.set(NodeFlags::MASTER, false);
-            node.set(NodeFlags::REPLICA, true);
-            node.master = Some(master);
+        if !settled {
+            if let Some(node) = self.node_mut(id) {
+                node.set(NodeFlags::MASTER, false);
+                node.set(NodeFlags::REPLICA, true);
+                node.master = Some(master);
+            }
         }
         // A master that has (had) replicas may receive a migrating one later.
-        if let Some(master) = self.node_mut(&master) {
-            master.set(NodeFlags::MIGRATE_TO, true);
+        let marked = self
+            .node(&master)
+            .is_none_or(|m| m.flags.contains(NodeFlags::MIGRATE_TO));
+        if !marked {
+            if let Some(master) = self.node_mut(&master) {
+                master.set(NodeFlags::MIGRATE_TO, true);
+            }
         }
     }
 
@@ -920,24 +958,31 @@ impl ClusterNode {
     ///   see as PFAIL or FAIL moves it there (the old link is closed; the cron reconnects).
     fn gossip_known(&mut self, at: u16, entry: redis_cluster_bus::GossipEntry<'_>, now: u64) {
         let validity = self.config.node_timeout * 2;
-        let Some(node) = self.at_mut(at) else {
-            return;
-        };
         let flags = entry.flags();
         if flags.contains(NodeFlags::PFAIL) || flags.contains(NodeFlags::FAIL) {
             return;
         }
-        let reported = || {
-            node.fail_reports
-                .iter()
-                .any(|(_, when)| now.saturating_sub(*when) <= validity)
+        let Some(node) = self.at(at) else {
+            return;
         };
-        if node.ping_sent == 0 && !reported() {
-            let pong = u64::from(entry.pong_received()) * 1000;
-            if pong <= now + 500 && pong > node.pong_received {
+        // The cheap tests first: the reports are in a later cache line of the entry.
+        let pong = u64::from(entry.pong_received()) * 1000;
+        let newer = node.ping_sent == 0 && pong <= now + 500 && pong > node.pong_received;
+        let adopt = newer
+            && !node
+                .fail_reports
+                .iter()
+                .any(|(_, when)| now.saturating_sub(*when) <= validity);
+        if adopt {
+            // A later pong only moves the node's due time (folded into the walk's).
+            if let Some(node) = self.at_mut_quiet(at) {
                 node.pong_received = pong;
             }
+            self.fold_due(at);
         }
+        let Some(node) = self.at(at) else {
+            return;
+        };
         // The address is read only for a failing node: it lives outside the entry's first
         // cache line, and this runs for a tenth of the cluster per message.
         let failing = node.is_pfailed() || node.is_failed();
@@ -947,17 +992,18 @@ impl ClusterNode {
         let moved = !node.ip.as_bytes().eq_ignore_ascii_case(entry.ip())
             || node.port != entry.port()
             || node.cport != entry.cport();
-        if moved {
-            node.ip = NodeIp::from_wire(entry.ip());
-            node.port = entry.port();
-            node.pport = entry.pport();
-            node.cport = entry.cport();
-            node.set(NodeFlags::NOADDR, false);
-            let (id, linked) = (node.id, node.link);
-            if linked {
-                node.link = false;
-                self.push(Output::Close(Link::Outbound(id)));
-            }
+        let Some(node) = self.at_mut(at).filter(|_| moved) else {
+            return;
+        };
+        node.ip = NodeIp::from_wire(entry.ip());
+        node.port = entry.port();
+        node.pport = entry.pport();
+        node.cport = entry.cport();
+        node.set(NodeFlags::NOADDR, false);
+        let (id, linked) = (node.id, node.link);
+        if linked {
+            node.link = false;
+            self.push(Output::Close(Link::Outbound(id)));
         }
     }
 
@@ -991,5 +1037,23 @@ impl ClusterNode {
             let ip = String::from_utf8_lossy(entry.ip()).into_owned();
             self.start_handshake(&ip, entry.port(), entry.cport(), true, now);
         }
+    }
+}
+
+/// When the cron's walk next has something to do for `node` if nothing changes meanwhile: its
+/// handshake expires, its PONG gets older than half the timeout (linked, no ping in flight),
+/// or its ping older than the timeout (PFAIL).
+fn due_time(node: &Node, timeout: u64) -> u64 {
+    if node.in_handshake() {
+        node.ctime.saturating_add(timeout.max(1000) + 1)
+    } else if node.ping_sent == 0 {
+        match node.link {
+            true => node.pong_received.saturating_add(timeout / 2 + 1),
+            false => u64::MAX,
+        }
+    } else if !node.is_pfailed() && !node.is_failed() {
+        node.ping_sent.saturating_add(timeout + 1)
+    } else {
+        u64::MAX
     }
 }

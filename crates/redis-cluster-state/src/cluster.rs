@@ -239,6 +239,12 @@ impl ClusterNode {
         self.nodes.get_mut(usize::from(at))
     }
 
+    /// [`Self::at_mut`] without a new table version (see `Table::get_mut_quiet` for what
+    /// may be written through it).
+    pub(crate) fn at_mut_quiet(&mut self, at: u16) -> Option<&mut Node> {
+        self.nodes.get_mut_quiet(usize::from(at))
+    }
+
     /// Adds a node to the table (replacing one with the same id) and returns its index.
     pub(crate) fn insert(&mut self, node: Node) -> u16 {
         if let Some(at) = self.index.get(&node.id, &self.nodes) {

@@ -6,6 +6,7 @@ use redis_cluster_bus::{MessageType, NodeFlags, NodeId, OwnedFail};
 use crate::{
     bus::{Event, Output},
     cluster::ClusterNode,
+    node::Node,
 };
 
 impl ClusterNode {
@@ -42,7 +43,15 @@ impl ClusterNode {
             return;
         }
         let failing = flags.contains(NodeFlags::PFAIL) || flags.contains(NodeFlags::FAIL);
-        let Some(node) = self.at_mut(about) else {
+        // Most entries are healthy ones about nodes nobody reported: nothing to write. The
+        // cron reads no reports, so a write makes no new table version (a FAIL mark does).
+        let idle = self
+            .at(about)
+            .is_none_or(|node| !failing && node.fail_reports.is_empty());
+        if idle {
+            return;
+        }
+        let Some(node) = self.at_mut_quiet(about) else {
             return;
         };
         if !node.fail_reports.is_empty() {
@@ -103,12 +112,13 @@ impl ClusterNode {
     /// timeout (nobody took its slots over).
     pub(crate) fn clear_failure_if_needed(&mut self, id: &NodeId, now: u64) {
         let undo = self.config.node_timeout * 2;
+        // Looked at for writing only when FAIL is set (a write is a new table version).
+        if !self.node(id).is_some_and(Node::is_failed) {
+            return;
+        }
         let Some(node) = self.node_mut(id) else {
             return;
         };
-        if !node.is_failed() {
-            return;
-        }
         let serving = node.is_master() && node.has_slots();
         if !serving || now.saturating_sub(node.fail_time) > undo {
             node.set(NodeFlags::FAIL, false);
