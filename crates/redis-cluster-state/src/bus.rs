@@ -302,7 +302,9 @@ impl ClusterNode {
         let known = self.index.len();
         let table = self.nodes.len() as u64;
         let wanted = (known / 10).max(3).min(known.saturating_sub(2));
-        let mut chosen: Vec<u16> = Vec::with_capacity(wanted + self.pfail_nodes);
+        let mut ping = OwnedPing::default();
+        ping.reserve_gossip(wanted + self.pfail_nodes);
+        let mut chosen = 0;
         // Entries already in this section carry this section's stamp (a linear `contains`
         // would cost N²/200 comparisons per message).
         self.gossip_stamp = self.gossip_stamp.wrapping_add(1);
@@ -315,8 +317,10 @@ impl ClusterNode {
         marks.resize(self.nodes.len(), 0);
         // Random draws from the table, as the server draws random dictionary entries: three
         // tries per wanted entry, a draw of this node (or of a free table slot) spends one.
+        // A chosen node's entry is written at once: its address is in the entry's second
+        // cache line, fetched while the next draws go on.
         let mut tries = wanted * 3;
-        while chosen.len() < wanted && tries > 0 && table > 1 {
+        while chosen < wanted && tries > 0 && table > 1 {
             tries -= 1;
             let at = (self.rng_next() % table) as u16;
             let Some(node) = self.at(at).filter(|_| at != me) else {
@@ -330,7 +334,8 @@ impl ClusterNode {
                 continue;
             }
             marks[usize::from(at)] = stamp;
-            chosen.push(at);
+            ping.push_gossip(gossip_entry(node));
+            chosen += 1;
         }
         // Every PFAIL node, counted by the last cron: no walk of the table when there is none.
         if self.pfail_nodes > 0 {
@@ -338,25 +343,11 @@ impl ClusterNode {
                 let at = at as u16;
                 let pfail = node.is_pfailed();
                 if pfail && at != me && marks[usize::from(at)] != stamp {
-                    chosen.push(at);
+                    ping.push_gossip(gossip_entry(node));
                 }
             }
         }
         self.gossip_marks = marks;
-        let mut ping = OwnedPing::default();
-        ping.reserve_gossip(chosen.len());
-        for node in chosen.iter().filter_map(|&at| self.at(at)) {
-            ping.push_gossip(
-                OwnedGossip::new(node.id)
-                    .with_ping_sent((node.ping_sent / 1000) as u32)
-                    .with_pong_received((node.pong_received / 1000) as u32)
-                    .with_ip(node.ip.as_bytes())
-                    .with_port(node.port)
-                    .with_cport(node.cport)
-                    .with_flags(node.flags)
-                    .with_pport(node.pport),
-            );
-        }
         if let Some(host) = self.myself().hostname.as_ref().filter(|h| !h.is_empty()) {
             ping.extensions.push(OwnedExtension {
                 kind: ExtensionType::HOSTNAME,
@@ -1038,6 +1029,18 @@ impl ClusterNode {
             self.start_handshake(&ip, entry.port(), entry.cport(), true, now);
         }
     }
+}
+
+/// The gossip entry about `node`: its times in seconds, its address and flags.
+fn gossip_entry(node: &Node) -> OwnedGossip {
+    OwnedGossip::new(node.id)
+        .with_ping_sent((node.ping_sent / 1000) as u32)
+        .with_pong_received((node.pong_received / 1000) as u32)
+        .with_ip(node.ip.as_bytes())
+        .with_port(node.port)
+        .with_cport(node.cport)
+        .with_flags(node.flags)
+        .with_pport(node.pport)
 }
 
 /// When the cron's walk next has something to do for `node` if nothing changes meanwhile: its

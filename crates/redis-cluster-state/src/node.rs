@@ -132,11 +132,15 @@ impl NodeIp {
         Self::new(&String::from_utf8_lossy(bytes))
     }
 
+    /// The text's bytes (no UTF-8 check, unlike `as_str().as_bytes()`).
+    pub fn as_bytes(&self) -> &[u8] {
+        self.bytes.get(..usize::from(self.len)).unwrap_or_default()
+    }
+
     /// The text.
     pub fn as_str(&self) -> &str {
-        let bytes = self.bytes.get(..usize::from(self.len)).unwrap_or_default();
         // Built only from a `str` cut on a character boundary: always UTF-8.
-        core::str::from_utf8(bytes).unwrap_or_default()
+        core::str::from_utf8(self.as_bytes()).unwrap_or_default()
     }
 }
 
@@ -162,7 +166,7 @@ impl AsRef<str> for NodeIp {
 
 impl AsRef<[u8]> for NodeIp {
     fn as_ref(&self) -> &[u8] {
-        self.as_str().as_bytes()
+        self.as_bytes()
     }
 }
 
