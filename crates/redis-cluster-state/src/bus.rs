@@ -956,14 +956,16 @@ impl ClusterNode {
         let Some(node) = self.at(at) else {
             return;
         };
-        // The cheap tests first: the reports are in a later cache line of the entry.
+        // The cheap tests first: the reports are in a later cache line of the entry (whether
+        // there are any is in the first).
         let pong = u64::from(entry.pong_received()) * 1000;
         let newer = node.ping_sent == 0 && pong <= now + 500 && pong > node.pong_received;
         let adopt = newer
-            && !node
-                .fail_reports
-                .iter()
-                .any(|(_, when)| now.saturating_sub(*when) <= validity);
+            && !(node.reported
+                && node
+                    .fail_reports
+                    .iter()
+                    .any(|(_, when)| now.saturating_sub(*when) <= validity));
         if adopt {
             // A later pong only moves the node's due time (folded into the walk's).
             if let Some(node) = self.at_mut_quiet(at) {

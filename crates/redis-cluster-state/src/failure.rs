@@ -45,20 +45,21 @@ impl ClusterNode {
         let failing = flags.contains(NodeFlags::PFAIL) || flags.contains(NodeFlags::FAIL);
         // Most entries are healthy ones about nodes nobody reported: nothing to write. The
         // cron reads no reports, so a write makes no new table version (a FAIL mark does).
-        let idle = self
-            .at(about)
-            .is_none_or(|node| !failing && node.fail_reports.is_empty());
+        let idle = self.at(about).is_none_or(|node| !failing && !node.reported);
         if idle {
             return;
         }
         let Some(node) = self.at_mut_quiet(about) else {
             return;
         };
-        if !node.fail_reports.is_empty() {
+        if node.reported {
             node.fail_reports.retain(|(reporter, _)| reporter != sender);
         }
         if failing {
             node.fail_reports.push((*sender, now));
+        }
+        node.reported = !node.fail_reports.is_empty();
+        if failing {
             let id = node.id;
             self.mark_failing_if_needed(&id, now);
         }

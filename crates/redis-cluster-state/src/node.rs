@@ -28,12 +28,15 @@ pub struct Node {
     /// How many: kept with `slots`, so that the cluster state is a walk over the nodes, not
     /// over the 16384 slots.
     pub(crate) slot_count: u16,
-    /// Its client port.
-    pub port: u16,
+    /// Whether `fail_reports` may hold a report: false means it is empty. Kept in this
+    /// cache line so that the gossip's per-entry checks need not fetch the vector's.
+    pub(crate) reported: bool,
     /// Whether we hold an outbound bus link to it.
     pub link: bool,
     /// Whether a connection to it was requested and is not up yet.
     pub connecting: bool,
+    /// Its client port.
+    pub port: u16,
     /// Its bus port.
     pub cport: u16,
     /// Its secondary client port.
@@ -71,6 +74,7 @@ pub struct Node {
 /// entry's address is in the second.
 const _: () = {
     assert!(core::mem::offset_of!(Node, connecting) < 64);
+    assert!(core::mem::offset_of!(Node, reported) < 64);
     assert!(core::mem::offset_of!(Node, ip) + size_of::<NodeIp>() <= 128);
 };
 
@@ -223,6 +227,7 @@ impl Node {
             repl_offset: 0,
             ctime: 0,
             connecting: false,
+            reported: false,
             orphaned_time: 0,
             voted_time: 0,
             fail_reports: Vec::new(),
