@@ -273,3 +273,28 @@ impl Node {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_ip_is_cut_on_a_character_boundary() {
+        // 45 ASCII bytes and a 2-byte character: 47 bytes, cut before the character.
+        let text = alloc::format!("{}é", "1".repeat(45));
+        let ip = NodeIp::new(&text);
+        assert_eq!(ip.len(), 45);
+        assert_eq!(ip.as_bytes(), "1".repeat(45).as_bytes());
+        assert_eq!(NodeIp::new("::1"), "::1");
+    }
+
+    #[test]
+    fn a_wire_field_that_is_not_utf8_is_replaced_and_still_fits() {
+        // Each invalid byte becomes U+FFFD (3 bytes): 46 of them would be 138 bytes.
+        let ip = NodeIp::from_wire(&[0xff; NodeIp::MAX_LEN]);
+        assert_eq!(ip.len(), 45, "15 whole replacement characters");
+        assert!(ip.chars().all(|c| c == char::REPLACEMENT_CHARACTER));
+        let full = NodeIp::from_wire(&[b'7'; NodeIp::MAX_LEN]);
+        assert_eq!(full.len(), NodeIp::MAX_LEN, "a full field is kept whole");
+    }
+}
