@@ -11,9 +11,10 @@ use redis_hash_slot::SlotSet;
 /// Laid out for the two hot paths of a large cluster, the cron's walk of the table and the
 /// gossip (a tenth of the table drawn or looked up per message): everything they read
 /// sits in the first cache line (`repr(C)` keeps the order, the alignment keeps it in one
-/// line), the address (inline) in the second, the failure reports from there on, and the 2 KiB slot set behind a
-/// box. A simulated cluster of N nodes holds N² entries; with the set inline a thousand
-/// nodes' tables were 2.3 GB, and every look-up a cache and TLB miss.
+/// line), except a gossip entry's address and ports, in the second; the failure reports
+/// from there on, and the 2 KiB slot set behind a box. A simulated cluster of N nodes
+/// holds N² entries; with the set inline a thousand nodes' tables were 2.3 GB, and every
+/// look-up a cache and TLB miss.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[repr(C, align(64))]
 pub struct Node {
