@@ -681,15 +681,16 @@ impl ClusterNode {
         // Written only when it differs: a write is a new table version, and the cron walks
         // the table again after one.
         let nofailover = header.flags().contains(NodeFlags::NOFAILOVER);
-        let stale = self.node(&sender_id).is_some_and(|node| {
-            node.ip != ip
-                || node.port != header.port()
-                || node.cport != header.cport()
-                || node.flags.contains(NodeFlags::NOFAILOVER) != nofailover
+        let (moved, flagged) = self.node(&sender_id).map_or((false, false), |node| {
+            let moved = node.ip != ip || node.port != header.port() || node.cport != header.cport();
+            (
+                moved,
+                node.flags.contains(NodeFlags::NOFAILOVER) != nofailover,
+            )
         });
-        if stale {
+        if moved || flagged {
             if let Some(node) = self.node_mut(&sender_id) {
-                if node.ip != ip || node.port != header.port() || node.cport != header.cport() {
+                if moved {
                     node.ip = ip;
                     node.port = header.port();
                     node.cport = header.cport();

@@ -46,10 +46,7 @@ impl Table {
 
     pub(crate) fn get_mut(&mut self, at: usize) -> Option<&mut Node> {
         self.version += 1;
-        match self.used.get(at) {
-            Some(true) => self.entries.get_mut(at),
-            _ => None,
-        }
+        self.get_mut_quiet(at)
     }
 
     /// A mutable access that is not a new version: only for writes to what neither the
