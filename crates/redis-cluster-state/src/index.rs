@@ -92,6 +92,16 @@ impl NodeIndex {
         }
     }
 
+    /// The table index in `id`'s home bucket, whoever's it is (a free one's mark past any
+    /// table): a plain load, so that a batch of them can overlap their cache misses ahead
+    /// of the look-ups proper (see `ClusterNode::fetch_gossip_nodes`).
+    pub(crate) fn home(&self, id: &NodeId) -> u16 {
+        if self.buckets.is_empty() {
+            return EMPTY;
+        }
+        self.buckets[self.hash(id) as usize & self.mask()].at
+    }
+
     /// Maps `id` to `at`, replacing what `id` mapped to before.
     pub(crate) fn insert(&mut self, id: NodeId, at: u16) {
         self.remove(&id);

@@ -76,6 +76,9 @@ pub struct Node {
 const _: () = {
     assert!(core::mem::offset_of!(Node, connecting) < 64);
     assert!(core::mem::offset_of!(Node, reported) < 64);
+    // `Table::touch` reads these two to fetch the first line and the second.
+    assert!(core::mem::offset_of!(Node, pong_received) < 64);
+    assert!(core::mem::offset_of!(Node, port) >= 64 && core::mem::offset_of!(Node, port) < 128);
     assert!(core::mem::offset_of!(Node, ip) + size_of::<NodeIp>() <= 128);
 };
 

@@ -39,6 +39,17 @@ impl Table {
         }
     }
 
+    /// Reads a word of the first cache line of the entry at `at`, used or free, and with
+    /// `address` one of the second (a gossip entry's address and ports): 0 past the end.
+    /// The value means nothing; the loads bring the lines into the cache ahead of a batch
+    /// of look-ups (see `ClusterNode::fetch_draws`).
+    pub(crate) fn touch(&self, at: usize, address: bool) -> u64 {
+        self.entries.get(at).map_or(0, |node| match address {
+            true => node.pong_received ^ u64::from(node.port),
+            false => node.pong_received,
+        })
+    }
+
     /// Changes with every mutable access (a look-up for writing counts, written or not).
     pub(crate) fn version(&self) -> u64 {
         self.version
