@@ -250,10 +250,16 @@ impl ClusterNode {
     pub(crate) fn send_ping(&mut self, link: Link, kind: MessageType, now: u64) {
         if kind == MessageType::PING {
             if let Link::Outbound(id) = link {
-                if let Some(node) = self.node_mut(&id) {
-                    if node.ping_sent == 0 {
-                        node.ping_sent = now;
+                // Written quietly, the node's new due time folded into the walk's, as a
+                // PONG's time is: as a new table version, every ping sent made the next
+                // cron tick walk the whole table (at N = 1000, two walks in three).
+                if let Some(at) = self.index_of(&id) {
+                    if let Some(node) = self.at_mut_quiet(at) {
+                        if node.ping_sent == 0 {
+                            node.ping_sent = now;
+                        }
                     }
+                    self.fold_due(at);
                 }
             }
         }
