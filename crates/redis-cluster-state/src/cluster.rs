@@ -84,10 +84,9 @@ pub struct ClusterNode {
     /// the server's `CLUSTER_TODO_UPDATE_STATE` and its cron's `update_state` do (the cron
     /// also while the cluster is down).
     pub(crate) state_stale: bool,
-    /// Which table entries the gossip section being built holds: those marked with the
-    /// current stamp.
-    pub(crate) gossip_marks: Vec<u32>,
-    pub(crate) gossip_stamp: u32,
+    /// Which table entries the gossip section being built holds, a bit each (kept between
+    /// sections only to save its allocation).
+    pub(crate) gossip_marks: Vec<u64>,
     /// Slots still bound to an owner that stopped claiming them in its pings (the server's
     /// `owner_not_claiming_slot`); cleared when the slot changes owner.
     pub(crate) not_claiming: SlotSet,
@@ -184,7 +183,6 @@ impl ClusterNode {
             pfail_nodes: 0,
             state_stale: true,
             gossip_marks: Vec::new(),
-            gossip_stamp: 0,
             not_claiming: SlotSet::new(),
         };
         node.myself = node.insert(me);
