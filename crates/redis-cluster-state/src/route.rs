@@ -64,6 +64,7 @@ pub enum Decision<'n> {
 
 impl Decision<'_> {
     /// Whether the command runs here.
+    #[inline]
     pub fn is_served(&self) -> bool {
         *self == Self::Serve
     }
@@ -107,7 +108,43 @@ impl ClusterNode {
     /// Where the command `request` goes. `exists` tells whether a key is in this node's
     /// keyspace; it is asked only while the slot is migrating or importing, as the server
     /// looks keys up only then. Allocates nothing.
+    #[inline]
     pub fn route<K: AsRef<[u8]>>(
+        &self,
+        request: &Request<'_, K>,
+        exists: impl FnMut(&[u8]) -> bool,
+    ) -> Decision<'_> {
+        // The common case, inlined into the caller: one key, the cluster up, no slot open
+        // anywhere. Steps A, C to F change nothing then, and the owner's entry is read only
+        // when the answer needs it (G, H). The rest goes through every step in order.
+        let [key] = request.keys else {
+            return self.route_any(request, exists);
+        };
+        if !self.state_ok || !self.migrating_to.is_empty() || !self.importing_from.is_empty() {
+            return self.route_any(request, exists);
+        }
+        let slot = key_slot(key.as_ref());
+        let at = self.owners.get(usize::from(u16::from(slot))).copied();
+        let Some(at) = at else {
+            return Decision::Unbound; // A1 (every slot has an entry)
+        };
+        if at == self.myself {
+            return Decision::Serve; // H
+        }
+        let Some(owner) = self.at(at) else {
+            return Decision::Unbound; // A1
+        };
+        if (request.readonly || request.pubsub_shard) && !request.write {
+            let me = self.myself();
+            if me.is_replica() && me.master == Some(owner.id) {
+                return Decision::Serve; // G
+            }
+        }
+        Decision::Moved(slot, owner, self.config.preferred_endpoint) // H
+    }
+
+    /// [`Self::route`], every step in order.
+    fn route_any<K: AsRef<[u8]>>(
         &self,
         request: &Request<'_, K>,
         mut exists: impl FnMut(&[u8]) -> bool,
@@ -191,5 +228,89 @@ impl ClusterNode {
             return Decision::Moved(slot, owner, endpoint);
         }
         Decision::Serve
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use alloc::{format, string::String};
+
+    use crate::{ClusterNode, Config, Request};
+
+    use super::Decision;
+
+    fn id(i: usize) -> String {
+        format!("{:040x}", i + 1)
+    }
+
+    /// Three masters, the third without slots 10000-10999, and a replica of the first; the
+    /// node on line `me` is myself.
+    fn layout(me: usize) -> String {
+        let lines = [
+            ("master", String::from("-"), "0-5460"),
+            ("master", String::from("-"), "5461-9999"),
+            ("master", String::from("-"), "11000-16383"),
+            ("slave", id(0), ""),
+        ];
+        let mut text = String::new();
+        for (i, (role, master, slots)) in lines.iter().enumerate() {
+            let flags = if i == me {
+                format!("myself,{role}")
+            } else {
+                String::from(*role)
+            };
+            let epoch = if *role == "slave" { 1 } else { i + 1 };
+            text += &format!(
+                "{} 127.0.0.1:{}@{} {flags} {master} 0 0 {epoch} connected {slots}\n",
+                id(i),
+                7000 + i,
+                17000 + i,
+            );
+        }
+        text + "vars currentEpoch 3 lastVoteEpoch 0\n"
+    }
+
+    /// `route`'s inlined path for one key must decide as the walk through every step does,
+    /// for every request flag, on a master and on a replica, with the cluster up and down,
+    /// with and without an open slot.
+    #[test]
+    fn the_one_key_path_decides_as_every_step_does() {
+        for me in [0, 3] {
+            let mut config = Config::new("127.0.0.1", 7000 + me as u16);
+            config.require_full_coverage = false;
+            config.allow_reads_when_down = me == 3;
+            let mut node = ClusterNode::from_nodes_conf(config, &layout(me), 0).expect("layout");
+            let (mut served, mut moved, mut unbound, mut other) = (0, 0, 0, 0);
+            for (state_ok, open) in [(true, false), (false, false), (true, true)] {
+                node.state_ok = state_ok;
+                if open {
+                    node.migrating_to.insert(0, node.myself().id);
+                }
+                for i in 0..1000 {
+                    let key = format!("key:{i}");
+                    let keys = [key.as_bytes()];
+                    for flags in 0..8u8 {
+                        let mut request = Request::new(&keys);
+                        request.write = flags & 1 != 0;
+                        request.readonly = flags & 2 != 0;
+                        request.pubsub_shard = flags & 4 != 0;
+                        let fast = node.route(&request, |_| false);
+                        let every = node.route_any(&request, |_| false);
+                        assert_eq!(fast, every, "{key} flags {flags} me {me}");
+                        match fast {
+                            Decision::Serve => served += 1,
+                            Decision::Moved(..) => moved += 1,
+                            Decision::Unbound => unbound += 1,
+                            _ => other += 1,
+                        }
+                    }
+                }
+            }
+            // Each kind of answer came up, so each branch of the inlined path was compared.
+            assert!(
+                served > 0 && moved > 0 && unbound > 0 && other > 0,
+                "me {me}"
+            );
+        }
     }
 }
