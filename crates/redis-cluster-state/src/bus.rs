@@ -365,11 +365,11 @@ impl ClusterNode {
     /// Brings into the cache the entries (both lines) of the nodes the next `draws` draws
     /// of [`Self::gossip_body`] will pick, without advancing the generator.
     ///
-    /// A draw reads its node's first line, and a chosen node's second: both misses at scale,
-    /// as the table is a tenth of the cluster's memory per thousand nodes. Drawing and
-    /// testing one node at a time, the core waited for most misses in turn; these loads,
-    /// with nothing depending on them, go out together. At N = 1000 this made a run 10 %
-    /// faster.
+    /// A draw reads its node's first line, and a chosen node's second: both misses at scale
+    /// (a thousand nodes' tables take 320 MB). Drawing and testing one node at a time, the
+    /// core waited for most misses in turn; these loads, with nothing depending on them, go
+    /// out together. The caller asks for a few more draws than it wants entries, for those
+    /// it skips (itself, a node drawn twice). At N = 1000 this made a run 10 % faster.
     fn fetch_draws(&self, draws: usize) {
         let mut rng = self.rng;
         let table = self.nodes.len() as u64;
