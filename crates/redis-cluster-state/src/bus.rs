@@ -252,7 +252,7 @@ impl ClusterNode {
             if let Link::Outbound(id) = link {
                 // Written quietly, the node's new due time folded into the walk's, as a
                 // PONG's time is: as a new table version, every ping sent made the next
-                // cron tick walk the whole table (at N = 1000, two walks in three).
+                // cron tick walk the whole table (at N = 1000, two walks in three were for that).
                 if let Some(at) = self.index_of(&id) {
                     if let Some(node) = self.at_mut_quiet(at) {
                         if node.ping_sent == 0 {
