@@ -29,60 +29,18 @@ impl Drop for Proxy {
     }
 }
 
-/// The example's binary, built by `cargo test` next to this test's own.
+/// The toy proxy's binary, checked to be newer than its sources.
 fn toy_proxy_binary() -> PathBuf {
-    let exe = std::env::current_exe().expect("the test's path");
-    let dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("target/<profile>/deps");
-    let binary = dir.join("examples").join("toy-proxy");
-    let built = std::fs::metadata(&binary).and_then(|m| m.modified());
-    let Ok(built) = built else {
-        panic!(
-            "{} is missing: `cargo test` builds the examples (or `cargo build --example \
-             toy-proxy`)",
-            binary.display()
-        );
-    };
-    // `cargo test --test nutcracker_dropin` alone does not rebuild the example: a binary
-    // older than its sources would test old code.
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    // The example and the crates it is built from (a change to any of them rebuilds it).
-    let newest = [
-        "examples/toy-proxy",
-        "src",
-        "crates/redis-resp/src",
-        "crates/redis-cluster-route/src",
-        "crates/redis-hash-slot/src",
-    ]
-    .iter()
-    .filter_map(|dir| newest_source(&root.join(dir)))
-    .max();
-    assert!(
-        newest.is_none_or(|newest| newest <= built),
-        "{} is older than its sources: run `cargo build --example toy-proxy` (a plain \
-         `cargo test` does)",
-        binary.display()
-    );
-    binary
-}
-
-/// The latest modification time of a `.rs` file under `dir`.
-fn newest_source(dir: &Path) -> Option<std::time::SystemTime> {
-    let mut newest = None;
-    for entry in std::fs::read_dir(dir).ok()?.flatten() {
-        let path = entry.path();
-        let time = if path.is_dir() {
-            newest_source(&path)
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            entry.metadata().and_then(|m| m.modified()).ok()
-        } else {
-            None
-        };
-        newest = newest.max(time);
-    }
-    newest
+    support::example_binary(
+        "toy-proxy",
+        &[
+            "examples/toy-proxy",
+            "src",
+            "crates/redis-resp/src",
+            "crates/redis-cluster-route/src",
+            "crates/redis-hash-slot/src",
+        ],
+    )
 }
 
 /// Starts `program` with `args` and waits until every port in `ports` accepts.

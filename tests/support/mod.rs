@@ -8,7 +8,7 @@
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -150,7 +150,7 @@ impl RedisServer {
     }
 
     /// The server's scratch directory (its nodes.conf, its log).
-    pub fn dir(&self) -> &std::path::Path {
+    pub fn dir(&self) -> &Path {
         &self.dir
     }
 
@@ -387,4 +387,53 @@ pub fn info(node: &RedisServer, sub: &[u8]) -> String {
         Frame::VerbatimString { text, .. } => String::from_utf8_lossy(&text).into_owned(),
         other => panic!("CLUSTER {}: {other:?}", String::from_utf8_lossy(sub)),
     }
+}
+
+/// The binary of the example `name`, built by `cargo test` next to the test's own, checked to
+/// be newer than every `.rs` file under `sources` (directories from the workspace root, the
+/// example's own and the crates it is built from): `cargo test --test X` alone does not
+/// rebuild examples, and an old binary would test old code.
+pub fn example_binary(name: &str, sources: &[&str]) -> PathBuf {
+    let exe = std::env::current_exe().expect("the test's path");
+    let dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target/<profile>/deps");
+    let binary = dir.join("examples").join(name);
+    let built = std::fs::metadata(&binary).and_then(|m| m.modified());
+    let Ok(built) = built else {
+        panic!(
+            "{} is missing: `cargo test` builds the examples (or `cargo build --example {name}`)",
+            binary.display()
+        );
+    };
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let newest = sources
+        .iter()
+        .filter_map(|dir| newest_source(&root.join(dir)))
+        .max();
+    assert!(
+        newest.is_none_or(|newest| newest <= built),
+        "{} is older than its sources: run `cargo build --example {name}` (a plain \
+         `cargo test` does)",
+        binary.display()
+    );
+    binary
+}
+
+/// The latest modification time of a `.rs` file under `dir`.
+fn newest_source(dir: &Path) -> Option<std::time::SystemTime> {
+    let mut newest = None;
+    for entry in std::fs::read_dir(dir).ok()?.flatten() {
+        let path = entry.path();
+        let time = if path.is_dir() {
+            newest_source(&path)
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            entry.metadata().and_then(|m| m.modified()).ok()
+        } else {
+            None
+        };
+        newest = newest.max(time);
+    }
+    newest
 }
