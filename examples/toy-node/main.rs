@@ -1,0 +1,536 @@
+//! A toy Redis Cluster node: the crates wired to sockets, timers and files (issue #6, first
+//! step). The cluster bus, the CLUSTER commands and the redirect decisions are the crates'
+//! work; this file owns the sockets, the clock, nodes.conf and a keyspace of strings.
+//!
+//! ```text
+//! cargo run --example toy-node -- --port 7000 [--cluster-port 17000] [--dir DIR]
+//!     [--cluster-config-file nodes-7000.conf] [--cluster-node-timeout 15000]
+//!     [--cluster-announce-hostname HOST] [CONFIG-FILE]
+//! ```
+//!
+//! A configuration file, as redis-server's, holds the same directives one per line
+//! (`port 7000`, `cluster-node-timeout 5000`, …); the command line overrides it.
+//!
+//! This step serves the bus (MEET, gossip, failure detection, failover as the state machine
+//! drives them), `CLUSTER …`, `PING`, `ECHO`, `INFO`, `SELECT 0` and `GET` / `SET` / `DEL`
+//! routed through `ClusterNode::route`. Replication, DUMP / RESTORE, MIGRATE and the rest of
+//! the issue's command list are still to come.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use bytes::{Bytes, BytesMut};
+use redis_cluster_proto::bus::{Framed, Framer, Message, NodeId};
+use redis_cluster_proto::hash_slot::{Slot, key_slot};
+use redis_cluster_proto::resp::{Decoder, Frame, encode};
+use redis_cluster_proto::state::{ClusterNode, Config, Link, Output, Protocol, Request};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{Notify, mpsc};
+
+/// The command line and configuration file, as redis-server names them.
+#[derive(Debug)]
+struct Options {
+    port: u16,
+    cluster_port: Option<u16>,
+    node_timeout: u64,
+    config_file: Option<String>,
+    dir: PathBuf,
+    hostname: Option<String>,
+}
+
+impl Options {
+    fn parse(args: &[String]) -> Result<Self, String> {
+        let mut options = Self {
+            port: 6379,
+            cluster_port: None,
+            node_timeout: 15_000,
+            config_file: None,
+            dir: PathBuf::from("."),
+            hostname: None,
+        };
+        let mut pairs: Vec<(String, String)> = Vec::new();
+        let mut rest = args;
+        if let Some(file) = rest.first().filter(|a| !a.starts_with("--")) {
+            let text = std::fs::read_to_string(file).map_err(|e| format!("{file}: {e}"))?;
+            for line in text.lines().map(str::trim) {
+                if line.is_empty() || line.starts_with('#') {
+                    continue;
+                }
+                let (name, value) = line.split_once(char::is_whitespace).unwrap_or((line, ""));
+                pairs.push((name.to_ascii_lowercase(), value.trim().to_string()));
+            }
+            rest = &rest[1..];
+        }
+        let mut args = rest.iter();
+        while let Some(name) = args.next() {
+            let Some(name) = name.strip_prefix("--") else {
+                return Err(format!("unexpected argument {name:?}"));
+            };
+            let value = args.next().ok_or(format!("--{name} needs a value"))?;
+            pairs.push((name.to_ascii_lowercase(), value.clone()));
+        }
+        for (name, value) in pairs {
+            let number = |what: &str| format!("{what}: not a number: {value:?}");
+            match name.as_str() {
+                "port" => options.port = value.parse().map_err(|_| number("port"))?,
+                "cluster-port" => {
+                    options.cluster_port = Some(value.parse().map_err(|_| number("cluster-port"))?)
+                }
+                "cluster-node-timeout" => {
+                    options.node_timeout =
+                        value.parse().map_err(|_| number("cluster-node-timeout"))?
+                }
+                "cluster-config-file" => options.config_file = Some(value),
+                "dir" => options.dir = PathBuf::from(value),
+                "cluster-announce-hostname" => options.hostname = Some(value),
+                "cluster-enabled" | "bind" | "daemonize" | "appendonly" | "save" => {}
+                other => return Err(format!("unknown option {other:?}")),
+            }
+        }
+        Ok(options)
+    }
+
+    fn cport(&self) -> u16 {
+        self.cluster_port.unwrap_or(self.port.wrapping_add(10_000))
+    }
+
+    fn conf_path(&self) -> PathBuf {
+        let file = self
+            .config_file
+            .clone()
+            .unwrap_or_else(|| String::from("nodes.conf"));
+        self.dir.join(file)
+    }
+}
+
+/// The wall clock in ms, the state machine's time.
+fn now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// What the node's tasks share: the state machine, the links' writers, the keyspace.
+struct Node {
+    cluster: ClusterNode,
+    outbound: HashMap<NodeId, mpsc::UnboundedSender<Vec<u8>>>,
+    inbound: HashMap<u64, mpsc::UnboundedSender<Vec<u8>>>,
+    next_conn: u64,
+    /// Handshake ids renamed to real ones, for the link tasks that still use the old one.
+    renamed: HashMap<NodeId, NodeId>,
+    keys: HashMap<Vec<u8>, Vec<u8>>,
+    conf_path: PathBuf,
+}
+
+type Shared = Arc<(Mutex<Node>, Notify)>;
+
+fn lock(shared: &Shared) -> MutexGuard<'_, Node> {
+    shared
+        .0
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Carries out everything the state machine asked for since the last input.
+fn pump(shared: &Shared, node: &mut Node) {
+    while let Some(output) = node.cluster.poll_output() {
+        match output {
+            Output::Connect {
+                node: id,
+                ip,
+                cport,
+            } => {
+                tokio::spawn(connect(shared.clone(), id, ip, cport));
+            }
+            Output::Send { link, message } => {
+                let mut bytes = Vec::with_capacity(message.encoded_len());
+                message.encode(&mut bytes);
+                let writer = match link {
+                    Link::Outbound(id) => node.outbound.get(&id),
+                    Link::Inbound(conn) => node.inbound.get(&conn),
+                };
+                if let Some(writer) = writer {
+                    let _ = writer.send(bytes);
+                }
+            }
+            Output::Close(Link::Outbound(id)) => {
+                node.outbound.remove(&id);
+            }
+            Output::Close(Link::Inbound(conn)) => {
+                node.inbound.remove(&conn);
+            }
+            Output::Renamed { from, to } => {
+                if let Some(writer) = node.outbound.remove(&from) {
+                    node.outbound.insert(to, writer);
+                }
+                node.renamed.insert(from, to);
+            }
+            Output::SaveConfig => save(&node.conf_path, &node.cluster.nodes_conf()),
+            Output::Event(event) => eprintln!("{} * {event:?}", now()),
+        }
+    }
+}
+
+/// [`pump`] after an input from a link or a client: the timer task sleeps until the next
+/// deadline, which may have moved.
+fn pump_and_wake(shared: &Shared, node: &mut Node) {
+    pump(shared, node);
+    shared.1.notify_one();
+}
+
+/// nodes.conf, written to a temporary file and renamed over the old one.
+fn save(path: &PathBuf, text: &str) {
+    let tmp = path.with_extension("tmp");
+    let written = std::fs::write(&tmp, text).and_then(|()| std::fs::rename(&tmp, path));
+    if let Err(e) = written {
+        eprintln!("{} # nodes.conf not saved: {e}", now());
+    }
+}
+
+async fn connect(shared: Shared, id: NodeId, ip: String, cport: u16) {
+    let stream = tokio::time::timeout(
+        Duration::from_millis(1000),
+        TcpStream::connect((ip.as_str(), cport)),
+    )
+    .await;
+    let Ok(Ok(stream)) = stream else {
+        let mut node = lock(&shared);
+        node.cluster.handle_link_down(Link::Outbound(id), now());
+        pump_and_wake(&shared, &mut node);
+        return;
+    };
+    let _ = stream.set_nodelay(true);
+    let (tx, rx) = mpsc::unbounded_channel();
+    {
+        let mut node = lock(&shared);
+        node.outbound.insert(id, tx.clone());
+        node.cluster.handle_link_up(&id, now());
+        pump_and_wake(&shared, &mut node);
+    }
+    run_link(shared, stream, Link::Outbound(id), rx, tx).await;
+}
+
+/// One bus connection: writes what the state machine sends on it, reads and hands over what
+/// arrives, and reports its end.
+async fn run_link(
+    shared: Shared,
+    stream: TcpStream,
+    mut link: Link,
+    mut rx: mpsc::UnboundedReceiver<Vec<u8>>,
+    tx: mpsc::UnboundedSender<Vec<u8>>,
+) {
+    let peer = stream
+        .peer_addr()
+        .map_or_else(|_| String::new(), |a: SocketAddr| a.ip().to_string());
+    let (mut rd, mut wr) = stream.into_split();
+    let writer = tokio::spawn(async move {
+        while let Some(bytes) = rx.recv().await {
+            if wr.write_all(&bytes).await.is_err() {
+                break;
+            }
+        }
+    });
+    drop(tx);
+    let framer = Framer::default();
+    let mut buf: Vec<u8> = Vec::with_capacity(16 * 1024);
+    let mut chunk = vec![0u8; 64 * 1024];
+    'read: loop {
+        let n = match rd.read(&mut chunk).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        buf.extend_from_slice(&chunk[..n]);
+        loop {
+            match framer.frame(&buf) {
+                Ok(Framed::Message(len)) => {
+                    let bytes: Vec<u8> = buf.drain(..len).collect();
+                    let Ok(message) = Message::decode(&bytes) else {
+                        break 'read; // the server frees a link that sends garbage
+                    };
+                    let mut node = lock(&shared);
+                    node.cluster.handle_message(link, &peer, &message, now());
+                    pump_and_wake(&shared, &mut node);
+                    // A link to a handshake node is now keyed by the node's real id.
+                    if let Link::Outbound(id) = link {
+                        if let Some(real) = node.renamed.remove(&id) {
+                            link = Link::Outbound(real);
+                        }
+                    }
+                }
+                Ok(Framed::Incomplete(_)) => break,
+                Err(_) => break 'read,
+            }
+        }
+    }
+    writer.abort();
+    let mut node = lock(&shared);
+    if let Link::Outbound(id) = link {
+        if let Some(real) = node.renamed.remove(&id) {
+            link = Link::Outbound(real);
+        }
+    }
+    match link {
+        Link::Outbound(id) => {
+            node.outbound.remove(&id);
+        }
+        Link::Inbound(conn) => {
+            node.inbound.remove(&conn);
+        }
+    }
+    node.cluster.handle_link_down(link, now());
+    pump_and_wake(&shared, &mut node);
+}
+
+/// Accepts the bus connections peers open to this node.
+async fn serve_bus(shared: Shared, listener: TcpListener) {
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        let (tx, rx) = mpsc::unbounded_channel();
+        let conn = {
+            let mut node = lock(&shared);
+            node.next_conn += 1;
+            let conn = node.next_conn;
+            node.inbound.insert(conn, tx.clone());
+            conn
+        };
+        tokio::spawn(run_link(
+            shared.clone(),
+            stream,
+            Link::Inbound(conn),
+            rx,
+            tx,
+        ));
+    }
+}
+
+/// The cron: `handle_timeout` at every deadline the state machine names (and at least every
+/// 100 ms, its tick).
+async fn run_timer(shared: Shared) {
+    loop {
+        let wait = {
+            let mut node = lock(&shared);
+            let now = now();
+            node.cluster.handle_timeout(now);
+            pump(&shared, &mut node);
+            node.cluster
+                .poll_timeout()
+                .saturating_sub(now)
+                .clamp(1, 100)
+        };
+        tokio::select! {
+            () = tokio::time::sleep(Duration::from_millis(wait)) => {}
+            () = shared.1.notified() => {}
+        }
+    }
+}
+
+fn error(text: &str) -> Frame {
+    Frame::SimpleError(Bytes::copy_from_slice(text.as_bytes()))
+}
+
+fn bulk(bytes: &[u8]) -> Frame {
+    Frame::BulkString(Bytes::copy_from_slice(bytes))
+}
+
+/// Converts one of the state machine's replies to the decoder's frame type.
+fn to_bytes_frame(reply: Frame<Vec<u8>>) -> Frame {
+    let mut out = BytesMut::new();
+    encode(&reply, &mut out);
+    let mut decoder = Decoder::new();
+    match decoder.decode(&mut out) {
+        Ok(Some(frame)) => frame,
+        _ => error("ERR internal reply encoding"),
+    }
+}
+
+/// Runs one client command.
+fn command(node: &mut Node, args: &[Bytes]) -> Frame {
+    let Some(name) = args.first() else {
+        return error("ERR empty command");
+    };
+    let name = name.to_ascii_lowercase();
+    let now = now();
+    match (name.as_slice(), &args[1..]) {
+        (b"ping", []) => Frame::SimpleString(Bytes::from_static(b"PONG")),
+        (b"ping", [text]) | (b"echo", [text]) => bulk(text),
+        (b"select", [db]) if db.as_ref() == b"0" => Frame::SimpleString(Bytes::from_static(b"OK")),
+        (b"select", [_]) => error("ERR SELECT is not allowed in cluster mode"),
+        (b"dbsize", []) => Frame::Integer(node.keys.len() as i64),
+        (b"info", _) => {
+            let text = "# Server\r\nredis_version:7.0.15\r\nredis_mode:cluster\r\n\r\n\
+                        # Cluster\r\ncluster_enabled:1\r\n";
+            bulk(text.as_bytes())
+        }
+        (b"cluster", rest) if !rest.is_empty() => {
+            let keys = &node.keys;
+            let count = |slot: Slot| keys.keys().filter(|k| key_slot(k) == slot).count() as u64;
+            match node
+                .cluster
+                .cluster_command(rest, Protocol::Resp2, now, count)
+            {
+                Some(reply) => to_bytes_frame(reply),
+                None => error("ERR Unknown subcommand"),
+            }
+        }
+        (b"get" | b"del", [key]) | (b"set", [key, _]) => {
+            let keys = [key.as_ref()];
+            let mut request = Request::new(&keys);
+            request.write = name != b"get";
+            let decision = {
+                let stored = &node.keys;
+                let decision = node.cluster.route(&request, |k| stored.contains_key(k));
+                (!decision.is_served()).then(|| decision.to_string())
+            };
+            if let Some(redirect) = decision {
+                return error(&redirect);
+            }
+            match (name.as_slice(), &args[2..]) {
+                (b"get", []) => node
+                    .keys
+                    .get(key.as_ref())
+                    .map_or(Frame::NullBulkString, |v| bulk(v)),
+                (b"set", [value]) => {
+                    node.keys.insert(key.to_vec(), value.to_vec());
+                    Frame::SimpleString(Bytes::from_static(b"OK"))
+                }
+                (b"del", []) => Frame::Integer(i64::from(node.keys.remove(key.as_ref()).is_some())),
+                _ => error("ERR syntax error"),
+            }
+        }
+        (b"get" | b"set" | b"del", _) => {
+            let name = String::from_utf8_lossy(&name);
+            error(&format!(
+                "ERR wrong number of arguments for '{name}' command"
+            ))
+        }
+        _ => {
+            // The server's text: the name as sent, and the first arguments, each quoted.
+            let mut text = format!(
+                "ERR unknown command '{}', with args beginning with: ",
+                String::from_utf8_lossy(&args[0])
+            );
+            for arg in &args[1..] {
+                text += &format!("'{}' ", String::from_utf8_lossy(arg));
+            }
+            error(&text)
+        }
+    }
+}
+
+/// One client connection: RESP2 requests in, replies out, in order.
+async fn serve_client(shared: Shared, mut stream: TcpStream) {
+    let mut decoder = Decoder::new();
+    let mut buf = BytesMut::with_capacity(16 * 1024);
+    let mut out = BytesMut::new();
+    loop {
+        loop {
+            match decoder.decode(&mut buf) {
+                Ok(Some(Frame::Array(items))) => {
+                    let args: Vec<Bytes> = items
+                        .into_iter()
+                        .filter_map(|item| match item {
+                            Frame::BulkString(b) | Frame::SimpleString(b) => Some(b),
+                            _ => None,
+                        })
+                        .collect();
+                    let reply = {
+                        let mut node = lock(&shared);
+                        let reply = command(&mut node, &args);
+                        pump_and_wake(&shared, &mut node);
+                        reply
+                    };
+                    encode(&reply, &mut out);
+                }
+                Ok(Some(_)) => encode(&error("ERR Protocol error: expected an array"), &mut out),
+                Ok(None) => break,
+                Err(_) => {
+                    encode(&error("ERR Protocol error"), &mut out);
+                    let _ = stream.write_all(&out).await;
+                    return;
+                }
+            }
+        }
+        if !out.is_empty() {
+            if stream.write_all(&out).await.is_err() {
+                return;
+            }
+            out.clear();
+        }
+        match stream.read_buf(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {}
+        }
+    }
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let options = match Options::parse(&args) {
+        Ok(options) => options,
+        Err(e) => {
+            eprintln!("toy-node: {e}");
+            std::process::exit(1);
+        }
+    };
+    let mut config = Config::new("127.0.0.1", options.port);
+    config.cport = options.cport();
+    config.node_timeout = options.node_timeout;
+    config.hostname = options.hostname.clone();
+    config.seed = now() ^ u64::from(std::process::id()) << 32;
+    let conf_path = options.conf_path();
+    let cluster = match std::fs::read_to_string(&conf_path) {
+        Ok(text) => match ClusterNode::from_nodes_conf(config, &text, now()) {
+            Ok(cluster) => cluster,
+            Err(e) => {
+                eprintln!("toy-node: {}: {e}", conf_path.display());
+                std::process::exit(1);
+            }
+        },
+        Err(_) => ClusterNode::new(config),
+    };
+    save(&conf_path, &cluster.nodes_conf());
+    let shared: Shared = Arc::new((
+        Mutex::new(Node {
+            cluster,
+            outbound: HashMap::new(),
+            inbound: HashMap::new(),
+            next_conn: 0,
+            renamed: HashMap::new(),
+            keys: HashMap::new(),
+            conf_path,
+        }),
+        Notify::new(),
+    ));
+    let clients = TcpListener::bind(("127.0.0.1", options.port)).await;
+    let bus = TcpListener::bind(("127.0.0.1", options.cport())).await;
+    let (Ok(clients), Ok(bus)) = (clients, bus) else {
+        eprintln!(
+            "toy-node: cannot listen on ports {} and {}",
+            options.port,
+            options.cport()
+        );
+        std::process::exit(1);
+    };
+    eprintln!(
+        "{} * toy node {} ready on {} (bus {})",
+        now(),
+        lock(&shared).cluster.myself().id,
+        options.port,
+        options.cport()
+    );
+    tokio::spawn(serve_bus(shared.clone(), bus));
+    tokio::spawn(run_timer(shared.clone()));
+    loop {
+        if let Ok((stream, _)) = clients.accept().await {
+            tokio::spawn(serve_client(shared.clone(), stream));
+        }
+    }
+}

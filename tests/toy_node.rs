@@ -1,0 +1,198 @@
+//! The toy node (`examples/toy-node`) in front of the real tools: six toy nodes formed by the
+//! real `redis-cli --cluster create --cluster-replicas 1`, then checked by
+//! `redis-cli --cluster check` and used by `redis-cli -c` (issue #6, tests 1 and part of 2).
+//! Every node is a child process killed on drop, every wait bounded.
+
+mod support;
+
+use std::net::TcpStream;
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use redis_cluster_proto::resp::Frame;
+use support::{Client, free_ports};
+
+/// Toy node processes and their directory, killed and removed on drop.
+struct Nodes {
+    children: Vec<Child>,
+    dir: PathBuf,
+}
+
+impl Drop for Nodes {
+    fn drop(&mut self) {
+        for child in &mut self.children {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn toy_node_binary() -> PathBuf {
+    support::example_binary(
+        "toy-node",
+        &[
+            "examples/toy-node",
+            "src",
+            "crates/redis-resp/src",
+            "crates/redis-cluster-bus/src",
+            "crates/redis-cluster-state/src",
+            "crates/redis-hash-slot/src",
+        ],
+    )
+}
+
+/// Starts a toy node for each of `ports` (client port, bus port) and waits until each
+/// accepts clients.
+fn start(ports: &[(u16, u16)]) -> Nodes {
+    let dir = std::env::temp_dir().join(format!("toy-node-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a scratch directory");
+    let mut nodes = Nodes {
+        children: Vec::new(),
+        dir: dir.clone(),
+    };
+    for &(port, cport) in ports {
+        let child = Command::new(toy_node_binary())
+            .args(["--port", &port.to_string()])
+            .args(["--cluster-port", &cport.to_string()])
+            .args(["--cluster-node-timeout", "5000"])
+            .args(["--cluster-config-file", &format!("nodes-{port}.conf")])
+            .arg("--dir")
+            .arg(&dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start toy-node");
+        nodes.children.push(child);
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    for &(port, _) in ports {
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "toy node on {port} never listened"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    nodes
+}
+
+/// Runs `redis-cli` with `args`, killed after `limit`.
+fn redis_cli(args: &[String], limit: Duration) -> Output {
+    let child = Command::new("timeout")
+        .arg(limit.as_secs().to_string())
+        .arg("redis-cli")
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("redis-cli (redis-tools) is installed");
+    child.wait_with_output().expect("redis-cli's output")
+}
+
+fn text(frame: &Frame) -> String {
+    match frame {
+        Frame::BulkString(b) | Frame::SimpleString(b) | Frame::SimpleError(b) => {
+            String::from_utf8_lossy(b).into_owned()
+        }
+        other => format!("{other:?}"),
+    }
+}
+
+#[test]
+fn redis_cli_creates_checks_and_uses_a_cluster_of_toy_nodes() {
+    let free = free_ports(12);
+    let ports: Vec<(u16, u16)> = free.chunks(2).map(|p| (p[0], p[1])).collect();
+    let _nodes = start(&ports);
+
+    // The real cluster creation: ADDSLOTS, SET-CONFIG-EPOCH, MEET, REPLICATE, and its wait
+    // for every node to agree.
+    let mut args: Vec<String> = vec!["--cluster".into(), "create".into()];
+    args.extend(ports.iter().map(|(port, _)| format!("127.0.0.1:{port}")));
+    args.extend(["--cluster-replicas", "1", "--cluster-yes"].map(String::from));
+    let create = redis_cli(&args, Duration::from_secs(60));
+    let stdout = String::from_utf8_lossy(&create.stdout);
+    assert!(
+        create.status.success(),
+        "redis-cli --cluster create failed:\n{stdout}"
+    );
+    assert!(stdout.contains("[OK] All 16384 slots covered."), "{stdout}");
+
+    // Every node reaches cluster_state:ok and sees three masters with slots and three
+    // replicas.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    for &(port, _) in &ports {
+        let mut client = Client::connect(port);
+        loop {
+            let info = text(&client.command(&[b"CLUSTER", b"INFO"]));
+            let nodes = text(&client.command(&[b"CLUSTER", b"NODES"]));
+            let masters = nodes.lines().filter(|l| l.contains("master")).count();
+            let replicas = nodes.lines().filter(|l| l.contains("slave")).count();
+            if info.contains("cluster_state:ok") && masters == 3 && replicas == 3 {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "node {port} never converged:\n{info}\n{nodes}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    let first = format!("{}", ports[0].0);
+    let check = redis_cli(
+        &[
+            "--cluster".into(),
+            "check".into(),
+            format!("127.0.0.1:{first}"),
+        ],
+        Duration::from_secs(30),
+    );
+    let stdout = String::from_utf8_lossy(&check.stdout);
+    assert!(
+        check.status.success(),
+        "redis-cli --cluster check failed:\n{stdout}"
+    );
+    assert!(
+        stdout.contains("[OK] All nodes agree about slots configuration."),
+        "{stdout}"
+    );
+    assert!(stdout.contains("[OK] All 16384 slots covered."), "{stdout}");
+
+    // redis-cli -c follows the MOVED redirects our route() decides: every key written
+    // through one node reads back through another.
+    for i in 0..50 {
+        let key = format!("key:{i}");
+        let value = format!("value:{i}");
+        let set = redis_cli(
+            &[
+                "-c".into(),
+                "-p".into(),
+                first.clone(),
+                "SET".into(),
+                key.clone(),
+                value.clone(),
+            ],
+            Duration::from_secs(10),
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&set.stdout).trim(),
+            "OK",
+            "SET {key}"
+        );
+        let other = format!("{}", ports[1 + i % 5].0);
+        let get = redis_cli(
+            &["-c".into(), "-p".into(), other, "GET".into(), key.clone()],
+            Duration::from_secs(10),
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&get.stdout).trim(),
+            value,
+            "GET {key}"
+        );
+    }
+}
