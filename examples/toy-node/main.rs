@@ -117,8 +117,13 @@ fn now() -> u64 {
 /// What the node's tasks share: the state machine, the links' writers, the keyspace.
 struct Node {
     cluster: ClusterNode,
-    outbound: HashMap<NodeId, mpsc::UnboundedSender<Vec<u8>>>,
+    /// The writer of each outbound link, with the link's serial number: a link task that
+    /// ends acts only on an entry that is still its own (the node may have closed it and
+    /// opened another to the same node meanwhile).
+    outbound: HashMap<NodeId, (u64, mpsc::UnboundedSender<Vec<u8>>)>,
+    /// The writer of each inbound link, by its number.
     inbound: HashMap<u64, mpsc::UnboundedSender<Vec<u8>>>,
+    /// The last link number given out, inbound or outbound.
     next_conn: u64,
     /// Handshake ids renamed to real ones, for the link tasks that still use the old one.
     renamed: HashMap<NodeId, NodeId>,
@@ -150,7 +155,7 @@ fn pump(shared: &Shared, node: &mut Node) {
                 let mut bytes = Vec::with_capacity(message.encoded_len());
                 message.encode(&mut bytes);
                 let writer = match link {
-                    Link::Outbound(id) => node.outbound.get(&id),
+                    Link::Outbound(id) => node.outbound.get(&id).map(|(_, writer)| writer),
                     Link::Inbound(conn) => node.inbound.get(&conn),
                 };
                 if let Some(writer) = writer {
@@ -205,43 +210,50 @@ async fn connect(shared: Shared, id: NodeId, ip: String, cport: u16) {
     };
     let _ = stream.set_nodelay(true);
     let (tx, rx) = mpsc::unbounded_channel();
-    {
+    let serial = {
         let mut node = lock(&shared);
-        node.outbound.insert(id, tx.clone());
+        node.next_conn += 1;
+        let serial = node.next_conn;
+        node.outbound.insert(id, (serial, tx));
         node.cluster.handle_link_up(&id, now());
         pump_and_wake(&shared, &mut node);
-    }
-    run_link(shared, stream, Link::Outbound(id), rx, tx).await;
+        serial
+    };
+    run_link(shared, stream, Link::Outbound(id), serial, rx).await;
 }
 
-/// One bus connection: writes what the state machine sends on it, reads and hands over what
-/// arrives, and reports its end.
+/// One bus connection (number `serial`): writes what the state machine sends on it, reads
+/// and hands over what arrives, and reports its end unless the state machine closed it.
 async fn run_link(
     shared: Shared,
     stream: TcpStream,
     mut link: Link,
+    serial: u64,
     mut rx: mpsc::UnboundedReceiver<Vec<u8>>,
-    tx: mpsc::UnboundedSender<Vec<u8>>,
 ) {
     let peer = stream
         .peer_addr()
         .map_or_else(|_| String::new(), |a: SocketAddr| a.ip().to_string());
     let (mut rd, mut wr) = stream.into_split();
-    let writer = tokio::spawn(async move {
+    // The writer ends when the node drops the link's sender (it closed the link), or when
+    // a write fails; the reader with it.
+    let mut writer = tokio::spawn(async move {
         while let Some(bytes) = rx.recv().await {
             if wr.write_all(&bytes).await.is_err() {
                 break;
             }
         }
     });
-    drop(tx);
     let framer = Framer::default();
     let mut buf: Vec<u8> = Vec::with_capacity(16 * 1024);
     let mut chunk = vec![0u8; 64 * 1024];
     'read: loop {
-        let n = match rd.read(&mut chunk).await {
-            Ok(0) | Err(_) => break,
-            Ok(n) => n,
+        let n = tokio::select! {
+            read = rd.read(&mut chunk) => match read {
+                Ok(0) | Err(_) => break,
+                Ok(n) => n,
+            },
+            _ = &mut writer => break,
         };
         buf.extend_from_slice(&chunk[..n]);
         loop {
@@ -273,6 +285,13 @@ async fn run_link(
             link = Link::Outbound(real);
         }
     }
+    let ours = match link {
+        Link::Outbound(id) => node.outbound.get(&id).is_some_and(|(s, _)| *s == serial),
+        Link::Inbound(conn) => node.inbound.contains_key(&conn),
+    };
+    if !ours {
+        return; // the node closed it itself
+    }
     match link {
         Link::Outbound(id) => {
             node.outbound.remove(&id);
@@ -297,15 +316,15 @@ async fn serve_bus(shared: Shared, listener: TcpListener) {
             let mut node = lock(&shared);
             node.next_conn += 1;
             let conn = node.next_conn;
-            node.inbound.insert(conn, tx.clone());
+            node.inbound.insert(conn, tx);
             conn
         };
         tokio::spawn(run_link(
             shared.clone(),
             stream,
             Link::Inbound(conn),
+            conn,
             rx,
-            tx,
         ));
     }
 }
