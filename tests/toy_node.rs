@@ -1,7 +1,8 @@
 //! The toy node (`examples/toy-node`) in front of the real tools: six toy nodes formed by the
 //! real `redis-cli --cluster create --cluster-replicas 1`, then checked by
-//! `redis-cli --cluster check` and used by `redis-cli -c` (issue #6, tests 1 and part of 2).
-//! Every node is a child process killed on drop, every wait bounded.
+//! `redis-cli --cluster check` and used by `redis-cli -c`; and a master stopped with SIGSTOP
+//! replaced by its replica, rejoining as a replica after SIGCONT (issue #6, tests 1, 4 and
+//! part of 2). Every node is a child process killed on drop, every wait bounded.
 
 mod support;
 
@@ -43,10 +44,10 @@ fn toy_node_binary() -> PathBuf {
     )
 }
 
-/// Starts a toy node for each of `ports` (client port, bus port) and waits until each
-/// accepts clients.
-fn start(ports: &[(u16, u16)]) -> Nodes {
-    let dir = std::env::temp_dir().join(format!("toy-node-test-{}", std::process::id()));
+/// Starts a toy node for each of `ports` (client port, bus port), with a node timeout of
+/// `timeout` ms, and waits until each accepts clients.
+fn start(name: &str, ports: &[(u16, u16)], timeout: u64) -> Nodes {
+    let dir = std::env::temp_dir().join(format!("toy-node-{name}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("a scratch directory");
     let mut nodes = Nodes {
         children: Vec::new(),
@@ -56,7 +57,7 @@ fn start(ports: &[(u16, u16)]) -> Nodes {
         let child = Command::new(toy_node_binary())
             .args(["--port", &port.to_string()])
             .args(["--cluster-port", &cport.to_string()])
-            .args(["--cluster-node-timeout", "5000"])
+            .args(["--cluster-node-timeout", &timeout.to_string()])
             .args(["--cluster-config-file", &format!("nodes-{port}.conf")])
             .arg("--dir")
             .arg(&dir)
@@ -103,11 +104,12 @@ fn text(frame: &Frame) -> String {
     }
 }
 
-#[test]
-fn redis_cli_creates_checks_and_uses_a_cluster_of_toy_nodes() {
+/// Six toy nodes formed by the real `redis-cli --cluster create --cluster-replicas 1`, each
+/// at `cluster_state:ok` and seeing three masters and three replicas.
+fn create(name: &str, timeout: u64) -> (Nodes, Vec<(u16, u16)>) {
     let free = free_ports(12);
     let ports: Vec<(u16, u16)> = free.chunks(2).map(|p| (p[0], p[1])).collect();
-    let _nodes = start(&ports);
+    let nodes = start(name, &ports, timeout);
 
     // The real cluster creation: ADDSLOTS, SET-CONFIG-EPOCH, MEET, REPLICATE, and its wait
     // for every node to agree.
@@ -143,12 +145,16 @@ fn redis_cli_creates_checks_and_uses_a_cluster_of_toy_nodes() {
         }
     }
 
-    let first = format!("{}", ports[0].0);
+    (nodes, ports)
+}
+
+/// `redis-cli --cluster check` from the node on `port` passes.
+fn check(port: u16) {
     let check = redis_cli(
         &[
             "--cluster".into(),
             "check".into(),
-            format!("127.0.0.1:{first}"),
+            format!("127.0.0.1:{port}"),
         ],
         Duration::from_secs(30),
     );
@@ -162,6 +168,30 @@ fn redis_cli_creates_checks_and_uses_a_cluster_of_toy_nodes() {
         "{stdout}"
     );
     assert!(stdout.contains("[OK] All 16384 slots covered."), "{stdout}");
+}
+
+/// Polls `CLUSTER NODES` on `port` until `done` holds of it, for at most `limit`.
+fn wait_for_nodes(port: u16, limit: Duration, what: &str, done: impl Fn(&str) -> bool) {
+    let deadline = Instant::now() + limit;
+    let mut client = Client::connect(port);
+    loop {
+        let nodes = text(&client.command(&[b"CLUSTER", b"NODES"]));
+        if done(&nodes) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what}, seen from {port}:\n{nodes}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn redis_cli_creates_checks_and_uses_a_cluster_of_toy_nodes() {
+    let (_nodes, ports) = create("create", 5000);
+    check(ports[0].0);
+    let first = format!("{}", ports[0].0);
 
     // redis-cli -c follows the MOVED redirects our route() decides: every key written
     // through one node reads back through another.
@@ -195,4 +225,71 @@ fn redis_cli_creates_checks_and_uses_a_cluster_of_toy_nodes() {
             "GET {key}"
         );
     }
+}
+
+/// Sends `signal` (`STOP`, `CONT`) to a process.
+fn signal(pid: u32, signal: &str) {
+    let status = Command::new("kill")
+        .args([format!("-{signal}"), pid.to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success(), "kill -{signal} {pid}");
+}
+
+/// The id on the line of `CLUSTER NODES` whose address has `port`.
+fn id_of(nodes: &str, port: u16) -> String {
+    let address = format!("127.0.0.1:{port}@");
+    nodes
+        .lines()
+        .find(|line| {
+            line.split(' ')
+                .nth(1)
+                .is_some_and(|a| a.starts_with(&address))
+        })
+        .and_then(|line| line.split(' ').next())
+        .unwrap_or_else(|| panic!("no node on port {port} in:\n{nodes}"))
+        .to_string()
+}
+
+#[test]
+fn a_stopped_master_is_replaced_by_its_replica_and_rejoins_as_a_replica() {
+    let (nodes, ports) = create("failover", 3000);
+    let (master, witness) = (ports[0].0, ports[1].0);
+    let view = text(&Client::connect(witness).command(&[b"CLUSTER", b"NODES"]));
+    let master_id = id_of(&view, master);
+    // redis-cli chose the master's replica: the one line that names it as its master.
+    let replica_id = view
+        .lines()
+        .find(|line| line.split(' ').nth(3) == Some(master_id.as_str()))
+        .and_then(|line| line.split(' ').next())
+        .unwrap_or_else(|| panic!("no replica of {master_id} in:\n{view}"))
+        .to_string();
+
+    signal(nodes.children[0].id(), "STOP");
+    // Failure detected, the replica elected: a master now, with the old master's slots.
+    wait_for_nodes(witness, Duration::from_secs(30), "no failover", |view| {
+        let promoted = view.lines().any(|line| {
+            let fields: Vec<&str> = line.split(' ').collect();
+            fields[0] == replica_id && fields[2].contains("master") && fields.len() > 8
+        });
+        let failed = view
+            .lines()
+            .any(|line| line.starts_with(&master_id) && line.contains("fail"));
+        promoted && failed
+    });
+
+    signal(nodes.children[0].id(), "CONT");
+    // The old master learns of the new configuration and follows it.
+    wait_for_nodes(
+        master,
+        Duration::from_secs(30),
+        "the old master never followed",
+        |view| {
+            view.lines().any(|line| {
+                let fields: Vec<&str> = line.split(' ').collect();
+                fields[0] == master_id && fields[2] == "myself,slave" && fields[3] == replica_id
+            })
+        },
+    );
+    check(witness);
 }
