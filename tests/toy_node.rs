@@ -1,13 +1,13 @@
 //! The toy node (`examples/toy-node`) in front of the real tools: six toy nodes formed by the
 //! real `redis-cli --cluster create --cluster-replicas 1`, then checked by
 //! `redis-cli --cluster check` and used by `redis-cli -c`; and a master stopped with SIGSTOP
-//! replaced by its replica, rejoining as a replica after SIGCONT (issue #6, tests 1, 4 and
-//! part of 2). Every node is a child process killed on drop, every wait bounded.
+//! replaced by its replica, rejoining as a replica after SIGCONT; and a node killed and
+//! restarted from its nodes.conf (issue #6, tests 1, 4, 6 and part of 2). Every node is a child process killed on drop, every wait bounded.
 
 mod support;
 
 use std::net::TcpStream;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -54,31 +54,39 @@ fn start(name: &str, ports: &[(u16, u16)], timeout: u64) -> Nodes {
         dir: dir.clone(),
     };
     for &(port, cport) in ports {
-        let child = Command::new(toy_node_binary())
-            .args(["--port", &port.to_string()])
-            .args(["--cluster-port", &cport.to_string()])
-            .args(["--cluster-node-timeout", &timeout.to_string()])
-            .args(["--cluster-config-file", &format!("nodes-{port}.conf")])
-            .arg("--dir")
-            .arg(&dir)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start toy-node");
-        nodes.children.push(child);
+        nodes.children.push(spawn(&dir, port, cport, timeout));
     }
-    let deadline = Instant::now() + Duration::from_secs(20);
     for &(port, _) in ports {
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(
-                Instant::now() < deadline,
-                "toy node on {port} never listened"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        wait_listening(port);
     }
     nodes
+}
+
+/// One toy node, its nodes.conf in `dir` (loaded when there is one).
+fn spawn(dir: &Path, port: u16, cport: u16, timeout: u64) -> Child {
+    Command::new(toy_node_binary())
+        .args(["--port", &port.to_string()])
+        .args(["--cluster-port", &cport.to_string()])
+        .args(["--cluster-node-timeout", &timeout.to_string()])
+        .args(["--cluster-config-file", &format!("nodes-{port}.conf")])
+        .arg("--dir")
+        .arg(dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start toy-node")
+}
+
+fn wait_listening(port: u16) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "toy node on {port} never listened"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 /// Runs `redis-cli` with `args`, killed after `limit`.
@@ -292,4 +300,35 @@ fn a_stopped_master_is_replaced_by_its_replica_and_rejoins_as_a_replica() {
         },
     );
     check(witness);
+}
+
+#[test]
+fn a_killed_node_restarts_from_its_nodes_conf_with_the_same_id_and_slots() {
+    let (mut nodes, ports) = create("restart", 3000);
+    let ((port, cport), witness) = (ports[1], ports[2].0);
+    let before = text(&Client::connect(witness).command(&[b"CLUSTER", b"NODES"]));
+    let id = id_of(&before, port);
+    let line = |view: &str| {
+        view.lines()
+            .find(|line| line.starts_with(&id))
+            .map(|line| line.split(' ').skip(8).collect::<Vec<_>>().join(" "))
+    };
+    let slots = line(&before).expect("its line");
+    assert!(!slots.is_empty(), "a master with slots:\n{before}");
+
+    let child = &mut nodes.children[1];
+    child.kill().expect("SIGKILL");
+    child.wait().expect("reaped");
+    *child = spawn(&nodes.dir, port, cport, 3000);
+    wait_listening(port);
+
+    // The same id and slots, from the file; the others see it connected again.
+    let mine = text(&Client::connect(port).command(&[b"CLUSTER", b"MYID"]));
+    assert_eq!(mine, id);
+    wait_for_nodes(witness, Duration::from_secs(30), "never rejoined", |view| {
+        view.lines()
+            .any(|l| l.starts_with(&id) && l.contains(" connected") && !l.contains("fail"))
+            && line(view).as_deref() == Some(slots.as_str())
+    });
+    check(port);
 }
