@@ -2,7 +2,8 @@
 //! real `redis-cli --cluster create --cluster-replicas 1`, then checked by
 //! `redis-cli --cluster check` and used by `redis-cli -c`; and a master stopped with SIGSTOP
 //! replaced by its replica, rejoining as a replica after SIGCONT; and a node killed and
-//! restarted from its nodes.conf (issue #6, tests 1, 4, 6 and part of 2). Every node is a child process killed on drop, every wait bounded.
+//! restarted from its nodes.conf (issue #6, tests 1, 4, 6 and part of 2). Every node is a
+//! child process killed on drop, every wait bounded.
 
 mod support;
 

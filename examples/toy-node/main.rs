@@ -12,8 +12,8 @@
 //! (`port 7000`, `cluster-node-timeout 5000`, …); the command line overrides it.
 //!
 //! This step serves the bus (MEET, gossip, failure detection, failover as the state machine
-//! drives them), `CLUSTER …`, `PING`, `ECHO`, `INFO`, `SELECT 0` and `GET` / `SET` / `DEL`
-//! routed through `ClusterNode::route`. Replication, DUMP / RESTORE, MIGRATE and the rest of
+//! drives them), `CLUSTER …`, `PING`, `ECHO`, `INFO`, `SELECT 0`, `DBSIZE` and `GET` / `SET` /
+//! `DEL` routed through `ClusterNode::route`. Replication, DUMP / RESTORE, MIGRATE and the rest of
 //! the command list are still to come.
 
 use std::collections::HashMap;
@@ -395,7 +395,11 @@ fn command(node: &mut Node, args: &[Bytes]) -> Frame {
                 .cluster_command(rest, Protocol::Resp2, now, count)
             {
                 Some(reply) => to_bytes_frame(reply),
-                None => error("ERR Unknown subcommand"),
+                // LINKS too, for now (it needs each link's figures).
+                None => error(&format!(
+                    "ERR unknown subcommand '{}'. Try CLUSTER HELP.",
+                    String::from_utf8_lossy(&rest[0][..rest[0].len().min(128)])
+                )),
             }
         }
         (b"get" | b"del", [key]) | (b"set", [key, _]) => {
@@ -430,15 +434,23 @@ fn command(node: &mut Node, args: &[Bytes]) -> Frame {
             ))
         }
         _ => {
-            // The server's text: the name as sent, and the first arguments, each quoted.
-            let mut text = format!(
-                "ERR unknown command '{}', with args beginning with: ",
-                String::from_utf8_lossy(&args[0])
-            );
+            // The server's text: the name as sent (its first 128 bytes), and the arguments,
+            // each quoted, until they fill 128 bytes.
+            let mut quoted = Vec::new();
             for arg in &args[1..] {
-                text += &format!("'{}' ", String::from_utf8_lossy(arg));
+                if quoted.len() >= 128 {
+                    break;
+                }
+                let room = 128 - quoted.len();
+                quoted.push(b'\'');
+                quoted.extend_from_slice(&arg[..arg.len().min(room)]);
+                quoted.extend_from_slice(b"' ");
             }
-            error(&text)
+            error(&format!(
+                "ERR unknown command '{}', with args beginning with: {}",
+                String::from_utf8_lossy(&args[0][..args[0].len().min(128)]),
+                String::from_utf8_lossy(&quoted)
+            ))
         }
     }
 }
