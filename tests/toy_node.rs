@@ -234,6 +234,22 @@ fn redis_cli_creates_checks_and_uses_a_cluster_of_toy_nodes() {
             "GET {key}"
         );
     }
+
+    // DEL takes every key the command table names, in one slot: a hash tag joins them,
+    // keys in two slots are refused.
+    let cli = |args: &[&str]| {
+        let mut all = vec!["-c".to_string(), "-p".into(), first.clone()];
+        all.extend(args.iter().map(|a| a.to_string()));
+        let out = redis_cli(&all, Duration::from_secs(10));
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    assert_eq!(cli(&["SET", "{t}a", "1"]), "OK");
+    assert_eq!(cli(&["SET", "{t}b", "2"]), "OK");
+    assert_eq!(cli(&["DEL", "{t}a", "{t}b", "{t}c"]), "2");
+    assert_eq!(
+        cli(&["DEL", "key:1", "key:2"]),
+        "CROSSSLOT Keys in request don't hash to the same slot"
+    );
 }
 
 /// Sends `signal` (`STOP`, `CONT`) to a process.

@@ -26,6 +26,7 @@ use bytes::{Bytes, BytesMut};
 use redis_cluster_proto::bus::{Framed, Framer, Message, NodeId};
 use redis_cluster_proto::hash_slot::{Slot, key_slot};
 use redis_cluster_proto::resp::{Decoder, Frame, encode};
+use redis_cluster_proto::route::{CommandFlags, CommandTable};
 use redis_cluster_proto::state::{ClusterNode, Config, Link, Output, Protocol, Request};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -131,6 +132,14 @@ struct Node {
     conf_path: PathBuf,
 }
 
+impl Node {
+    /// A new link number, inbound or outbound.
+    fn next_serial(&mut self) -> u64 {
+        self.next_conn += 1;
+        self.next_conn
+    }
+}
+
 type Shared = Arc<(Mutex<Node>, Notify)>;
 
 fn lock(shared: &Shared) -> MutexGuard<'_, Node> {
@@ -212,8 +221,7 @@ async fn connect(shared: Shared, id: NodeId, ip: String, cport: u16) {
     let (tx, rx) = mpsc::unbounded_channel();
     let serial = {
         let mut node = lock(&shared);
-        node.next_conn += 1;
-        let serial = node.next_conn;
+        let serial = node.next_serial();
         node.outbound.insert(id, (serial, tx));
         node.cluster.handle_link_up(&id, now());
         pump_and_wake(&shared, &mut node);
@@ -314,8 +322,7 @@ async fn serve_bus(shared: Shared, listener: TcpListener) {
         let (tx, rx) = mpsc::unbounded_channel();
         let conn = {
             let mut node = lock(&shared);
-            node.next_conn += 1;
-            let conn = node.next_conn;
+            let conn = node.next_serial();
             node.inbound.insert(conn, tx);
             conn
         };
@@ -350,108 +357,110 @@ async fn run_timer(shared: Shared) {
     }
 }
 
-fn error(text: &str) -> Frame {
-    Frame::SimpleError(Bytes::copy_from_slice(text.as_bytes()))
+/// A reply, in the state machine's frame type.
+type Reply = Frame<Vec<u8>>;
+
+fn error(text: &str) -> Reply {
+    Frame::SimpleError(text.as_bytes().to_vec())
 }
 
-fn bulk(bytes: &[u8]) -> Frame {
-    Frame::BulkString(Bytes::copy_from_slice(bytes))
+fn simple(text: &str) -> Reply {
+    Frame::SimpleString(text.as_bytes().to_vec())
 }
 
-/// Converts one of the state machine's replies to the decoder's frame type.
-fn to_bytes_frame(reply: Frame<Vec<u8>>) -> Frame {
-    let mut out = BytesMut::new();
-    encode(&reply, &mut out);
-    let mut decoder = Decoder::new();
-    match decoder.decode(&mut out) {
-        Ok(Some(frame)) => frame,
-        _ => error("ERR internal reply encoding"),
+/// The server's answer to a command it does not have: the name as sent (its first 128
+/// bytes), and the arguments, each quoted, until they fill 128 bytes.
+fn unknown_command(args: &[Bytes]) -> Reply {
+    let mut quoted = Vec::new();
+    for arg in &args[1..] {
+        if quoted.len() >= 128 {
+            break;
+        }
+        let room = 128 - quoted.len();
+        quoted.push(b'\'');
+        quoted.extend_from_slice(&arg[..arg.len().min(room)]);
+        quoted.extend_from_slice(b"' ");
+    }
+    error(&format!(
+        "ERR unknown command '{}', with args beginning with: {}",
+        String::from_utf8_lossy(&args[0][..args[0].len().min(128)]),
+        String::from_utf8_lossy(&quoted)
+    ))
+}
+
+/// Runs one client command (`args` is never empty). The name, the arity, the keys and
+/// whether the command writes come from Redis 7.0's command table, as the server checks
+/// them, in its order: unknown command, arity, then the cluster's redirect.
+fn command(node: &mut Node, args: &[Bytes]) -> Reply {
+    let table = &CommandTable::REDIS_7_0;
+    let Some(spec) = table.command(&args[0]) else {
+        return unknown_command(args);
+    };
+    if !spec.accepts_argc(args.len()) {
+        return error(&format!(
+            "ERR wrong number of arguments for '{}' command",
+            spec.name
+        ));
+    }
+    let now = now();
+    match (spec.name, &args[1..]) {
+        ("ping", []) => simple("PONG"),
+        ("ping" | "echo", [text]) => Frame::BulkString(text.to_vec()),
+        ("select", [db]) if db.as_ref() == b"0" => simple("OK"),
+        ("select", [_]) => error("ERR SELECT is not allowed in cluster mode"),
+        ("dbsize", []) => Frame::Integer(node.keys.len() as i64),
+        ("info", _) => Frame::BulkString(
+            b"# Server\r\nredis_version:7.0.15\r\nredis_mode:cluster\r\n\r\n\
+              # Cluster\r\ncluster_enabled:1\r\n"
+                .to_vec(),
+        ),
+        ("cluster", rest) => {
+            let keys = &node.keys;
+            let count = |slot: Slot| keys.keys().filter(|k| key_slot(k) == slot).count() as u64;
+            // LINKS too answers as unknown for now (it needs each link's figures).
+            node.cluster
+                .cluster_command(rest, Protocol::Resp2, now, count)
+                .unwrap_or_else(|| {
+                    error(&format!(
+                        "ERR unknown subcommand '{}'. Try CLUSTER HELP.",
+                        String::from_utf8_lossy(&rest[0][..rest[0].len().min(128)])
+                    ))
+                })
+        }
+        ("get" | "set" | "del", _) => keyed(node, spec.flags.contains(CommandFlags::WRITE), args),
+        _ => unknown_command(args), // in the table, not in this toy yet
     }
 }
 
-/// Runs one client command.
-fn command(node: &mut Node, args: &[Bytes]) -> Frame {
-    let Some(name) = args.first() else {
-        return error("ERR empty command");
+/// GET, SET (no options yet) and DEL, after `route()` decided that they run here.
+fn keyed(node: &mut Node, write: bool, args: &[Bytes]) -> Reply {
+    let Ok(positions) = CommandTable::REDIS_7_0.routing_keys(args) else {
+        return error("ERR syntax error");
     };
-    let name = name.to_ascii_lowercase();
-    let now = now();
-    match (name.as_slice(), &args[1..]) {
-        (b"ping", []) => Frame::SimpleString(Bytes::from_static(b"PONG")),
-        (b"ping", [text]) | (b"echo", [text]) => bulk(text),
-        (b"select", [db]) if db.as_ref() == b"0" => Frame::SimpleString(Bytes::from_static(b"OK")),
-        (b"select", [_]) => error("ERR SELECT is not allowed in cluster mode"),
-        (b"dbsize", []) => Frame::Integer(node.keys.len() as i64),
-        (b"info", _) => {
-            let text = "# Server\r\nredis_version:7.0.15\r\nredis_mode:cluster\r\n\r\n\
-                        # Cluster\r\ncluster_enabled:1\r\n";
-            bulk(text.as_bytes())
+    let keys: Vec<&[u8]> = positions.positions().map(|at| args[at].as_ref()).collect();
+    let mut request = Request::new(&keys);
+    request.write = write;
+    let stored = &node.keys;
+    let decision = node.cluster.route(&request, |k| stored.contains_key(k));
+    if !decision.is_served() {
+        return error(&decision.to_string());
+    }
+    match (args[0].to_ascii_lowercase().as_slice(), &args[1..]) {
+        (b"get", [key]) => node
+            .keys
+            .get(key.as_ref())
+            .map_or(Frame::NullBulkString, |v| Frame::BulkString(v.clone())),
+        (b"set", [key, value]) => {
+            node.keys.insert(key.to_vec(), value.to_vec());
+            simple("OK")
         }
-        (b"cluster", rest) if !rest.is_empty() => {
-            let keys = &node.keys;
-            let count = |slot: Slot| keys.keys().filter(|k| key_slot(k) == slot).count() as u64;
-            match node
-                .cluster
-                .cluster_command(rest, Protocol::Resp2, now, count)
-            {
-                Some(reply) => to_bytes_frame(reply),
-                // LINKS too, for now (it needs each link's figures).
-                None => error(&format!(
-                    "ERR unknown subcommand '{}'. Try CLUSTER HELP.",
-                    String::from_utf8_lossy(&rest[0][..rest[0].len().min(128)])
-                )),
-            }
+        (b"del", keys) => {
+            let removed = keys
+                .iter()
+                .filter(|k| node.keys.remove(k.as_ref()).is_some());
+            Frame::Integer(removed.count() as i64)
         }
-        (b"get" | b"del", [key]) | (b"set", [key, _]) => {
-            let keys = [key.as_ref()];
-            let mut request = Request::new(&keys);
-            request.write = name != b"get";
-            let decision = {
-                let stored = &node.keys;
-                let decision = node.cluster.route(&request, |k| stored.contains_key(k));
-                (!decision.is_served()).then(|| decision.to_string())
-            };
-            if let Some(redirect) = decision {
-                return error(&redirect);
-            }
-            match (name.as_slice(), &args[2..]) {
-                (b"get", []) => node
-                    .keys
-                    .get(key.as_ref())
-                    .map_or(Frame::NullBulkString, |v| bulk(v)),
-                (b"set", [value]) => {
-                    node.keys.insert(key.to_vec(), value.to_vec());
-                    Frame::SimpleString(Bytes::from_static(b"OK"))
-                }
-                (b"del", []) => Frame::Integer(i64::from(node.keys.remove(key.as_ref()).is_some())),
-                _ => error("ERR syntax error"),
-            }
-        }
-        (b"get" | b"set" | b"del", _) => {
-            let name = String::from_utf8_lossy(&name);
-            error(&format!(
-                "ERR wrong number of arguments for '{name}' command"
-            ))
-        }
-        _ => {
-            // The server's text: the name as sent (its first 128 bytes), and the arguments,
-            // each quoted, until they fill 128 bytes.
-            let mut quoted = Vec::new();
-            for arg in &args[1..] {
-                if quoted.len() >= 128 {
-                    break;
-                }
-                let room = 128 - quoted.len();
-                quoted.push(b'\'');
-                quoted.extend_from_slice(&arg[..arg.len().min(room)]);
-                quoted.extend_from_slice(b"' ");
-            }
-            error(&format!(
-                "ERR unknown command '{}', with args beginning with: {}",
-                String::from_utf8_lossy(&args[0][..args[0].len().min(128)]),
-                String::from_utf8_lossy(&quoted)
-            ))
-        }
+        _ => error("ERR syntax error"),
     }
 }
 
@@ -471,6 +480,9 @@ async fn serve_client(shared: Shared, mut stream: TcpStream) {
                             _ => None,
                         })
                         .collect();
+                    if args.is_empty() {
+                        continue; // `*0`: the server ignores it
+                    }
                     let reply = {
                         let mut node = lock(&shared);
                         let reply = command(&mut node, &args);
