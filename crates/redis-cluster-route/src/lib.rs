@@ -30,6 +30,7 @@ mod frame;
 mod keys;
 mod map;
 mod redirect;
+mod reject;
 pub mod sentinel;
 mod spec;
 mod split;
@@ -39,6 +40,7 @@ pub mod twemproxy;
 pub use keys::{KeyError, Keys, SlotAnswer};
 pub use map::{Endpoint, MapError, ReadFrom, Shard, SlotMap};
 pub use redirect::{ClusterError, Redirect};
+pub use reject::Rejection;
 pub use spec::{
     AclCategories, BeginSearch, CommandFlags, CommandSpec, FindKeys, KeySpec, KeySpecFlags,
     RequestPolicy, ResponsePolicy, Tips,
