@@ -2,7 +2,8 @@
 //! real `redis-cli --cluster create --cluster-replicas 1`, then checked by
 //! `redis-cli --cluster check` and used by `redis-cli -c`; and a master stopped with SIGSTOP
 //! replaced by its replica, rejoining as a replica after SIGCONT; and a node killed and
-//! restarted from its nodes.conf (issue #6, tests 1, 4, 6 and part of 2). Every node is a
+//! restarted from its nodes.conf (issue #6, tests 1, 4, 6 and part of 2); and the same
+//! requests answered the same by a toy node and by a real redis-server. Every node is a
 //! child process killed on drop, every wait bounded.
 
 mod support;
@@ -41,6 +42,7 @@ fn toy_node_binary() -> PathBuf {
             "crates/redis-cluster-bus/src",
             "crates/redis-cluster-state/src",
             "crates/redis-hash-slot/src",
+            "crates/redis-cluster-route/src",
         ],
     )
 }
@@ -348,4 +350,260 @@ fn a_killed_node_restarts_from_its_nodes_conf_with_the_same_id_and_slots() {
             && line(view).as_deref() == Some(slots.as_str())
     });
     check(port);
+}
+
+/// The requests of `replies_match_a_real_server`, one per line, arguments split at spaces
+/// (`\s` is a space inside an argument). `sorted` first: the reply is an array whose order
+/// is the hash table's, compared sorted. `hello` first: the reply's client id is not compared.
+const SCRIPT: &str = r"
+PING
+PING hi
+PING a b
+ECHO x
+SELECT 0
+SELECT 1
+SELECT x
+NOSUCH a b
+GET
+CLUSTER NOSUCH
+CLUSTER KEYSLOT foo
+DBSIZE
+SET k v
+GET k
+GET missing
+SET k v2 NX
+SET k v3 XX GET
+SET k2 v NX GET
+SET k v EX 0
+SET k v EX -1
+SET k v EX abc
+SET k v EX 100 PX 100
+SET k v NX XX
+SET k v BOGUS
+SET k v KEEPTTL
+SET k v EX 100
+TTL k
+SET k v KEEPTTL
+TTL k
+PERSIST k
+TTL k
+PERSIST k
+TTL missing
+PTTL missing
+EXPIRE k 100
+EXPIRE k 100 NX
+EXPIRE k 200 GT
+EXPIRE k 50 GT
+EXPIRE k 50 LT
+TTL k
+EXPIRE k 10 NX XX
+EXPIRE k 10 GT LT
+EXPIRE k 10 FOO
+EXPIRE missing 10
+EXPIRE k abc
+PEXPIRE k 100000
+TTL k
+EXPIRE k -1
+EXISTS k
+MSET {t}a 1 {t}b 2
+MGET {t}a {t}b {t}c
+MSET a 1 b 2
+MSET {t}a
+MGET a b
+EXISTS {t}a {t}a {t}c
+DEL {t}a {t}b {t}c
+INCR n
+INCRBY n 10
+DECR n
+DECRBY n 5
+INCRBY n abc
+INCRBY n 01
+SET n 9223372036854775807
+INCR n
+DECRBY n -9223372036854775808
+SET s abc
+INCR s
+APPEND ap hello
+APPEND ap \sworld
+STRLEN ap
+STRLEN missing
+GET ap
+LPUSH l a b c
+RPUSH l d
+LRANGE l 0 -1
+LRANGE l 1 2
+LRANGE l -2 -1
+LRANGE l 5 10
+LRANGE l -100 100
+LRANGE l x 1
+LLEN l
+LPOP l
+RPOP l
+LPOP l 0
+LPOP l 1
+LPOP l 5
+LLEN l
+EXISTS l
+LPOP missing
+LPOP missing 2
+RPUSH l2 x
+LPOP l2 -1
+GET l2
+SET l2 v GET
+TYPE l2
+TYPE k
+TYPE missing
+HSET h f1 v1 f2 v2
+HSET h f1 x f3 y
+HGET h f1
+HGET h nope
+HGETALL h
+HLEN h
+HDEL h f1 nope
+HGETALL h
+HSET h f
+HGETALL missing
+HGET l2 f
+HLEN l2
+RPUSH bl x
+BLPOP bl 1
+BRPOP bl 0.1
+BLPOP bl -1
+BLPOP bl abc
+sorted KEYS *
+sorted KEYS h*
+sorted KEYS [hk]
+MULTI
+SET {m}a 1
+GET {m}a
+EXEC
+MULTI
+MULTI
+DISCARD
+EXEC
+DISCARD
+MULTI
+SET {m}a
+EXEC
+MULTI
+SET a 1
+SET b 1
+EXEC
+GET a
+COMMAND COUNT
+COMMAND GETKEYS SET a b
+COMMAND GETKEYS MSET a 1 b 2
+COMMAND GETKEYS PING
+COMMAND GETKEYS GET
+CLIENT SETNAME foo
+CLIENT GETNAME
+CLIENT SETNAME a\sb
+AUTH x
+AUTH default x
+HELLO 4
+HELLO x
+hello HELLO 3
+GET missing
+HGETALL h
+LPOP missing 2
+hello HELLO 2
+READONLY
+READWRITE
+ASKING
+CLUSTER COUNTKEYSINSLOT 0
+CLUSTER COUNTKEYSINSLOT x
+CLUSTER COUNTKEYSINSLOT 16384
+CLUSTER GETKEYSINSLOT 12539 10
+CLUSTER GETKEYSINSLOT 0 -1
+CLUSTER GETKEYSINSLOT x 1
+CONFIG GET appendonly
+FLUSHALL
+DBSIZE
+";
+
+/// A single-node cluster (every slot on this one node) of a real redis-server 7.0.15 and one
+/// of a toy node, at `cluster_state:ok`.
+fn lone_node(client: &mut Client) {
+    let reply = client.command(&[b"CLUSTER", b"ADDSLOTSRANGE", b"0", b"16383"]);
+    assert_eq!(text(&reply), "OK");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !text(&client.command(&[b"CLUSTER", b"INFO"])).contains("cluster_state:ok") {
+        assert!(Instant::now() < deadline, "the lone node never came up");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn replies_match_a_real_server() {
+    let real = support::RedisServer::start_cluster(&[]);
+    let free = free_ports(2);
+    let (port, cport) = (free[0], free[1]);
+    let _toy = start("replies", &[(port, cport)], 5000);
+    let mut ours = Client::connect(port);
+    let mut theirs = real.client();
+    lone_node(&mut ours);
+    lone_node(&mut theirs);
+    for line in SCRIPT.lines().filter(|l| !l.is_empty()) {
+        let (mode, line) = match line.split_once(' ') {
+            Some((mode @ ("sorted" | "hello"), rest)) => (mode, rest),
+            _ => ("", line),
+        };
+        let args: Vec<Vec<u8>> = line
+            .split(' ')
+            .map(|arg| arg.replace("\\s", " ").into_bytes())
+            .collect();
+        let argv: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
+        eprintln!("> {line}"); // shown when a reply never comes
+        let mut replies = [ours.command(&argv), theirs.command(&argv)];
+        for reply in &mut replies {
+            match (mode, reply) {
+                ("sorted", Frame::Array(items)) => items.sort_by_key(|item| format!("{item:?}")),
+                ("hello", Frame::Array(items)) => items[7] = Frame::Integer(0),
+                ("hello", Frame::Map(pairs)) => pairs[3].1 = Frame::Integer(0),
+                _ => {}
+            }
+        }
+        let [ours, theirs] = replies;
+        assert_eq!(ours, theirs, "{line}");
+    }
+    // SCAN's order and cursors are the server's own; what a whole scan returns is not.
+    for n in 0..300 {
+        let key = format!("key:{n}");
+        let kind: &[u8] = if n % 3 == 0 { b"RPUSH" } else { b"SET" };
+        for client in [&mut ours, &mut theirs] {
+            client.command(&[kind, key.as_bytes(), b"v"]);
+        }
+    }
+    for options in [
+        &[][..],
+        &[&b"MATCH"[..], b"key:1*", b"COUNT", b"7"],
+        &[b"TYPE", b"list"],
+    ] {
+        let [ours, theirs] = [&mut ours, &mut theirs].map(|client| scan_all(client, options));
+        assert!(!ours.is_empty());
+        assert_eq!(ours, theirs, "SCAN {options:?}");
+    }
+}
+
+/// Every key a full SCAN with `options` returns, sorted.
+fn scan_all(client: &mut Client, options: &[&[u8]]) -> Vec<String> {
+    let mut cursor = String::from("0");
+    let mut keys = Vec::new();
+    loop {
+        let mut argv: Vec<&[u8]> = vec![b"SCAN", cursor.as_bytes()];
+        argv.extend_from_slice(options);
+        let Frame::Array(reply) = client.command(&argv) else {
+            panic!("SCAN's reply is not an array");
+        };
+        let [next, Frame::Array(batch)] = reply.as_slice() else {
+            panic!("SCAN's reply is not [cursor, keys]: {reply:?}");
+        };
+        keys.extend(batch.iter().map(text));
+        cursor = text(next);
+        if cursor == "0" {
+            keys.sort();
+            keys.dedup();
+            return keys;
+        }
+    }
 }

@@ -1,20 +1,23 @@
-//! A toy Redis Cluster node: the crates wired to sockets, timers and files (issue #6, first
-//! step). The cluster bus, the CLUSTER commands and the redirect decisions are the crates'
-//! work; this file owns the sockets, the clock, nodes.conf and a keyspace of strings.
+//! A toy Redis Cluster node: the crates wired to sockets, timers and files (issue #6). The
+//! cluster bus, the CLUSTER commands, the command table and the redirect decisions are the
+//! crates' work; this example owns the sockets, the clock, nodes.conf and a keyspace of
+//! strings, lists and hashes.
 //!
 //! ```text
 //! cargo run --example toy-node -- --port 7000 [--cluster-port 17000] [--dir DIR]
 //!     [--cluster-config-file nodes-7000.conf] [--cluster-node-timeout 15000]
-//!     [--cluster-announce-hostname HOST] [CONFIG-FILE]
+//!     [--cluster-announce-hostname HOST] [--requirepass PASSWORD] [CONFIG-FILE]
 //! ```
 //!
 //! A configuration file, as redis-server's, holds the same directives one per line
 //! (`port 7000`, `cluster-node-timeout 5000`, …); the command line overrides it.
 //!
-//! This step serves the bus (MEET, gossip, failure detection, failover as the state machine
-//! drives them), `CLUSTER …`, `PING`, `ECHO`, `INFO`, `SELECT 0`, `DBSIZE` and `GET` / `SET` /
-//! `DEL` routed through `ClusterNode::route`. Replication, DUMP / RESTORE, MIGRATE and the rest of
-//! the issue's command list are still to come.
+//! It serves the bus (MEET, gossip, failure detection, failover as the state machine drives
+//! them) and the client commands of `commands.rs`. Replication, DUMP / RESTORE and MIGRATE
+//! are still to come.
+
+mod commands;
+mod db;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -24,13 +27,14 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::{Bytes, BytesMut};
 use redis_cluster_proto::bus::{Framed, Framer, Message, NodeId};
-use redis_cluster_proto::hash_slot::{Slot, key_slot};
 use redis_cluster_proto::resp::{Decoder, Frame, encode};
-use redis_cluster_proto::route::{CommandFlags, CommandTable};
-use redis_cluster_proto::state::{ClusterNode, Config, Link, Output, Protocol, Request};
+use redis_cluster_proto::state::{ClusterNode, Config, Link, Output};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Notify, mpsc};
+
+use crate::commands::{Client, Outcome, Reply};
+use crate::db::Db;
 
 /// The command line and configuration file, as redis-server names them.
 #[derive(Debug)]
@@ -41,6 +45,7 @@ struct Options {
     config_file: Option<String>,
     dir: PathBuf,
     hostname: Option<String>,
+    password: Option<String>,
 }
 
 impl Options {
@@ -52,6 +57,7 @@ impl Options {
             config_file: None,
             dir: PathBuf::from("."),
             hostname: None,
+            password: None,
         };
         let mut pairs: Vec<(String, String)> = Vec::new();
         let mut rest = args;
@@ -88,6 +94,7 @@ impl Options {
                 "cluster-config-file" => options.config_file = Some(value),
                 "dir" => options.dir = PathBuf::from(value),
                 "cluster-announce-hostname" => options.hostname = Some(value),
+                "requirepass" => options.password = Some(value),
                 "cluster-enabled" | "bind" | "daemonize" | "appendonly" | "save" => {}
                 other => return Err(format!("unknown option {other:?}")),
             }
@@ -118,6 +125,10 @@ fn now() -> u64 {
 /// What the node's tasks share: the state machine, the links' writers, the keyspace.
 struct Node {
     cluster: ClusterNode,
+    /// The client port, for INFO and CONFIG GET.
+    port: u16,
+    /// `requirepass`.
+    password: Option<String>,
     /// The writer of each outbound link, with the link's serial number: a link task that
     /// ends acts only on an entry that is still its own (the node may have closed it and
     /// opened another to the same node meanwhile).
@@ -128,8 +139,10 @@ struct Node {
     next_conn: u64,
     /// Handshake ids renamed to real ones, for the link tasks that still use the old one.
     renamed: HashMap<NodeId, NodeId>,
-    keys: HashMap<Vec<u8>, Vec<u8>>,
+    db: Db,
     conf_path: PathBuf,
+    /// The last client id given out.
+    next_client: u64,
 }
 
 impl Node {
@@ -140,11 +153,20 @@ impl Node {
     }
 }
 
-type Shared = Arc<(Mutex<Node>, Notify)>;
+/// The node and the two wake-ups its tasks wait for.
+struct State {
+    node: Mutex<Node>,
+    /// The timer task: the next deadline may have moved.
+    timer: Notify,
+    /// Blocked clients: the keyspace or the cluster changed, try again.
+    changed: Notify,
+}
+
+type Shared = Arc<State>;
 
 fn lock(shared: &Shared) -> MutexGuard<'_, Node> {
     shared
-        .0
+        .node
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
@@ -193,7 +215,7 @@ fn pump(shared: &Shared, node: &mut Node) {
 /// deadline, which may have moved.
 fn pump_and_wake(shared: &Shared, node: &mut Node) {
     pump(shared, node);
-    shared.1.notify_one();
+    shared.timer.notify_one();
 }
 
 /// nodes.conf, written to a temporary file and renamed over the old one.
@@ -352,153 +374,87 @@ async fn run_timer(shared: Shared) {
         };
         tokio::select! {
             () = tokio::time::sleep(Duration::from_millis(wait)) => {}
-            () = shared.1.notified() => {}
+            () = shared.timer.notified() => {}
         }
     }
 }
 
-/// A reply, in the state machine's frame type.
-type Reply = Frame<Vec<u8>>;
-
-fn error(text: &str) -> Reply {
-    Frame::SimpleError(text.as_bytes().to_vec())
-}
-
-fn simple(text: &str) -> Reply {
-    Frame::SimpleString(text.as_bytes().to_vec())
-}
-
-/// The server's answer to a command it does not have: the name as sent (its first 128
-/// bytes), and the arguments, each quoted, until they fill 128 bytes.
-fn unknown_command(args: &[Bytes]) -> Reply {
-    let mut quoted = Vec::new();
-    for arg in &args[1..] {
-        if quoted.len() >= 128 {
-            break;
-        }
-        let room = 128 - quoted.len();
-        quoted.push(b'\'');
-        quoted.extend_from_slice(&arg[..arg.len().min(room)]);
-        quoted.extend_from_slice(b"' ");
-    }
-    error(&format!(
-        "ERR unknown command '{}', with args beginning with: {}",
-        String::from_utf8_lossy(&args[0][..args[0].len().min(128)]),
-        String::from_utf8_lossy(&quoted)
-    ))
-}
-
-/// Runs one client command (`args` is never empty). The name, the arity, the keys and
-/// whether the command writes come from Redis 7.0's command table, as the server checks
-/// them, in its order: unknown command, arity, then the cluster's redirect.
-fn command(node: &mut Node, args: &[Bytes]) -> Reply {
-    let table = &CommandTable::REDIS_7_0;
-    let Some(spec) = table.command(&args[0]) else {
-        return unknown_command(args);
-    };
-    if !spec.accepts_argc(args.len()) {
-        return error(&format!(
-            "ERR wrong number of arguments for '{}' command",
-            spec.name
-        ));
-    }
-    let now = now();
-    match (spec.name, &args[1..]) {
-        ("ping", []) => simple("PONG"),
-        ("ping" | "echo", [text]) => Frame::BulkString(text.to_vec()),
-        ("select", [db]) if db.as_ref() == b"0" => simple("OK"),
-        ("select", [_]) => error("ERR SELECT is not allowed in cluster mode"),
-        ("dbsize", []) => Frame::Integer(node.keys.len() as i64),
-        ("info", _) => Frame::BulkString(
-            b"# Server\r\nredis_version:7.0.15\r\nredis_mode:cluster\r\n\r\n\
-              # Cluster\r\ncluster_enabled:1\r\n"
-                .to_vec(),
-        ),
-        ("cluster", rest) => {
-            let keys = &node.keys;
-            let count = |slot: Slot| keys.keys().filter(|k| key_slot(k) == slot).count() as u64;
-            // LINKS too answers as unknown for now (it needs each link's figures).
-            node.cluster
-                .cluster_command(rest, Protocol::Resp2, now, count)
-                .unwrap_or_else(|| {
-                    error(&format!(
-                        "ERR unknown subcommand '{}'. Try CLUSTER HELP.",
-                        String::from_utf8_lossy(&rest[0][..rest[0].len().min(128)])
-                    ))
-                })
-        }
-        ("get" | "set" | "del", _) => keyed(node, spec.flags.contains(CommandFlags::WRITE), args),
-        _ => unknown_command(args), // in the table, not in this toy yet
-    }
-}
-
-/// GET, SET (no options yet) and DEL, after `route()` decided that they run here.
-fn keyed(node: &mut Node, write: bool, args: &[Bytes]) -> Reply {
-    let Ok(positions) = CommandTable::REDIS_7_0.routing_keys(args) else {
-        return error("ERR syntax error");
-    };
-    let keys: Vec<&[u8]> = positions.positions().map(|at| args[at].as_ref()).collect();
-    let mut request = Request::new(&keys);
-    request.write = write;
-    let stored = &node.keys;
-    let decision = node.cluster.route(&request, |k| stored.contains_key(k));
-    if !decision.is_served() {
-        return error(&decision.to_string());
-    }
-    match (args[0].to_ascii_lowercase().as_slice(), &args[1..]) {
-        (b"get", [key]) => node
-            .keys
-            .get(key.as_ref())
-            .map_or(Frame::NullBulkString, |v| Frame::BulkString(v.clone())),
-        (b"set", [key, value]) => {
-            node.keys.insert(key.to_vec(), value.to_vec());
-            simple("OK")
-        }
-        (b"del", keys) => {
-            let removed = keys
-                .iter()
-                .filter(|k| node.keys.remove(k.as_ref()).is_some());
-            Frame::Integer(removed.count() as i64)
-        }
-        _ => error("ERR syntax error"),
-    }
-}
-
-/// One client connection: RESP2 requests in, replies out, in order.
+/// One client connection: RESP requests in, replies out, in order. A blocked command
+/// (BLPOP, or a write while writes are paused) is run again whenever another command ran or
+/// the cluster changed, at the latest every 100 ms, until it answers or its deadline passes.
 async fn serve_client(shared: Shared, mut stream: TcpStream) {
+    let mut client = {
+        let mut node = lock(&shared);
+        node.next_client += 1;
+        Client::new(node.next_client, node.password.is_some())
+    };
     let mut decoder = Decoder::new();
     let mut buf = BytesMut::with_capacity(16 * 1024);
     let mut out = BytesMut::new();
     loop {
         loop {
-            match decoder.decode(&mut buf) {
-                Ok(Some(Frame::Array(items))) => {
-                    let args: Vec<Bytes> = items
-                        .into_iter()
-                        .filter_map(|item| match item {
-                            Frame::BulkString(b) | Frame::SimpleString(b) => Some(b),
-                            _ => None,
-                        })
-                        .collect();
-                    if args.is_empty() {
-                        continue; // `*0`: the server ignores it
+            let args = match decoder.decode(&mut buf) {
+                Ok(Some(Frame::Array(items))) => match arguments(items) {
+                    Ok(args) => args,
+                    Err(reply) => {
+                        encode(&reply, &mut out);
+                        let _ = stream.write_all(&out).await;
+                        return;
                     }
-                    let reply = {
-                        let mut node = lock(&shared);
-                        let reply = command(&mut node, &args);
-                        pump_and_wake(&shared, &mut node);
-                        reply
-                    };
-                    encode(&reply, &mut out);
-                }
-                Ok(Some(_)) => encode(&error("ERR Protocol error: expected an array"), &mut out),
-                Ok(None) => break,
-                Err(_) => {
-                    encode(&error("ERR Protocol error"), &mut out);
+                },
+                Ok(Some(_)) | Err(_) => {
+                    encode(
+                        &error("ERR Protocol error: expected an array of bulk strings"),
+                        &mut out,
+                    );
                     let _ = stream.write_all(&out).await;
                     return;
                 }
+                Ok(None) => break,
+            };
+            if args.is_empty() {
+                continue; // `*0`: the server ignores it
             }
+            // A blocked command holds the replies of the ones after it, as on the server.
+            let mut blocked_until: Option<Option<u64>> = None; // set when it first blocks
+            let reply = loop {
+                let changed = shared.changed.notified();
+                let outcome = {
+                    let mut node = lock(&shared);
+                    let now = now();
+                    let outcome = commands::run(&mut node, &mut client, &args, now);
+                    pump_and_wake(&shared, &mut node);
+                    outcome
+                };
+                match outcome {
+                    Outcome::Reply(reply) => {
+                        shared.changed.notify_waiters();
+                        break reply;
+                    }
+                    Outcome::Block { deadline } => {
+                        let deadline = *blocked_until.get_or_insert(deadline);
+                        if !out.is_empty() {
+                            if stream.write_all(&out).await.is_err() {
+                                return;
+                            }
+                            out.clear();
+                        }
+                        let left = deadline.map_or(100, |at| at.saturating_sub(now()).min(100));
+                        if deadline.is_some_and(|at| at <= now()) {
+                            break if client.resp3 {
+                                Frame::Null
+                            } else {
+                                Frame::NullArray
+                            };
+                        }
+                        tokio::select! {
+                            () = changed => {}
+                            () = tokio::time::sleep(Duration::from_millis(left)) => {}
+                        }
+                    }
+                }
+            };
+            encode(&reply, &mut out);
         }
         if !out.is_empty() {
             if stream.write_all(&out).await.is_err() {
@@ -511,6 +467,28 @@ async fn serve_client(shared: Shared, mut stream: TcpStream) {
             Ok(_) => {}
         }
     }
+}
+
+fn error(text: &str) -> Reply {
+    Frame::SimpleError(text.as_bytes().to_vec())
+}
+
+/// A request's arguments: every item must be a bulk string, as the server requires
+/// (`Protocol error: expected '$', got ':'`, and the connection closes).
+fn arguments(items: Vec<Frame>) -> Result<Vec<Bytes>, Reply> {
+    items
+        .into_iter()
+        .map(|item| match item {
+            Frame::BulkString(bytes) => Ok(bytes),
+            other => {
+                let got = other.kind().0;
+                Err(error(&format!(
+                    "ERR Protocol error: expected '$', got '{}'",
+                    char::from(got)
+                )))
+            }
+        })
+        .collect()
 }
 
 #[tokio::main(flavor = "current_thread")]
@@ -540,18 +518,22 @@ async fn main() {
         Err(_) => ClusterNode::new(config),
     };
     save(&conf_path, &cluster.nodes_conf());
-    let shared: Shared = Arc::new((
-        Mutex::new(Node {
+    let shared: Shared = Arc::new(State {
+        node: Mutex::new(Node {
             cluster,
+            port: options.port,
+            password: options.password.clone(),
             outbound: HashMap::new(),
             inbound: HashMap::new(),
             next_conn: 0,
             renamed: HashMap::new(),
-            keys: HashMap::new(),
+            db: Db::default(),
             conf_path,
+            next_client: 0,
         }),
-        Notify::new(),
-    ));
+        timer: Notify::new(),
+        changed: Notify::new(),
+    });
     let clients = TcpListener::bind(("127.0.0.1", options.port)).await;
     let bus = TcpListener::bind(("127.0.0.1", options.cport())).await;
     let (Ok(clients), Ok(bus)) = (clients, bus) else {

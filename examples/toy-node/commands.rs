@@ -1,0 +1,1103 @@
+//! The toy node's client commands: the checks a Redis 7.0 node makes before it runs a
+//! command, in its order (unknown command and arity, authentication, the cluster's redirect,
+//! a replica's refusal to write, MULTI's queue), then the command on the keyspace.
+//!
+//! The checks come from the crates: `CommandTable::check` for the names and arities and
+//! their error texts, `CommandTable::routing_keys` for the keys, `ClusterNode::route` for
+//! MOVED / ASK / TRYAGAIN / CROSSSLOT / CLUSTERDOWN. This file only holds the keyspace
+//! commands' own behaviour and texts, checked against redis-server 7.0.15 by
+//! `tests/toy_node.rs`.
+
+use std::collections::VecDeque;
+
+use bytes::Bytes;
+use redis_cluster_proto::hash_slot::Slot;
+use redis_cluster_proto::resp::Frame;
+use redis_cluster_proto::route::{CommandFlags, CommandSpec, CommandTable};
+use redis_cluster_proto::state::{Protocol, Request};
+
+use crate::Node;
+use crate::db::{Db, Entry, Value, glob};
+
+/// A reply, in the state machine's frame type.
+pub(crate) type Reply = Frame<Vec<u8>>;
+
+const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
+const NOT_INTEGER: &str = "ERR value is not an integer or out of range";
+const SYNTAX: &str = "ERR syntax error";
+
+/// What one client connection carries from command to command.
+#[derive(Debug)]
+pub(crate) struct Client {
+    pub(crate) id: u64,
+    /// ASKING was sent: the next command (or the next EXEC) may use an importing slot.
+    asking: bool,
+    /// READONLY: a replica serves this client's reads of its master's slots.
+    readonly: bool,
+    /// HELLO 3 was sent.
+    pub(crate) resp3: bool,
+    name: Option<Vec<u8>>,
+    /// AUTH succeeded, or no password is set.
+    authenticated: bool,
+    /// Inside MULTI: the queued commands.
+    multi: Option<Vec<Vec<Bytes>>>,
+    /// A command was refused while queueing: EXEC aborts.
+    dirty: bool,
+}
+
+impl Client {
+    pub(crate) fn new(id: u64, password_set: bool) -> Self {
+        Self {
+            id,
+            asking: false,
+            readonly: false,
+            resp3: false,
+            name: None,
+            authenticated: !password_set,
+            multi: None,
+            dirty: false,
+        }
+    }
+
+    fn protocol(&self) -> Protocol {
+        if self.resp3 {
+            Protocol::Resp3
+        } else {
+            Protocol::Resp2
+        }
+    }
+
+    fn null(&self) -> Reply {
+        if self.resp3 {
+            Frame::Null
+        } else {
+            Frame::NullBulkString
+        }
+    }
+
+    fn null_array(&self) -> Reply {
+        if self.resp3 {
+            Frame::Null
+        } else {
+            Frame::NullArray
+        }
+    }
+}
+
+/// What a command leaves the connection with.
+pub(crate) enum Outcome {
+    Reply(Reply),
+    /// Nothing to answer yet (BLPOP on empty lists, or writes paused for a manual failover):
+    /// run the same command again when the keyspace or the cluster changes, or at
+    /// `deadline` (Unix ms), when it answers its timeout reply.
+    Block {
+        deadline: Option<u64>,
+    },
+}
+
+fn error(text: &str) -> Reply {
+    Frame::SimpleError(text.as_bytes().to_vec())
+}
+
+fn simple(text: &str) -> Reply {
+    Frame::SimpleString(text.as_bytes().to_vec())
+}
+
+fn bulk(bytes: &[u8]) -> Reply {
+    Frame::BulkString(bytes.to_vec())
+}
+
+fn ok() -> Reply {
+    simple("OK")
+}
+
+/// A decimal i64 as the server reads one (`string2ll`): no spaces, no `+`, no leading zero.
+fn integer(arg: &[u8]) -> Option<i64> {
+    let text = std::str::from_utf8(arg).ok()?;
+    let digits = text.strip_prefix('-').unwrap_or(text);
+    let canonical = digits == "0" && !text.starts_with('-')
+        || !digits.is_empty()
+            && !digits.starts_with('0')
+            && digits.bytes().all(|b| b.is_ascii_digit());
+    if canonical { text.parse().ok() } else { None }
+}
+
+fn eq(arg: &[u8], word: &str) -> bool {
+    arg.eq_ignore_ascii_case(word.as_bytes())
+}
+
+/// Runs one client command, `args` not empty, at `now` (Unix ms), with every check the
+/// server makes first.
+pub(crate) fn run(node: &mut Node, client: &mut Client, args: &[Bytes], now: u64) -> Outcome {
+    let table = &CommandTable::REDIS_7_0;
+    let spec = match table.check(args) {
+        Ok(spec) => spec,
+        Err(rejection) => {
+            client.dirty |= client.multi.is_some();
+            return Outcome::Reply(Frame::SimpleError(rejection.error_line(args)));
+        }
+    };
+    let name = spec.name;
+    if !client.authenticated && !matches!(name, "auth" | "hello") {
+        return Outcome::Reply(error("NOAUTH Authentication required."));
+    }
+    let queueing = client.multi.is_some()
+        && !matches!(
+            name,
+            "exec" | "discard" | "multi" | "watch" | "quit" | "reset"
+        );
+    if let Err(redirect) = redirect(node, client, spec, args, now) {
+        if name == "exec" {
+            client.multi = None;
+            client.dirty = false;
+        } else {
+            client.dirty |= client.multi.is_some();
+        }
+        return Outcome::Reply(redirect);
+    }
+    let write = spec.flags.contains(CommandFlags::WRITE);
+    if write && !node.cluster.myself().is_master() {
+        client.dirty |= client.multi.is_some();
+        return Outcome::Reply(error(
+            "READONLY You can't write against a read only replica.",
+        ));
+    }
+    if queueing {
+        if let Some(queue) = client.multi.as_mut() {
+            queue.push(args.to_vec());
+        }
+        return Outcome::Reply(simple("QUEUED"));
+    }
+    let paused = write || name == "exec" && client.multi.as_ref().is_some_and(|q| writes(q));
+    if paused && node.cluster.writes_paused(now) {
+        return Outcome::Block { deadline: None };
+    }
+    let outcome = match name {
+        "multi" if client.multi.is_some() => {
+            Outcome::Reply(error("ERR MULTI calls can not be nested"))
+        }
+        "multi" => {
+            client.multi = Some(Vec::new());
+            client.dirty = false;
+            Outcome::Reply(ok())
+        }
+        "exec" => Outcome::Reply(exec(node, client, now)),
+        "discard" if client.multi.take().is_some() => {
+            client.dirty = false;
+            Outcome::Reply(ok())
+        }
+        "discard" => Outcome::Reply(error("ERR DISCARD without MULTI")),
+        _ => execute(node, client, spec, args, now),
+    };
+    // ASKING lasts one command, or until EXEC when it was sent before MULTI.
+    if name != "asking" && client.multi.is_none() {
+        client.asking = false;
+    }
+    outcome
+}
+
+/// Whether any queued command writes.
+fn writes(queue: &[Vec<Bytes>]) -> bool {
+    queue.iter().any(|args| {
+        CommandTable::REDIS_7_0
+            .lookup(args)
+            .is_some_and(|spec| spec.flags.contains(CommandFlags::WRITE))
+    })
+}
+
+/// The cluster's decision for a command with keys (EXEC: for all the queued commands
+/// together), as the server's `getNodeByQuery`.
+fn redirect(
+    node: &Node,
+    client: &Client,
+    spec: &CommandSpec,
+    args: &[Bytes],
+    now: u64,
+) -> Result<(), Reply> {
+    let table = &CommandTable::REDIS_7_0;
+    let mut keys: Vec<&[u8]> = Vec::new();
+    let mut write = spec.flags.contains(CommandFlags::WRITE);
+    if spec.name == "exec" {
+        for queued in client.multi.iter().flatten() {
+            if let Ok(positions) = table.routing_keys(queued) {
+                keys.extend(positions.positions().map(|at| queued[at].as_ref()));
+            }
+            write |= table
+                .lookup(queued)
+                .is_some_and(|s| s.flags.contains(CommandFlags::WRITE));
+        }
+    } else if spec.has_key_arguments() {
+        if let Ok(positions) = table.routing_keys(args) {
+            keys.extend(positions.positions().map(|at| args[at].as_ref()));
+        }
+    }
+    if keys.is_empty() {
+        return Ok(());
+    }
+    let mut request = Request::new(&keys);
+    request.write = write;
+    request.asking = client.asking || spec.flags.contains(CommandFlags::ASKING);
+    request.readonly = client.readonly;
+    request.migrate = spec.name == "migrate";
+    let db = &node.db;
+    let decision = node.cluster.route(&request, |k| db.contains(k, now));
+    if decision.is_served() {
+        Ok(())
+    } else {
+        Err(error(&decision.to_string()))
+    }
+}
+
+fn exec(node: &mut Node, client: &mut Client, now: u64) -> Reply {
+    let Some(queue) = client.multi.take() else {
+        return error("ERR EXEC without MULTI");
+    };
+    if std::mem::take(&mut client.dirty) {
+        return error("EXECABORT Transaction discarded because of previous errors.");
+    }
+    let table = &CommandTable::REDIS_7_0;
+    let mut replies = Vec::with_capacity(queue.len());
+    for args in &queue {
+        let reply = match table.check(args) {
+            Ok(spec) => match execute(node, client, spec, args, now) {
+                Outcome::Reply(reply) => reply,
+                // A blocking command in a transaction answers at once, as if timed out.
+                Outcome::Block { .. } => client.null_array(),
+            },
+            Err(rejection) => Frame::SimpleError(rejection.error_line(args)),
+        };
+        replies.push(reply);
+    }
+    Frame::Array(replies)
+}
+
+/// The command itself, after every check passed.
+fn execute(
+    node: &mut Node,
+    client: &mut Client,
+    spec: &CommandSpec,
+    args: &[Bytes],
+    now: u64,
+) -> Outcome {
+    // A subcommand's spec is named `container|sub`: the container dispatches.
+    let name = spec
+        .name
+        .split_once('|')
+        .map_or(spec.name, |(container, _)| container);
+    let reply = match (name, &args[1..]) {
+        ("ping", []) => simple("PONG"),
+        ("ping", [text]) | ("echo", [text]) => bulk(text),
+        ("ping", _) => error("ERR wrong number of arguments for 'ping' command"),
+        ("select", [db]) if db.as_ref() == b"0" => ok(),
+        ("select", [db]) if integer(db).is_some() => {
+            error("ERR SELECT is not allowed in cluster mode")
+        }
+        ("select", _) => error(NOT_INTEGER),
+        ("asking", []) => {
+            client.asking = true;
+            ok()
+        }
+        ("readonly", []) => {
+            client.readonly = true;
+            ok()
+        }
+        ("readwrite", []) => {
+            client.readonly = false;
+            ok()
+        }
+        ("auth", rest) => auth(node, client, rest),
+        ("hello", rest) => return Outcome::Reply(hello(node, client, rest)),
+        ("client", [sub, rest @ ..]) => client_command(client, sub, rest),
+        ("command", rest) => command_command(rest),
+        ("config", [sub, rest @ ..]) => config(node, sub, rest),
+        ("info", _) => info(node),
+        ("dbsize", []) => Frame::Integer(node.db.len() as i64),
+        ("flushall" | "flushdb", options) => match options {
+            [] => {
+                node.db.clear();
+                ok()
+            }
+            [mode] if eq(mode, "sync") || eq(mode, "async") => {
+                node.db.clear();
+                ok()
+            }
+            _ => error(SYNTAX),
+        },
+        ("keys", [pattern]) => Frame::Array(
+            node.db
+                .keys(now)
+                .filter(|key| glob(pattern, key))
+                .map(|key| bulk(key))
+                .collect(),
+        ),
+        ("scan", [cursor, options @ ..]) => scan(&node.db, cursor, options, now),
+        ("cluster", [sub, rest @ ..]) => cluster(node, client, sub, rest, now),
+        ("blpop" | "brpop", [keys @ .., timeout]) => {
+            return blocking_pop(&mut node.db, client, name, keys, timeout, now);
+        }
+        (name, [key, rest @ ..]) => keyed(&mut node.db, client, name, key, rest, now),
+        _ => error(&format!(
+            "ERR the toy node does not implement '{}'",
+            spec.name
+        )),
+    };
+    Outcome::Reply(reply)
+}
+
+fn auth(node: &Node, client: &mut Client, args: &[Bytes]) -> Reply {
+    let password = match args {
+        [password] | [_, password] => password,
+        _ => return error(SYNTAX),
+    };
+    let user_ok = args.len() == 1 || eq(&args[0], "default");
+    match &node.password {
+        None if args.len() == 1 => error(
+            "ERR AUTH <password> called without any password configured for the default user. \
+             Are you sure your configuration is correct?",
+        ),
+        Some(expected) if user_ok && expected.as_bytes() == password.as_ref() => {
+            client.authenticated = true;
+            ok()
+        }
+        None if user_ok => {
+            client.authenticated = true;
+            ok()
+        }
+        _ => error("WRONGPASS invalid username-password pair or user is disabled."),
+    }
+}
+
+/// `HELLO [protover [AUTH username password] [SETNAME name]]`.
+fn hello(node: &Node, client: &mut Client, args: &[Bytes]) -> Reply {
+    let mut version = if client.resp3 { 3 } else { 2 };
+    let mut rest = args;
+    if let [protover, more @ ..] = args {
+        match integer(protover) {
+            Some(v @ (2 | 3)) => version = v,
+            Some(_) => return error("NOPROTO unsupported protocol version"),
+            None => return error("ERR Protocol version is not an integer or out of range"),
+        }
+        rest = more;
+    }
+    let mut name = None;
+    while let [option, more @ ..] = rest {
+        match more {
+            [user, password, tail @ ..] if eq(option, "auth") => {
+                if let Frame::SimpleError(e) = auth(node, client, &[user.clone(), password.clone()])
+                {
+                    return Frame::SimpleError(e);
+                }
+                rest = tail;
+            }
+            [value, tail @ ..] if eq(option, "setname") => {
+                name = Some(value.to_vec());
+                rest = tail;
+            }
+            _ => {
+                return error(&format!(
+                    "ERR Syntax error in HELLO option '{}'",
+                    String::from_utf8_lossy(option)
+                ));
+            }
+        }
+    }
+    if !client.authenticated {
+        return error(
+            "NOAUTH HELLO must be called with the client already authenticated, otherwise the \
+             HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and \
+             select the RESP protocol version at the same time",
+        );
+    }
+    if name.is_some() {
+        client.name = name;
+    }
+    client.resp3 = version == 3;
+    let role = if node.cluster.myself().is_master() {
+        "master"
+    } else {
+        "replica"
+    };
+    let fields = [
+        ("server", bulk(b"redis")),
+        ("version", bulk(b"7.0.15")),
+        ("proto", Frame::Integer(version)),
+        ("id", Frame::Integer(client.id as i64)),
+        ("mode", bulk(b"cluster")),
+        ("role", bulk(role.as_bytes())),
+        ("modules", Frame::Array(Vec::new())),
+    ];
+    if client.resp3 {
+        Frame::Map(
+            fields
+                .into_iter()
+                .map(|(k, v)| (bulk(k.as_bytes()), v))
+                .collect(),
+        )
+    } else {
+        Frame::Array(
+            fields
+                .into_iter()
+                .flat_map(|(k, v)| [bulk(k.as_bytes()), v])
+                .collect(),
+        )
+    }
+}
+
+fn client_command(client: &mut Client, sub: &[u8], args: &[Bytes]) -> Reply {
+    match (sub.to_ascii_lowercase().as_slice(), args) {
+        (b"setname", [name]) => {
+            if name.iter().any(|&b| b <= b' ' || b > b'~') {
+                return error(
+                    "ERR Client names cannot contain spaces, newlines or special characters.",
+                );
+            }
+            client.name = (!name.is_empty()).then(|| name.to_vec());
+            ok()
+        }
+        (b"getname", []) => match &client.name {
+            Some(name) => bulk(name),
+            None => client.null(),
+        },
+        (b"id", []) => Frame::Integer(client.id as i64),
+        _ => error(&format!(
+            "ERR the toy node does not implement 'client|{}'",
+            String::from_utf8_lossy(sub).to_ascii_lowercase()
+        )),
+    }
+}
+
+/// COMMAND COUNT and COMMAND GETKEYS, from the route crate's copy of 7.0's table.
+fn command_command(args: &[Bytes]) -> Reply {
+    let table = &CommandTable::REDIS_7_0;
+    match args {
+        [sub] if eq(sub, "count") => Frame::Integer(table.commands().len() as i64),
+        [sub, argv @ ..] if eq(sub, "getkeys") => match table.command_getkeys(argv) {
+            Ok(keys) => Frame::Array(keys.positions().map(|at| bulk(&argv[at])).collect()),
+            Err(e) => error(&format!("ERR {e}")),
+        },
+        _ => error("ERR the toy node implements only COMMAND COUNT and COMMAND GETKEYS"),
+    }
+}
+
+/// CONFIG GET for the few parameters tools read at start (redis-benchmark: `save`,
+/// `appendonly`); CONFIG SET is refused.
+fn config(node: &Node, sub: &[u8], args: &[Bytes]) -> Reply {
+    if !eq(sub, "get") {
+        return error("ERR the toy node implements only CONFIG GET");
+    }
+    let values = [
+        ("port", node.port.to_string()),
+        ("cluster-enabled", String::from("yes")),
+        (
+            "cluster-node-timeout",
+            node.cluster.config().node_timeout.to_string(),
+        ),
+        ("save", String::new()),
+        ("appendonly", String::from("no")),
+        ("maxmemory", String::from("0")),
+    ];
+    let mut reply = Vec::new();
+    for (name, value) in values {
+        if args
+            .iter()
+            .any(|pattern| glob(&pattern.to_ascii_lowercase(), name.as_bytes()))
+        {
+            reply.push(bulk(name.as_bytes()));
+            reply.push(bulk(value.as_bytes()));
+        }
+    }
+    Frame::Array(reply)
+}
+
+fn info(node: &Node) -> Reply {
+    let myself = node.cluster.myself();
+    let role = if myself.is_master() {
+        "master"
+    } else {
+        "slave"
+    };
+    let mut text = format!(
+        "# Server\r\nredis_version:7.0.15\r\nredis_mode:cluster\r\ntcp_port:{}\r\n\r\n\
+         # Replication\r\nrole:{role}\r\nmaster_repl_offset:{}\r\n\r\n\
+         # Cluster\r\ncluster_enabled:1\r\n",
+        node.port, myself.repl_offset
+    );
+    if node.db.len() > 0 {
+        text.push_str(&format!(
+            "\r\n# Keyspace\r\ndb0:keys={},expires={},avg_ttl=0\r\n",
+            node.db.len(),
+            node.db.volatile()
+        ));
+    }
+    Frame::BulkString(text.into_bytes())
+}
+
+/// `SCAN cursor [MATCH pattern] [COUNT count] [TYPE type]`.
+fn scan(db: &Db, cursor: &[u8], options: &[Bytes], now: u64) -> Reply {
+    let Some(cursor) = std::str::from_utf8(cursor)
+        .ok()
+        .and_then(|c| c.parse::<u64>().ok())
+    else {
+        return error("ERR invalid cursor");
+    };
+    let (mut pattern, mut count, mut kind) = (None, 10, None);
+    let mut rest = options;
+    while let [option, value, more @ ..] = rest {
+        if eq(option, "match") {
+            pattern = Some(value);
+        } else if eq(option, "count") {
+            match integer(value) {
+                Some(n) if n >= 1 => count = n as usize,
+                Some(_) => return error(SYNTAX),
+                None => return error(NOT_INTEGER),
+            }
+        } else if eq(option, "type") {
+            kind = Some(value.to_ascii_lowercase());
+        } else {
+            return error(SYNTAX);
+        }
+        rest = more;
+    }
+    if !rest.is_empty() {
+        return error(SYNTAX);
+    }
+    let (next, keys) = db.scan(cursor, count, now);
+    let keys = keys
+        .into_iter()
+        .filter(|key| pattern.is_none_or(|p| glob(p, key)))
+        .filter(|key| {
+            kind.as_ref().is_none_or(|kind| {
+                db.peek(key, now)
+                    .is_some_and(|e| e.value.type_name().as_bytes() == kind.as_slice())
+            })
+        })
+        .map(|key| bulk(&key))
+        .collect();
+    Frame::Array(vec![bulk(next.to_string().as_bytes()), Frame::Array(keys)])
+}
+
+/// CLUSTER subcommands: the state machine's, plus the two that read the keyspace.
+fn cluster(node: &mut Node, client: &Client, sub: &[u8], args: &[Bytes], now: u64) -> Reply {
+    let slot = |arg: &[u8]| {
+        integer(arg)
+            .and_then(|n| u16::try_from(n).ok())
+            .and_then(Slot::new)
+    };
+    match (sub.to_ascii_lowercase().as_slice(), args) {
+        (b"countkeysinslot", [s]) => match slot(s) {
+            Some(s) => Frame::Integer(node.db.count_in_slot(u16::from(s)) as i64),
+            None if integer(s).is_none() => error(NOT_INTEGER),
+            None => error("ERR Invalid slot"),
+        },
+        (b"getkeysinslot", [s, count]) => match (slot(s), integer(count)) {
+            _ if integer(s).is_none() || integer(count).is_none() => error(NOT_INTEGER),
+            (Some(s), Some(count)) if count >= 0 => Frame::Array(
+                node.db
+                    .keys_in_slot(u16::from(s), count as usize, now)
+                    .iter()
+                    .map(|k| bulk(k))
+                    .collect(),
+            ),
+            _ => error("ERR Invalid slot or number of keys"),
+        },
+        _ => {
+            let mut full = Vec::with_capacity(args.len() + 1);
+            full.push(Bytes::copy_from_slice(sub));
+            full.extend_from_slice(args);
+            let db = &node.db;
+            node.cluster
+                .cluster_command(&full, client.protocol(), now, |slot: Slot| {
+                    db.count_in_slot(u16::from(slot)) as u64
+                })
+                .unwrap_or_else(|| {
+                    error(&format!(
+                        "ERR the toy node does not implement 'cluster|{}'",
+                        String::from_utf8_lossy(sub).to_ascii_lowercase()
+                    ))
+                })
+        }
+    }
+}
+
+/// BLPOP / BRPOP: the first non-empty list's head (or tail), or block until `timeout`
+/// seconds (0: for ever) have passed.
+fn blocking_pop(
+    db: &mut Db,
+    client: &Client,
+    name: &str,
+    keys: &[Bytes],
+    timeout: &[u8],
+    now: u64,
+) -> Outcome {
+    let Some(timeout) = std::str::from_utf8(timeout)
+        .ok()
+        .and_then(|t| t.parse::<f64>().ok())
+        .filter(|t| t.is_finite())
+    else {
+        return Outcome::Reply(error("ERR timeout is not a float or out of range"));
+    };
+    if timeout < 0.0 {
+        return Outcome::Reply(error("ERR timeout is negative"));
+    }
+    for key in keys {
+        match db.get_mut(key, now).map(|e| &mut e.value) {
+            Some(Value::List(items)) => {
+                let item = if name == "blpop" {
+                    items.pop_front()
+                } else {
+                    items.pop_back()
+                };
+                if let Some(item) = item {
+                    db.drop_if_empty(key);
+                    return Outcome::Reply(Frame::Array(vec![bulk(key), Frame::BulkString(item)]));
+                }
+            }
+            Some(_) => return Outcome::Reply(error(WRONGTYPE)),
+            None => {}
+        }
+    }
+    if client.multi.is_some() {
+        return Outcome::Reply(client.null_array());
+    }
+    let deadline = (timeout > 0.0).then(|| now + (timeout * 1000.0) as u64);
+    Outcome::Block { deadline }
+}
+
+/// The commands on one key's value.
+fn keyed(db: &mut Db, client: &Client, name: &str, key: &[u8], rest: &[Bytes], now: u64) -> Reply {
+    match (name, rest) {
+        ("get", []) => match db.get(key, now).map(|e| &e.value) {
+            Some(Value::Str(v)) => bulk(v),
+            Some(_) => error(WRONGTYPE),
+            None => client.null(),
+        },
+        ("set", [value, options @ ..]) => set(db, client, key, value, options, now),
+        ("mget", _) => Frame::Array(
+            std::iter::once(key)
+                .chain(rest.iter().map(|k| k.as_ref()))
+                .map(|k| match db.get(k, now).map(|e| &e.value) {
+                    Some(Value::Str(v)) => bulk(v),
+                    _ => client.null(),
+                })
+                .collect(),
+        ),
+        ("mset", pairs) if pairs.len() % 2 == 1 => {
+            db.insert(key, string(&pairs[0]));
+            for pair in pairs[1..].chunks_exact(2) {
+                db.insert(&pair[0], string(&pair[1]));
+            }
+            ok()
+        }
+        ("mset", _) => error("ERR wrong number of arguments for 'mset' command"),
+        ("del" | "unlink", _) => {
+            let keys = std::iter::once(key).chain(rest.iter().map(|k| k.as_ref()));
+            let removed = keys.filter(|k| {
+                let live = db.get(k, now).is_some();
+                live && db.remove(k).is_some()
+            });
+            Frame::Integer(removed.count() as i64)
+        }
+        ("exists", _) => {
+            let keys = std::iter::once(key).chain(rest.iter().map(|k| k.as_ref()));
+            Frame::Integer(keys.filter(|k| db.get(k, now).is_some()).count() as i64)
+        }
+        ("type", []) => simple(db.get(key, now).map_or("none", |e| e.value.type_name())),
+        ("incr", []) => add(db, key, 1, now),
+        ("decr", []) => add(db, key, -1, now),
+        ("incrby", [by]) => {
+            integer(by).map_or_else(|| error(NOT_INTEGER), |by| add(db, key, by, now))
+        }
+        ("decrby", [by]) => match integer(by).and_then(i64::checked_neg) {
+            Some(by) => add(db, key, by, now),
+            None if integer(by).is_some() => error("ERR decrement would overflow"),
+            None => error(NOT_INTEGER),
+        },
+        ("append", [tail]) => match db.get_mut(key, now).map(|e| &mut e.value) {
+            Some(Value::Str(v)) => {
+                v.extend_from_slice(tail);
+                Frame::Integer(v.len() as i64)
+            }
+            Some(_) => error(WRONGTYPE),
+            None => {
+                db.insert(key, string(tail));
+                Frame::Integer(tail.len() as i64)
+            }
+        },
+        ("strlen", []) => match db.get(key, now).map(|e| &e.value) {
+            Some(Value::Str(v)) => Frame::Integer(v.len() as i64),
+            Some(_) => error(WRONGTYPE),
+            None => Frame::Integer(0),
+        },
+        ("expire" | "pexpire", [time, options @ ..]) => expire(db, name, key, time, options, now),
+        ("ttl" | "pttl", []) => match db.get(key, now) {
+            None => Frame::Integer(-2),
+            Some(Entry { expires: None, .. }) => Frame::Integer(-1),
+            Some(Entry {
+                expires: Some(at), ..
+            }) => {
+                let left = at - now; // the key is live: `at` is later than `now`
+                let left = if name == "ttl" {
+                    (left + 500) / 1000
+                } else {
+                    left
+                };
+                Frame::Integer(left as i64)
+            }
+        },
+        ("persist", []) => match db.get_mut(key, now) {
+            Some(entry) if entry.expires.is_some() => {
+                entry.expires = None;
+                Frame::Integer(1)
+            }
+            _ => Frame::Integer(0),
+        },
+        ("lpush" | "rpush", values) if !values.is_empty() => {
+            let items = match db.get_mut(key, now).map(|e| &mut e.value) {
+                Some(Value::List(items)) => items,
+                Some(_) => return error(WRONGTYPE),
+                None => {
+                    db.insert(
+                        key,
+                        Entry {
+                            value: Value::List(VecDeque::new()),
+                            expires: None,
+                        },
+                    );
+                    match db.get_mut(key, now).map(|e| &mut e.value) {
+                        Some(Value::List(items)) => items,
+                        _ => return error("ERR the list just stored is gone"),
+                    }
+                }
+            };
+            for value in values {
+                if name == "lpush" {
+                    items.push_front(value.to_vec());
+                } else {
+                    items.push_back(value.to_vec());
+                }
+            }
+            Frame::Integer(items.len() as i64)
+        }
+        ("lpop" | "rpop", count) if count.len() <= 1 => {
+            let count = match count.first().map(|c| integer(c)) {
+                None => None,
+                Some(Some(n)) if n >= 0 => Some(n as usize),
+                Some(_) => return error("ERR value is out of range, must be positive"),
+            };
+            let reply = match db.get_mut(key, now).map(|e| &mut e.value) {
+                None => {
+                    return if count.is_some() {
+                        client.null_array()
+                    } else {
+                        client.null()
+                    };
+                }
+                Some(Value::List(items)) => {
+                    let mut pop = || {
+                        if name == "lpop" {
+                            items.pop_front()
+                        } else {
+                            items.pop_back()
+                        }
+                    };
+                    match count {
+                        None => pop().map_or_else(|| client.null(), Frame::BulkString),
+                        Some(n) => Frame::Array(
+                            (0..n).map_while(|_| pop()).map(Frame::BulkString).collect(),
+                        ),
+                    }
+                }
+                Some(_) => return error(WRONGTYPE),
+            };
+            db.drop_if_empty(key);
+            reply
+        }
+        ("llen", []) => match db.get(key, now).map(|e| &e.value) {
+            Some(Value::List(items)) => Frame::Integer(items.len() as i64),
+            Some(_) => error(WRONGTYPE),
+            None => Frame::Integer(0),
+        },
+        ("lrange", [start, stop]) => {
+            let (Some(start), Some(stop)) = (integer(start), integer(stop)) else {
+                return error(NOT_INTEGER);
+            };
+            match db.get(key, now).map(|e| &e.value) {
+                Some(Value::List(items)) => {
+                    let len = items.len() as i64;
+                    let start = if start < 0 {
+                        (len + start).max(0)
+                    } else {
+                        start
+                    };
+                    let stop = if stop < 0 {
+                        len + stop
+                    } else {
+                        stop.min(len - 1)
+                    };
+                    if start > stop || start >= len {
+                        return Frame::Array(Vec::new());
+                    }
+                    let range = start as usize..=stop as usize;
+                    Frame::Array(items.range(range).map(|v| bulk(v)).collect())
+                }
+                Some(_) => error(WRONGTYPE),
+                None => Frame::Array(Vec::new()),
+            }
+        }
+        ("hset", pairs) if !pairs.is_empty() && pairs.len() % 2 == 0 => {
+            let fields = match db.get_mut(key, now).map(|e| &mut e.value) {
+                Some(Value::Hash(fields)) => fields,
+                Some(_) => return error(WRONGTYPE),
+                None => {
+                    db.insert(
+                        key,
+                        Entry {
+                            value: Value::Hash(Vec::new()),
+                            expires: None,
+                        },
+                    );
+                    match db.get_mut(key, now).map(|e| &mut e.value) {
+                        Some(Value::Hash(fields)) => fields,
+                        _ => return error("ERR the hash just stored is gone"),
+                    }
+                }
+            };
+            let mut added = 0;
+            for pair in pairs.chunks_exact(2) {
+                match fields
+                    .iter_mut()
+                    .find(|(f, _)| f.as_slice() == pair[0].as_ref())
+                {
+                    Some((_, value)) => *value = pair[1].to_vec(),
+                    None => {
+                        fields.push((pair[0].to_vec(), pair[1].to_vec()));
+                        added += 1;
+                    }
+                }
+            }
+            Frame::Integer(added)
+        }
+        ("hset", _) => error("ERR wrong number of arguments for 'hset' command"),
+        ("hget", [field]) => match db.get(key, now).map(|e| &e.value) {
+            Some(Value::Hash(fields)) => fields
+                .iter()
+                .find(|(f, _)| f.as_slice() == field.as_ref())
+                .map_or_else(|| client.null(), |(_, v)| bulk(v)),
+            Some(_) => error(WRONGTYPE),
+            None => client.null(),
+        },
+        ("hdel", names) => {
+            let removed = match db.get_mut(key, now).map(|e| &mut e.value) {
+                Some(Value::Hash(fields)) => {
+                    let before = fields.len();
+                    for name in names {
+                        fields.retain(|(f, _)| f.as_slice() != name.as_ref());
+                    }
+                    before - fields.len()
+                }
+                Some(_) => return error(WRONGTYPE),
+                None => 0,
+            };
+            db.drop_if_empty(key);
+            Frame::Integer(removed as i64)
+        }
+        ("hgetall", []) => match db.get(key, now).map(|e| &e.value) {
+            Some(Value::Hash(fields)) if client.resp3 => {
+                Frame::Map(fields.iter().map(|(f, v)| (bulk(f), bulk(v))).collect())
+            }
+            Some(Value::Hash(fields)) => Frame::Array(
+                fields
+                    .iter()
+                    .flat_map(|(f, v)| [bulk(f), bulk(v)])
+                    .collect(),
+            ),
+            Some(_) => error(WRONGTYPE),
+            None if client.resp3 => Frame::Map(Vec::new()),
+            None => Frame::Array(Vec::new()),
+        },
+        ("hlen", []) => match db.get(key, now).map(|e| &e.value) {
+            Some(Value::Hash(fields)) => Frame::Integer(fields.len() as i64),
+            Some(_) => error(WRONGTYPE),
+            None => Frame::Integer(0),
+        },
+        _ => error(&format!("ERR the toy node does not implement '{name}'")),
+    }
+}
+
+fn string(value: &[u8]) -> Entry {
+    Entry {
+        value: Value::Str(value.to_vec()),
+        expires: None,
+    }
+}
+
+/// `SET key value [NX | XX] [GET] [EX s | PX ms | EXAT s | PXAT ms | KEEPTTL]`.
+fn set(
+    db: &mut Db,
+    client: &Client,
+    key: &[u8],
+    value: &[u8],
+    options: &[Bytes],
+    now: u64,
+) -> Reply {
+    let (mut nx, mut xx, mut get, mut keep) = (false, false, false, false);
+    let mut expires: Option<(&str, &[u8])> = None;
+    let mut rest = options;
+    while let [option, more @ ..] = rest {
+        let word = option.to_ascii_lowercase();
+        match (word.as_slice(), more) {
+            (b"nx", _) if !xx => nx = true,
+            (b"xx", _) if !nx => xx = true,
+            (b"get", _) => get = true,
+            (b"keepttl", _) if expires.is_none() => keep = true,
+            (b"ex" | b"px" | b"exat" | b"pxat", [time, tail @ ..])
+                if expires.is_none() && !keep =>
+            {
+                let unit = match word.as_slice() {
+                    b"ex" => "ex",
+                    b"px" => "px",
+                    b"exat" => "exat",
+                    _ => "pxat",
+                };
+                expires = Some((unit, time));
+                rest = tail;
+                continue;
+            }
+            _ => return error(SYNTAX),
+        }
+        rest = more;
+    }
+    let at = match expires {
+        None => None,
+        Some((unit, time)) => {
+            let Some(n) = integer(time) else {
+                return error(NOT_INTEGER);
+            };
+            let at = match unit {
+                "ex" => n
+                    .checked_mul(1000)
+                    .and_then(|ms| ms.checked_add(now as i64)),
+                "px" => n.checked_add(now as i64),
+                "exat" => n.checked_mul(1000),
+                _ => Some(n),
+            };
+            match at {
+                Some(at) if n > 0 => Some(at.max(0) as u64),
+                _ => return error("ERR invalid expire time in 'set' command"),
+            }
+        }
+    };
+    let old = match db.get(key, now) {
+        Some(Entry {
+            value: Value::Str(v),
+            expires,
+        }) => Some((Some(v.clone()), *expires)),
+        Some(_) if get => return error(WRONGTYPE),
+        Some(entry) => Some((None, entry.expires)),
+        None => None,
+    };
+    let old_value = || match &old {
+        Some((Some(v), _)) => bulk(v),
+        _ => client.null(),
+    };
+    if nx && old.is_some() || xx && old.is_none() {
+        return if get { old_value() } else { client.null() };
+    }
+    let expires = if keep {
+        old.as_ref().and_then(|(_, e)| *e)
+    } else {
+        at
+    };
+    let reply = if get { old_value() } else { ok() };
+    db.insert(
+        key,
+        Entry {
+            value: Value::Str(value.to_vec()),
+            expires,
+        },
+    );
+    reply
+}
+
+/// INCR, DECR, INCRBY, DECRBY.
+fn add(db: &mut Db, key: &[u8], by: i64, now: u64) -> Reply {
+    let (current, expires) = match db.get(key, now) {
+        None => (0, None),
+        Some(Entry {
+            value: Value::Str(v),
+            expires,
+        }) => match integer(v) {
+            Some(n) => (n, *expires),
+            None => return error(NOT_INTEGER),
+        },
+        Some(_) => return error(WRONGTYPE),
+    };
+    let Some(sum) = current.checked_add(by) else {
+        return error("ERR increment or decrement would overflow");
+    };
+    db.insert(
+        key,
+        Entry {
+            value: Value::Str(sum.to_string().into_bytes()),
+            expires,
+        },
+    );
+    Frame::Integer(sum)
+}
+
+/// `EXPIRE key seconds [NX | XX | GT | LT]`, PEXPIRE in ms.
+fn expire(db: &mut Db, name: &str, key: &[u8], time: &[u8], options: &[Bytes], now: u64) -> Reply {
+    let Some(n) = integer(time) else {
+        return error(NOT_INTEGER);
+    };
+    let (mut nx, mut xx, mut gt, mut lt) = (false, false, false, false);
+    for option in options {
+        let word = option.to_ascii_lowercase();
+        match word.as_slice() {
+            b"nx" => nx = true,
+            b"xx" => xx = true,
+            b"gt" => gt = true,
+            b"lt" => lt = true,
+            _ => {
+                return error(&format!(
+                    "ERR Unsupported option {}",
+                    String::from_utf8_lossy(option)
+                ));
+            }
+        }
+    }
+    if nx && (xx || gt || lt) {
+        return error("ERR NX and XX, GT or LT options at the same time are not compatible");
+    }
+    if gt && lt {
+        return error("ERR GT and LT options at the same time are not compatible");
+    }
+    let ms = if name == "expire" {
+        n.checked_mul(1000)
+    } else {
+        Some(n)
+    };
+    let Some(at) = ms.and_then(|ms| ms.checked_add(now as i64)) else {
+        return error(&format!("ERR invalid expire time in '{name}' command"));
+    };
+    let Some(entry) = db.get_mut(key, now) else {
+        return Frame::Integer(0);
+    };
+    // A missing expiry counts as infinite for GT and LT.
+    let allowed = match entry.expires {
+        Some(_) if nx => false,
+        None if xx || gt => false,
+        Some(current) if gt => at > current as i64,
+        Some(current) if lt => at < current as i64,
+        _ => true,
+    };
+    if !allowed {
+        return Frame::Integer(0);
+    }
+    if at <= now as i64 {
+        db.remove(key);
+    } else {
+        entry.expires = Some(at as u64);
+    }
+    Frame::Integer(1)
+}

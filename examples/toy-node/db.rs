@@ -1,0 +1,288 @@
+//! The toy node's keyspace: strings, lists and hashes in memory, with expiry times, and an
+//! index by hash slot for `CLUSTER GETKEYSINSLOT` / `COUNTKEYSINSLOT` and for SCAN.
+//!
+//! Expired keys are removed when they are next touched, as the server's lazy expiry does;
+//! there is no active expiry cycle, so a key never touched again after it expired stays in
+//! memory (it is never seen: every read and every listing checks the time).
+
+use std::collections::{BTreeSet, HashMap, VecDeque};
+
+use redis_cluster_proto::hash_slot::key_slot;
+
+/// A value of one of the toy's three types.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Value {
+    Str(Vec<u8>),
+    List(VecDeque<Vec<u8>>),
+    /// Field–value pairs in insertion order, as the server's small (listpack) hashes reply.
+    Hash(Vec<(Vec<u8>, Vec<u8>)>),
+}
+
+impl Value {
+    /// The name TYPE answers.
+    pub(crate) fn type_name(&self) -> &'static str {
+        match self {
+            Self::Str(_) => "string",
+            Self::List(_) => "list",
+            Self::Hash(_) => "hash",
+        }
+    }
+}
+
+/// A key's value and its expiry time (Unix ms), if it has one.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Entry {
+    pub(crate) value: Value,
+    pub(crate) expires: Option<u64>,
+}
+
+#[derive(Default)]
+pub(crate) struct Db {
+    entries: HashMap<Vec<u8>, Entry>,
+    /// Every key with its slot, so that one slot's keys are one range.
+    by_slot: BTreeSet<(u16, Vec<u8>)>,
+}
+
+impl Db {
+    /// Removes `key` if it expired at `now`; whether it is (still) there.
+    fn live(&mut self, key: &[u8], now: u64) -> bool {
+        match self.entries.get(key) {
+            None => false,
+            Some(entry) if entry.expires.is_some_and(|at| at <= now) => {
+                self.remove(key);
+                false
+            }
+            Some(_) => true,
+        }
+    }
+
+    /// Whether `key` exists at `now`, without removing it if it expired (for `route()`,
+    /// which only reads).
+    pub(crate) fn contains(&self, key: &[u8], now: u64) -> bool {
+        self.peek(key, now).is_some()
+    }
+
+    pub(crate) fn get(&mut self, key: &[u8], now: u64) -> Option<&Entry> {
+        if self.live(key, now) {
+            self.entries.get(key)
+        } else {
+            None
+        }
+    }
+
+    /// The entry of `key` if it is live at `now`, without removing it if it expired.
+    pub(crate) fn peek(&self, key: &[u8], now: u64) -> Option<&Entry> {
+        self.entries
+            .get(key)
+            .filter(|entry| entry.expires.is_none_or(|at| at > now))
+    }
+
+    pub(crate) fn get_mut(&mut self, key: &[u8], now: u64) -> Option<&mut Entry> {
+        if self.live(key, now) {
+            self.entries.get_mut(key)
+        } else {
+            None
+        }
+    }
+
+    /// Stores `entry` under `key`, replacing what was there.
+    pub(crate) fn insert(&mut self, key: &[u8], entry: Entry) {
+        if let Some(old) = self.entries.get_mut(key) {
+            *old = entry;
+        } else {
+            self.by_slot
+                .insert((u16::from(key_slot(key)), key.to_vec()));
+            self.entries.insert(key.to_vec(), entry);
+        }
+    }
+
+    pub(crate) fn remove(&mut self, key: &[u8]) -> Option<Entry> {
+        let entry = self.entries.remove(key)?;
+        self.by_slot
+            .remove(&(u16::from(key_slot(key)), key.to_vec()));
+        Some(entry)
+    }
+
+    /// Removes `key` if its value became empty (a list or hash whose last item went).
+    pub(crate) fn drop_if_empty(&mut self, key: &[u8]) {
+        let empty = match self.entries.get(key).map(|e| &e.value) {
+            Some(Value::List(items)) => items.is_empty(),
+            Some(Value::Hash(pairs)) => pairs.is_empty(),
+            _ => false,
+        };
+        if empty {
+            self.remove(key);
+        }
+    }
+
+    /// Keys stored, expired ones not yet removed included (as the server's DBSIZE counts).
+    pub(crate) fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Keys with an expiry time.
+    pub(crate) fn volatile(&self) -> usize {
+        self.entries
+            .values()
+            .filter(|e| e.expires.is_some())
+            .count()
+    }
+
+    pub(crate) fn clear(&mut self) {
+        self.entries.clear();
+        self.by_slot.clear();
+    }
+
+    /// Up to `count` live keys of `slot`, in key order.
+    pub(crate) fn keys_in_slot(&self, slot: u16, count: usize, now: u64) -> Vec<Vec<u8>> {
+        self.slot_keys(slot)
+            .filter(|key| self.contains(key, now))
+            .take(count)
+            .cloned()
+            .collect()
+    }
+
+    /// How many keys `slot` holds.
+    pub(crate) fn count_in_slot(&self, slot: u16) -> usize {
+        self.slot_keys(slot).count()
+    }
+
+    fn slot_keys(&self, slot: u16) -> impl Iterator<Item = &Vec<u8>> {
+        self.by_slot
+            .range((slot, Vec::new())..)
+            .take_while(move |(s, _)| *s == slot)
+            .map(|(_, key)| key)
+    }
+
+    /// One SCAN step from `cursor`: every live key of whole slots, from the cursor's slot on,
+    /// until at least `count` keys were looked at, and the next cursor (0 at the end). Whole
+    /// slots at a time, so that a key present for the whole scan is returned whatever else
+    /// changes meanwhile, as SCAN promises.
+    pub(crate) fn scan(&self, cursor: u64, count: usize, now: u64) -> (u64, Vec<Vec<u8>>) {
+        let Ok(start) = u16::try_from(cursor) else {
+            return (0, Vec::new());
+        };
+        let mut keys = Vec::new();
+        let mut slot = start;
+        for (looked, (s, key)) in self.by_slot.range((start, Vec::new())..).enumerate() {
+            if *s != slot {
+                if looked >= count {
+                    return (u64::from(*s), keys);
+                }
+                slot = *s;
+            }
+            if self.contains(key, now) {
+                keys.push(key.clone());
+            }
+        }
+        (0, keys)
+    }
+
+    /// Every live key, in slot order.
+    pub(crate) fn keys(&self, now: u64) -> impl Iterator<Item = &Vec<u8>> {
+        self.by_slot
+            .iter()
+            .map(|(_, key)| key)
+            .filter(move |key| self.contains(key, now))
+    }
+}
+
+/// Whether `text` matches the glob `pattern` as KEYS and SCAN MATCH read it: `*`, `?`,
+/// `[abc]`, `[^a-z]`, and `\` to take the next byte as itself. Iterative, with one
+/// backtracking point (the last `*`): time is at most pattern × text, whatever the pattern.
+pub(crate) fn glob(pattern: &[u8], text: &[u8]) -> bool {
+    let (mut p, mut t) = (0, 0);
+    // Where to go back to on a mismatch: after the last `*`, and the text it took up to.
+    let mut star: Option<(usize, usize)> = None;
+    while t < text.len() {
+        if pattern.get(p) == Some(&b'*') {
+            p += 1;
+            star = Some((p, t));
+            continue;
+        }
+        if let Some(next) = one(pattern, p, text[t]) {
+            p = next;
+            t += 1;
+            continue;
+        }
+        match star {
+            Some((after, taken)) => {
+                p = after;
+                t = taken + 1;
+                star = Some((after, taken + 1));
+            }
+            None => return false,
+        }
+    }
+    pattern[p.min(pattern.len())..].iter().all(|&b| b == b'*')
+}
+
+/// Whether the pattern item at `at` (not `*`) matches byte `c`; the position after it if so.
+fn one(pattern: &[u8], at: usize, c: u8) -> Option<usize> {
+    match pattern.get(at..)? {
+        [] => None,
+        [b'?', ..] => Some(at + 1),
+        [b'\\', escaped, ..] => (*escaped == c).then_some(at + 2),
+        [b'[', rest @ ..] => {
+            let (negate, mut class, mut used) = match rest {
+                [b'^', class @ ..] => (true, class, 2),
+                _ => (false, rest, 1),
+            };
+            let mut matched = false;
+            loop {
+                match class {
+                    [] => break, // an unclosed class runs to the end of the pattern
+                    [b']', ..] => {
+                        used += 1;
+                        break;
+                    }
+                    [b'\\', e, more @ ..] => {
+                        matched |= *e == c;
+                        (class, used) = (more, used + 2);
+                    }
+                    [lo, b'-', hi, more @ ..] => {
+                        let (lo, hi) = if lo <= hi { (*lo, *hi) } else { (*hi, *lo) };
+                        matched |= (lo..=hi).contains(&c);
+                        (class, used) = (more, used + 3);
+                    }
+                    [e, more @ ..] => {
+                        matched |= *e == c;
+                        (class, used) = (more, used + 1);
+                    }
+                }
+            }
+            (matched != negate).then_some(at + used)
+        }
+        [literal, ..] => (*literal == c).then_some(at + 1),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::glob;
+
+    #[test]
+    fn globs() {
+        let cases: [(&[u8], &[u8], bool); 16] = [
+            (b"*", b"", true),
+            (b"*", b"abc", true),
+            (b"a*c", b"abbbc", true),
+            (b"a*c", b"abbb", false),
+            (b"h?llo", b"hello", true),
+            (b"h?llo", b"hllo", false),
+            (b"h[ae]llo", b"hallo", true),
+            (b"h[ae]llo", b"hillo", false),
+            (b"h[^e]llo", b"hallo", true),
+            (b"h[^e]llo", b"hello", false),
+            (b"h[a-b]llo", b"hbllo", true),
+            (b"h[b-a]llo", b"hallo", true),
+            (b"a\\*b", b"a*b", true),
+            (b"a\\*b", b"axb", false),
+            (b"user:*:name", b"user:1:name", true),
+            (b"*a*a*a*a*a*a*a*a*a*a*b", &[b'a'; 60], false),
+        ];
+        for (pattern, text, expected) in cases {
+            assert_eq!(glob(pattern, text), expected, "{pattern:?} {text:?}");
+        }
+    }
+}
