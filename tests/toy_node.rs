@@ -607,3 +607,93 @@ fn scan_all(client: &mut Client, options: &[&[u8]]) -> Vec<String> {
         }
     }
 }
+
+/// `cargo run --example toy-cluster`, the README's first command: six nodes in one process,
+/// formed and ready, that `redis-cli --cluster check` passes and `redis-cli -c` uses, and
+/// that stop on SIGINT (Ctrl-C) and SIGTERM alike.
+#[test]
+fn toy_cluster_starts_a_cluster_that_redis_cli_uses() {
+    let binary = support::example_binary(
+        "toy-cluster",
+        &["examples/toy-cluster", "examples/toy-node", "crates"],
+    );
+    for stop in ["INT", "TERM"] {
+        // Six consecutive client ports and their bus ports: try a few bases.
+        let (mut child, port, ready) = (0..8u16)
+            .find_map(|attempt| {
+                let base = 20_000 + (std::process::id() as u16 % 500) * 20 + attempt * 2_000;
+                let dir = std::env::temp_dir().join(format!("toy-cluster-test-{base}"));
+                let mut child = Command::new(&binary)
+                    .args(["--port", &base.to_string(), "--dir"])
+                    .arg(&dir)
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::null())
+                    .spawn()
+                    .expect("start toy-cluster");
+                // Its banner ends with the Ctrl-C line; it exits (EOF) if it cannot start.
+                let stdout = child.stdout.take().expect("toy-cluster's stdout");
+                let mut out = String::new();
+                for line in std::io::BufRead::lines(std::io::BufReader::new(stdout)) {
+                    let Ok(line) = line else { break };
+                    out.push_str(&line);
+                    out.push('\n');
+                    if line.contains("Ctrl-C") {
+                        break;
+                    }
+                }
+                if out.contains("ready") {
+                    Some((
+                        Nodes {
+                            children: vec![child],
+                            dir,
+                        },
+                        base,
+                        out,
+                    ))
+                } else {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    let _ = std::fs::remove_dir_all(&dir);
+                    None
+                }
+            })
+            .expect("toy-cluster came up on one of 8 port ranges");
+        assert!(
+            ready.contains(&format!("redis-cli -c -p {port}")),
+            "{ready}"
+        );
+        check(port);
+        let set = redis_cli(
+            &["-c", "-p", &port.to_string(), "SET", "greeting", "hello"].map(String::from),
+            Duration::from_secs(10),
+        );
+        assert_eq!(String::from_utf8_lossy(&set.stdout).trim(), "OK");
+        for other in port + 1..port + 6 {
+            let get = redis_cli(
+                &["-c", "-p", &other.to_string(), "GET", "greeting"].map(String::from),
+                Duration::from_secs(10),
+            );
+            assert_eq!(
+                String::from_utf8_lossy(&get.stdout).trim(),
+                "hello",
+                "via {other}"
+            );
+        }
+        let pid = child.children[0].id();
+        signal(pid, stop);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Some(status) = child.children[0].try_wait().expect("toy-cluster's status") {
+                assert!(status.success(), "SIG{stop}: {status}");
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "SIG{stop} did not stop toy-cluster"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        child.children.clear();
+    }
+}

@@ -16,8 +16,8 @@ use redis_cluster_proto::resp::Frame;
 use redis_cluster_proto::route::{CommandFlags, CommandSpec, CommandTable};
 use redis_cluster_proto::state::{Protocol, Request};
 
-use crate::Node;
 use crate::db::{Db, Entry, Value, glob};
+use crate::node::Node;
 
 /// A reply, in the state machine's frame type.
 pub(crate) type Reply = Frame<Vec<u8>>;

@@ -1,0 +1,297 @@
+//! A local Redis Cluster of toy nodes in one process, formed as `redis-cli --cluster create`
+//! forms one, and up until Ctrl-C (issue #6):
+//!
+//! ```text
+//! cargo run --release --example toy-cluster -- [--masters 3] [--replicas 1] [--port 7000]
+//!     [--cluster-node-timeout 5000] [--dir DIR] [--verbose]
+//! redis-cli -c -p 7000
+//! ```
+//!
+//! Node `i` serves clients on `port + i` and the cluster bus on `port + i + 10000`, each
+//! exactly as a `toy-node` process would (the same code, run here on one runtime). The
+//! cluster is formed through the nodes' client ports with the commands redis-cli sends:
+//! CLUSTER ADDSLOTSRANGE on the masters (the same split of the 16384 slots), CLUSTER
+//! SET-CONFIG-EPOCH, CLUSTER MEET, then CLUSTER REPLICATE on the replicas once every node
+//! knows every other; it is ready when every node says `cluster_state:ok`. The nodes.conf
+//! files go to `DIR`, emptied at start (by default a directory under the system's temporary
+//! directory, removed at the end).
+
+#[path = "../toy-node/commands.rs"]
+mod commands;
+#[path = "../toy-node/db.rs"]
+mod db;
+#[path = "../toy-node/node.rs"]
+mod node;
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use bytes::BytesMut;
+use redis_cluster_proto::resp::{Decoder, Frame, encode_command};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// The slots redis-cli gives each of `masters` masters: equal shares, rounded as it rounds
+/// them (3 masters: 0-5460, 5461-10922, 10923-16383).
+fn slot_ranges(masters: usize) -> Vec<(u16, u16)> {
+    let share = 16384.0 / masters as f64;
+    let mut ranges = Vec::with_capacity(masters);
+    let (mut first, mut cursor) = (0i64, 0.0f64);
+    for i in 0..masters {
+        let mut last = (cursor + share - 1.0).round() as i64;
+        if last > 16383 || i == masters - 1 {
+            last = 16383;
+        }
+        last = last.max(first);
+        ranges.push((first as u16, last as u16));
+        first = last + 1;
+        cursor += share;
+    }
+    ranges
+}
+
+/// A connection to one node's client port.
+struct Conn {
+    port: u16,
+    stream: TcpStream,
+    decoder: Decoder,
+    buf: BytesMut,
+}
+
+impl Conn {
+    async fn open(port: u16) -> Result<Self, String> {
+        let stream = TcpStream::connect(("127.0.0.1", port))
+            .await
+            .map_err(|e| format!("{port}: {e}"))?;
+        Ok(Self {
+            port,
+            stream,
+            decoder: Decoder::new(),
+            buf: BytesMut::new(),
+        })
+    }
+
+    /// Sends one command and reads its reply; an error reply is an error.
+    async fn call(&mut self, args: &[&str]) -> Result<String, String> {
+        let mut out = Vec::new();
+        encode_command(args, &mut out);
+        let fail = |e: std::io::Error| format!("{}: {e}", self.port);
+        self.stream.write_all(&out).await.map_err(fail)?;
+        loop {
+            match self.decoder.decode(&mut self.buf) {
+                Ok(Some(Frame::SimpleError(e))) => {
+                    return Err(format!(
+                        "{}: {}: {}",
+                        self.port,
+                        args.join(" "),
+                        String::from_utf8_lossy(&e)
+                    ));
+                }
+                Ok(Some(Frame::SimpleString(text) | Frame::BulkString(text))) => {
+                    return Ok(String::from_utf8_lossy(&text).into_owned());
+                }
+                Ok(Some(other)) => return Ok(format!("{other:?}")),
+                Ok(None) => {}
+                Err(e) => return Err(format!("{}: bad reply: {e}", self.port)),
+            }
+            let n = self.stream.read_buf(&mut self.buf).await;
+            match n {
+                Ok(0) => return Err(format!("{}: connection closed", self.port)),
+                Ok(_) => {}
+                Err(e) => return Err(format!("{}: {e}", self.port)),
+            }
+        }
+    }
+}
+
+/// Asks every node the same question until `done` holds of every answer, for at most 30 s.
+async fn wait_all(
+    conns: &mut [Conn],
+    args: &[&str],
+    what: &str,
+    done: impl Fn(&str) -> bool,
+) -> Result<(), String> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    for conn in conns {
+        loop {
+            let answer = conn.call(args).await?;
+            if done(&answer) {
+                break;
+            }
+            if Instant::now() > deadline {
+                return Err(format!("{}: {what} never happened:\n{answer}", conn.port));
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    Ok(())
+}
+
+/// Forms the cluster of the nodes on `ports`: the first `masters` are masters, the others
+/// replicas, given out to the masters in turn.
+async fn form(ports: &[u16], masters: usize) -> Result<(), String> {
+    let mut conns = Vec::with_capacity(ports.len());
+    for &port in ports {
+        conns.push(Conn::open(port).await?);
+    }
+    for (conn, (first, last)) in conns.iter_mut().zip(slot_ranges(masters)) {
+        let (first, last) = (first.to_string(), last.to_string());
+        conn.call(&["CLUSTER", "ADDSLOTSRANGE", &first, &last])
+            .await?;
+    }
+    for (epoch, conn) in conns.iter_mut().enumerate() {
+        let epoch = (epoch + 1).to_string();
+        conn.call(&["CLUSTER", "SET-CONFIG-EPOCH", &epoch]).await?;
+    }
+    let first = ports[0].to_string();
+    for conn in &mut conns[1..] {
+        conn.call(&["CLUSTER", "MEET", "127.0.0.1", &first]).await?;
+    }
+    let total = ports.len();
+    let known = |nodes: &str| {
+        nodes.lines().count() == total && !nodes.contains("handshake") && !nodes.contains("noaddr")
+    };
+    wait_all(
+        &mut conns,
+        &["CLUSTER", "NODES"],
+        "every node knowing every other",
+        known,
+    )
+    .await?;
+    let mut ids = Vec::with_capacity(masters);
+    for conn in &mut conns[..masters] {
+        ids.push(conn.call(&["CLUSTER", "MYID"]).await?);
+    }
+    for (n, conn) in conns[masters..].iter_mut().enumerate() {
+        conn.call(&["CLUSTER", "REPLICATE", &ids[n % masters]])
+            .await?;
+    }
+    let replicas = total - masters;
+    let settled = |nodes: &str| {
+        nodes.lines().filter(|l| l.contains("slave")).count() == replicas
+            && nodes.lines().filter(|l| l.contains("master")).count() == masters
+    };
+    wait_all(
+        &mut conns,
+        &["CLUSTER", "NODES"],
+        "every replica seen",
+        settled,
+    )
+    .await?;
+    let ok = |info: &str| info.contains("cluster_state:ok");
+    wait_all(&mut conns, &["CLUSTER", "INFO"], "cluster_state:ok", ok).await
+}
+
+struct Plan {
+    masters: usize,
+    replicas: usize,
+    port: u16,
+    node_timeout: u64,
+    dir: Option<PathBuf>,
+    verbose: bool,
+}
+
+fn parse(args: &[String]) -> Result<Plan, String> {
+    let mut plan = Plan {
+        masters: 3,
+        replicas: 1,
+        port: 7000,
+        node_timeout: 5000,
+        dir: None,
+        verbose: false,
+    };
+    let mut args = args.iter();
+    while let Some(name) = args.next() {
+        if name == "--verbose" {
+            plan.verbose = true;
+            continue;
+        }
+        let value = args.next().ok_or(format!("{name} needs a value"))?;
+        let number = || format!("{name}: not a number: {value:?}");
+        match name.as_str() {
+            "--masters" => plan.masters = value.parse().map_err(|_| number())?,
+            "--replicas" => plan.replicas = value.parse().map_err(|_| number())?,
+            "--port" => plan.port = value.parse().map_err(|_| number())?,
+            "--cluster-node-timeout" => plan.node_timeout = value.parse().map_err(|_| number())?,
+            "--dir" => plan.dir = Some(PathBuf::from(value)),
+            other => return Err(format!("unknown option {other:?}")),
+        }
+    }
+    if plan.masters == 0 || plan.masters > 16384 {
+        return Err(String::from("--masters must be between 1 and 16384"));
+    }
+    let nodes = plan.masters * (plan.replicas + 1);
+    if usize::from(plan.port) + nodes + 10_000 > usize::from(u16::MAX) {
+        return Err(format!("{nodes} nodes from port {} do not fit", plan.port));
+    }
+    Ok(plan)
+}
+
+async fn run(plan: &Plan) -> Result<(PathBuf, Vec<u16>), String> {
+    let dir = plan
+        .dir
+        .clone()
+        .unwrap_or_else(|| std::env::temp_dir().join(format!("toy-cluster-{}", plan.port)));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let total = plan.masters * (plan.replicas + 1);
+    let ports: Vec<u16> = (0..total as u16).map(|i| plan.port + i).collect();
+    for &port in &ports {
+        let args: Vec<String> = [
+            "--port".into(),
+            port.to_string(),
+            "--cluster-port".into(),
+            (port + 10_000).to_string(),
+            "--cluster-node-timeout".into(),
+            plan.node_timeout.to_string(),
+            "--cluster-config-file".into(),
+            format!("nodes-{port}.conf"),
+            "--dir".into(),
+            dir.display().to_string(),
+            "--loglevel".into(),
+            String::from(if plan.verbose { "notice" } else { "warning" }),
+        ]
+        .into();
+        node::start(&node::Options::parse(&args)?).await?;
+    }
+    form(&ports, plan.masters).await?;
+    Ok((dir, ports))
+}
+
+#[tokio::main]
+async fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let plan = match parse(&args) {
+        Ok(plan) => plan,
+        Err(e) => {
+            eprintln!("toy-cluster: {e}");
+            std::process::exit(2);
+        }
+    };
+    let (dir, ports) = match run(&plan).await {
+        Ok(started) => started,
+        Err(e) => {
+            eprintln!("toy-cluster: {e}");
+            std::process::exit(1);
+        }
+    };
+    let last = ports.last().copied().unwrap_or(plan.port);
+    println!(
+        "toy cluster ready: {} masters with {} replica(s) each on 127.0.0.1:{}-{last}, \
+         cluster_state:ok\n\n    redis-cli -c -p {}\n\nnodes.conf files in {}; Ctrl-C stops it.",
+        plan.masters,
+        plan.replicas,
+        plan.port,
+        plan.port,
+        dir.display()
+    );
+    // Ctrl-C, or a SIGTERM from `kill` or `timeout`.
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        Some(()) = async { term.as_mut()?.recv().await } => {}
+    }
+    if plan.dir.is_none() {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

@@ -1,0 +1,547 @@
+//! One toy node: its state machine behind a lock, its bus links, its timer, its clients.
+//! `start` binds the two ports and spawns the tasks; the toy-node and toy-cluster examples
+//! both run nodes through it.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use bytes::{Bytes, BytesMut};
+use redis_cluster_proto::bus::{Framed, Framer, Message, NodeId};
+use redis_cluster_proto::resp::{Decoder, Frame, encode};
+use redis_cluster_proto::state::{ClusterNode, Config, Link, Output};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{Notify, mpsc};
+
+use crate::commands::{Client, Outcome, Reply};
+use crate::db::Db;
+
+/// The command line and configuration file, as redis-server names them.
+#[derive(Debug)]
+pub(crate) struct Options {
+    port: u16,
+    cluster_port: Option<u16>,
+    node_timeout: u64,
+    config_file: Option<String>,
+    dir: PathBuf,
+    hostname: Option<String>,
+    password: Option<String>,
+    /// `loglevel warning` silences the state machine's events.
+    quiet: bool,
+}
+
+impl Options {
+    pub(crate) fn parse(args: &[String]) -> Result<Self, String> {
+        let mut options = Self {
+            port: 6379,
+            cluster_port: None,
+            node_timeout: 15_000,
+            config_file: None,
+            dir: PathBuf::from("."),
+            hostname: None,
+            password: None,
+            quiet: false,
+        };
+        let mut pairs: Vec<(String, String)> = Vec::new();
+        let mut rest = args;
+        if let Some(file) = rest.first().filter(|a| !a.starts_with("--")) {
+            let text = std::fs::read_to_string(file).map_err(|e| format!("{file}: {e}"))?;
+            for line in text.lines().map(str::trim) {
+                if line.is_empty() || line.starts_with('#') {
+                    continue;
+                }
+                let (name, value) = line.split_once(char::is_whitespace).unwrap_or((line, ""));
+                pairs.push((name.to_ascii_lowercase(), value.trim().to_string()));
+            }
+            rest = &rest[1..];
+        }
+        let mut args = rest.iter();
+        while let Some(name) = args.next() {
+            let Some(name) = name.strip_prefix("--") else {
+                return Err(format!("unexpected argument {name:?}"));
+            };
+            let value = args.next().ok_or(format!("--{name} needs a value"))?;
+            pairs.push((name.to_ascii_lowercase(), value.clone()));
+        }
+        for (name, value) in pairs {
+            let number = |what: &str| format!("{what}: not a number: {value:?}");
+            match name.as_str() {
+                "port" => options.port = value.parse().map_err(|_| number("port"))?,
+                "cluster-port" => {
+                    options.cluster_port = Some(value.parse().map_err(|_| number("cluster-port"))?)
+                }
+                "cluster-node-timeout" => {
+                    options.node_timeout =
+                        value.parse().map_err(|_| number("cluster-node-timeout"))?
+                }
+                "cluster-config-file" => options.config_file = Some(value),
+                "dir" => options.dir = PathBuf::from(value),
+                "cluster-announce-hostname" => options.hostname = Some(value),
+                "requirepass" => options.password = Some(value),
+                "loglevel" => options.quiet = value.eq_ignore_ascii_case("warning"),
+                "cluster-enabled" | "bind" | "daemonize" | "appendonly" | "save" => {}
+                other => return Err(format!("unknown option {other:?}")),
+            }
+        }
+        Ok(options)
+    }
+
+    fn cport(&self) -> u16 {
+        self.cluster_port.unwrap_or(self.port.wrapping_add(10_000))
+    }
+
+    fn conf_path(&self) -> PathBuf {
+        let file = self
+            .config_file
+            .clone()
+            .unwrap_or_else(|| String::from("nodes.conf"));
+        self.dir.join(file)
+    }
+}
+
+/// The wall clock in ms, the state machine's time.
+fn now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// What the node's tasks share: the state machine, the links' writers, the keyspace.
+pub(crate) struct Node {
+    pub(crate) cluster: ClusterNode,
+    /// The client port, for INFO and CONFIG GET.
+    pub(crate) port: u16,
+    /// `requirepass`.
+    pub(crate) password: Option<String>,
+    /// The writer of each outbound link, with the link's serial number: a link task that
+    /// ends acts only on an entry that is still its own (the node may have closed it and
+    /// opened another to the same node meanwhile).
+    outbound: HashMap<NodeId, (u64, mpsc::UnboundedSender<Vec<u8>>)>,
+    /// The writer of each inbound link, by its number.
+    inbound: HashMap<u64, mpsc::UnboundedSender<Vec<u8>>>,
+    /// The last link number given out, inbound or outbound.
+    next_conn: u64,
+    /// Handshake ids renamed to real ones, for the link tasks that still use the old one.
+    renamed: HashMap<NodeId, NodeId>,
+    pub(crate) db: Db,
+    conf_path: PathBuf,
+    quiet: bool,
+    /// The last client id given out.
+    next_client: u64,
+}
+
+impl Node {
+    /// A new link number, inbound or outbound.
+    fn next_serial(&mut self) -> u64 {
+        self.next_conn += 1;
+        self.next_conn
+    }
+}
+
+/// The node and the two wake-ups its tasks wait for.
+struct State {
+    node: Mutex<Node>,
+    /// The timer task: the next deadline may have moved.
+    timer: Notify,
+    /// Blocked clients: the keyspace or the cluster changed, try again.
+    changed: Notify,
+}
+
+type Shared = Arc<State>;
+
+fn lock(shared: &Shared) -> MutexGuard<'_, Node> {
+    shared
+        .node
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Carries out everything the state machine asked for since the last input.
+fn pump(shared: &Shared, node: &mut Node) {
+    while let Some(output) = node.cluster.poll_output() {
+        match output {
+            Output::Connect {
+                node: id,
+                ip,
+                cport,
+            } => {
+                tokio::spawn(connect(shared.clone(), id, ip, cport));
+            }
+            Output::Send { link, message } => {
+                let mut bytes = Vec::with_capacity(message.encoded_len());
+                message.encode(&mut bytes);
+                let writer = match link {
+                    Link::Outbound(id) => node.outbound.get(&id).map(|(_, writer)| writer),
+                    Link::Inbound(conn) => node.inbound.get(&conn),
+                };
+                if let Some(writer) = writer {
+                    let _ = writer.send(bytes);
+                }
+            }
+            Output::Close(Link::Outbound(id)) => {
+                node.outbound.remove(&id);
+            }
+            Output::Close(Link::Inbound(conn)) => {
+                node.inbound.remove(&conn);
+            }
+            Output::Renamed { from, to } => {
+                if let Some(writer) = node.outbound.remove(&from) {
+                    node.outbound.insert(to, writer);
+                }
+                node.renamed.insert(from, to);
+            }
+            Output::SaveConfig => save(&node.conf_path, &node.cluster.nodes_conf()),
+            Output::Event(event) if !node.quiet => {
+                eprintln!("{} {} * {event:?}", now(), node.port)
+            }
+            Output::Event(_) => {}
+        }
+    }
+}
+
+/// [`pump`] after an input from a link or a client: the timer task sleeps until the next
+/// deadline, which may have moved.
+fn pump_and_wake(shared: &Shared, node: &mut Node) {
+    pump(shared, node);
+    shared.timer.notify_one();
+}
+
+/// nodes.conf, written to a temporary file and renamed over the old one.
+fn save(path: &PathBuf, text: &str) {
+    let tmp = path.with_extension("tmp");
+    let written = std::fs::write(&tmp, text).and_then(|()| std::fs::rename(&tmp, path));
+    if let Err(e) = written {
+        eprintln!("{} # {}: not saved: {e}", now(), path.display());
+    }
+}
+
+async fn connect(shared: Shared, id: NodeId, ip: String, cport: u16) {
+    let stream = tokio::time::timeout(
+        Duration::from_millis(1000),
+        TcpStream::connect((ip.as_str(), cport)),
+    )
+    .await;
+    let Ok(Ok(stream)) = stream else {
+        let mut node = lock(&shared);
+        node.cluster.handle_link_down(Link::Outbound(id), now());
+        pump_and_wake(&shared, &mut node);
+        return;
+    };
+    let _ = stream.set_nodelay(true);
+    let (tx, rx) = mpsc::unbounded_channel();
+    let serial = {
+        let mut node = lock(&shared);
+        let serial = node.next_serial();
+        node.outbound.insert(id, (serial, tx));
+        node.cluster.handle_link_up(&id, now());
+        pump_and_wake(&shared, &mut node);
+        serial
+    };
+    run_link(shared, stream, Link::Outbound(id), serial, rx).await;
+}
+
+/// One bus connection (number `serial`): writes what the state machine sends on it, reads
+/// and hands over what arrives, and reports its end unless the state machine closed it.
+async fn run_link(
+    shared: Shared,
+    stream: TcpStream,
+    mut link: Link,
+    serial: u64,
+    mut rx: mpsc::UnboundedReceiver<Vec<u8>>,
+) {
+    let peer = stream
+        .peer_addr()
+        .map_or_else(|_| String::new(), |a: SocketAddr| a.ip().to_string());
+    let (mut rd, mut wr) = stream.into_split();
+    // The writer ends when the node drops the link's sender (it closed the link), or when
+    // a write fails; the reader with it.
+    let mut writer = tokio::spawn(async move {
+        while let Some(bytes) = rx.recv().await {
+            if wr.write_all(&bytes).await.is_err() {
+                break;
+            }
+        }
+    });
+    let framer = Framer::default();
+    let mut buf: Vec<u8> = Vec::with_capacity(16 * 1024);
+    let mut chunk = vec![0u8; 64 * 1024];
+    'read: loop {
+        let n = tokio::select! {
+            read = rd.read(&mut chunk) => match read {
+                Ok(0) | Err(_) => break,
+                Ok(n) => n,
+            },
+            _ = &mut writer => break,
+        };
+        buf.extend_from_slice(&chunk[..n]);
+        loop {
+            match framer.frame(&buf) {
+                Ok(Framed::Message(len)) => {
+                    let bytes: Vec<u8> = buf.drain(..len).collect();
+                    let Ok(message) = Message::decode(&bytes) else {
+                        break 'read; // the server frees a link that sends garbage
+                    };
+                    let mut node = lock(&shared);
+                    node.cluster.handle_message(link, &peer, &message, now());
+                    pump_and_wake(&shared, &mut node);
+                    // A link to a handshake node is now keyed by the node's real id.
+                    if let Link::Outbound(id) = link {
+                        if let Some(real) = node.renamed.remove(&id) {
+                            link = Link::Outbound(real);
+                        }
+                    }
+                }
+                Ok(Framed::Incomplete(_)) => break,
+                Err(_) => break 'read,
+            }
+        }
+    }
+    writer.abort();
+    let mut node = lock(&shared);
+    if let Link::Outbound(id) = link {
+        if let Some(real) = node.renamed.remove(&id) {
+            link = Link::Outbound(real);
+        }
+    }
+    let ours = match link {
+        Link::Outbound(id) => node.outbound.get(&id).is_some_and(|(s, _)| *s == serial),
+        Link::Inbound(conn) => node.inbound.contains_key(&conn),
+    };
+    if !ours {
+        return; // the node closed it itself
+    }
+    match link {
+        Link::Outbound(id) => {
+            node.outbound.remove(&id);
+        }
+        Link::Inbound(conn) => {
+            node.inbound.remove(&conn);
+        }
+    }
+    node.cluster.handle_link_down(link, now());
+    pump_and_wake(&shared, &mut node);
+}
+
+/// Accepts the bus connections peers open to this node.
+async fn serve_bus(shared: Shared, listener: TcpListener) {
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        let (tx, rx) = mpsc::unbounded_channel();
+        let conn = {
+            let mut node = lock(&shared);
+            let conn = node.next_serial();
+            node.inbound.insert(conn, tx);
+            conn
+        };
+        tokio::spawn(run_link(
+            shared.clone(),
+            stream,
+            Link::Inbound(conn),
+            conn,
+            rx,
+        ));
+    }
+}
+
+/// The cron: `handle_timeout` at every deadline the state machine names (and at least every
+/// 100 ms, its tick).
+async fn run_timer(shared: Shared) {
+    loop {
+        let wait = {
+            let mut node = lock(&shared);
+            let now = now();
+            node.cluster.handle_timeout(now);
+            pump(&shared, &mut node);
+            node.cluster
+                .poll_timeout()
+                .saturating_sub(now)
+                .clamp(1, 100)
+        };
+        tokio::select! {
+            () = tokio::time::sleep(Duration::from_millis(wait)) => {}
+            () = shared.timer.notified() => {}
+        }
+    }
+}
+
+/// One client connection: RESP requests in, replies out, in order. A blocked command
+/// (BLPOP, or a write while writes are paused) is run again whenever another command ran or
+/// the cluster changed, at the latest every 100 ms, until it answers or its deadline passes.
+async fn serve_client(shared: Shared, mut stream: TcpStream) {
+    let mut client = {
+        let mut node = lock(&shared);
+        node.next_client += 1;
+        Client::new(node.next_client, node.password.is_some())
+    };
+    let mut decoder = Decoder::new();
+    let mut buf = BytesMut::with_capacity(16 * 1024);
+    let mut out = BytesMut::new();
+    loop {
+        loop {
+            let args = match decoder.decode(&mut buf) {
+                Ok(Some(Frame::Array(items))) => match arguments(items) {
+                    Ok(args) => args,
+                    Err(reply) => {
+                        encode(&reply, &mut out);
+                        let _ = stream.write_all(&out).await;
+                        return;
+                    }
+                },
+                Ok(Some(_)) | Err(_) => {
+                    encode(
+                        &error("ERR Protocol error: expected an array of bulk strings"),
+                        &mut out,
+                    );
+                    let _ = stream.write_all(&out).await;
+                    return;
+                }
+                Ok(None) => break,
+            };
+            if args.is_empty() {
+                continue; // `*0`: the server ignores it
+            }
+            // A blocked command holds the replies of the ones after it, as on the server.
+            let mut blocked_until: Option<Option<u64>> = None; // set when it first blocks
+            let reply = loop {
+                let changed = shared.changed.notified();
+                let outcome = {
+                    let mut node = lock(&shared);
+                    let now = now();
+                    let outcome = crate::commands::run(&mut node, &mut client, &args, now);
+                    pump_and_wake(&shared, &mut node);
+                    outcome
+                };
+                match outcome {
+                    Outcome::Reply(reply) => {
+                        shared.changed.notify_waiters();
+                        break reply;
+                    }
+                    Outcome::Block { deadline } => {
+                        let deadline = *blocked_until.get_or_insert(deadline);
+                        if !out.is_empty() {
+                            if stream.write_all(&out).await.is_err() {
+                                return;
+                            }
+                            out.clear();
+                        }
+                        let left = deadline.map_or(100, |at| at.saturating_sub(now()).min(100));
+                        if deadline.is_some_and(|at| at <= now()) {
+                            break if client.resp3 {
+                                Frame::Null
+                            } else {
+                                Frame::NullArray
+                            };
+                        }
+                        tokio::select! {
+                            () = changed => {}
+                            () = tokio::time::sleep(Duration::from_millis(left)) => {}
+                        }
+                    }
+                }
+            };
+            encode(&reply, &mut out);
+        }
+        if !out.is_empty() {
+            if stream.write_all(&out).await.is_err() {
+                return;
+            }
+            out.clear();
+        }
+        match stream.read_buf(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {}
+        }
+    }
+}
+
+fn error(text: &str) -> Reply {
+    Frame::SimpleError(text.as_bytes().to_vec())
+}
+
+/// A request's arguments: every item must be a bulk string, as the server requires
+/// (`Protocol error: expected '$', got ':'`, and the connection closes).
+fn arguments(items: Vec<Frame>) -> Result<Vec<Bytes>, Reply> {
+    items
+        .into_iter()
+        .map(|item| match item {
+            Frame::BulkString(bytes) => Ok(bytes),
+            other => {
+                let got = other.kind().0;
+                Err(error(&format!(
+                    "ERR Protocol error: expected '$', got '{}'",
+                    char::from(got)
+                )))
+            }
+        })
+        .collect()
+}
+
+/// Starts a node as `options` say: loads its nodes.conf if there is one, binds its client
+/// and bus ports on 127.0.0.1, and spawns its tasks on the current runtime.
+pub(crate) async fn start(options: &Options) -> Result<(), String> {
+    let mut config = Config::new("127.0.0.1", options.port);
+    config.cport = options.cport();
+    config.node_timeout = options.node_timeout;
+    config.hostname = options.hostname.clone();
+    config.seed = now() ^ u64::from(std::process::id()) << 32 ^ u64::from(options.port) << 16;
+    let conf_path = options.conf_path();
+    let cluster = match std::fs::read_to_string(&conf_path) {
+        Ok(text) => match ClusterNode::from_nodes_conf(config, &text, now()) {
+            Ok(cluster) => cluster,
+            Err(e) => return Err(format!("{}: {e}", conf_path.display())),
+        },
+        Err(_) => ClusterNode::new(config),
+    };
+    save(&conf_path, &cluster.nodes_conf());
+    let shared: Shared = Arc::new(State {
+        node: Mutex::new(Node {
+            cluster,
+            port: options.port,
+            password: options.password.clone(),
+            outbound: HashMap::new(),
+            inbound: HashMap::new(),
+            next_conn: 0,
+            renamed: HashMap::new(),
+            db: Db::default(),
+            conf_path,
+            quiet: options.quiet,
+            next_client: 0,
+        }),
+        timer: Notify::new(),
+        changed: Notify::new(),
+    });
+    let clients = TcpListener::bind(("127.0.0.1", options.port)).await;
+    let bus = TcpListener::bind(("127.0.0.1", options.cport())).await;
+    let (Ok(clients), Ok(bus)) = (clients, bus) else {
+        return Err(format!(
+            "cannot listen on ports {} and {}",
+            options.port,
+            options.cport()
+        ));
+    };
+    if !options.quiet {
+        eprintln!(
+            "{} * toy node {} ready on {} (bus {})",
+            now(),
+            lock(&shared).cluster.myself().id,
+            options.port,
+            options.cport()
+        );
+    }
+    tokio::spawn(serve_bus(shared.clone(), bus));
+    tokio::spawn(run_timer(shared.clone()));
+    tokio::spawn(async move {
+        loop {
+            if let Ok((stream, _)) = clients.accept().await {
+                tokio::spawn(serve_client(shared.clone(), stream));
+            }
+        }
+    });
+    Ok(())
+}
