@@ -2,9 +2,10 @@
 //! real `redis-cli --cluster create --cluster-replicas 1`, then checked by
 //! `redis-cli --cluster check` and used by `redis-cli -c`; and a master stopped with SIGSTOP
 //! replaced by its replica, rejoining as a replica after SIGCONT; and a node killed and
-//! restarted from its nodes.conf (issue #6, tests 1, 4, 6 and part of 2); and the same
-//! requests answered the same by a toy node and by a real redis-server. Every node is a
-//! child process killed on drop, every wait bounded.
+//! restarted from its nodes.conf; the `redis` crate's cluster client and
+//! `redis-benchmark --cluster` in front of toy nodes (issue #6, tests 1, 2, 4 and 6); the
+//! same requests answered the same by a toy node and by a real redis-server; and the
+//! `toy-cluster` example. Every node is a child process killed on drop, every wait bounded.
 
 mod support;
 
@@ -695,5 +696,83 @@ fn toy_cluster_starts_a_cluster_that_redis_cli_uses() {
             std::thread::sleep(Duration::from_millis(50));
         }
         child.children.clear();
+    }
+}
+
+/// Issue #6, test 2: a real cluster client (the `redis` crate's `ClusterClient`) writes and
+/// reads 10 000 keys across all slots of six toy nodes, and `redis-benchmark --cluster` runs
+/// SET and GET against them without an error.
+#[test]
+fn a_cluster_client_and_redis_benchmark_use_toy_nodes() {
+    let (_nodes, ports) = create("clients", 5000);
+    let seeds: Vec<String> = ports
+        .iter()
+        .map(|(port, _)| format!("redis://127.0.0.1:{port}"))
+        .collect();
+    let client = redis::cluster::ClusterClient::new(seeds).expect("a cluster client");
+    let mut conn = client.get_connection().expect("a cluster connection");
+    let mut slots = std::collections::BTreeSet::new();
+    for n in 0..10_000 {
+        let key = format!("key:{n}");
+        slots.insert(redis_cluster_proto::hash_slot::key_slot(key.as_bytes()));
+        let () = redis::cmd("SET")
+            .arg(&key)
+            .arg(n * 7)
+            .query(&mut conn)
+            .unwrap_or_else(|e| panic!("SET {key}: {e}"));
+    }
+    assert!(
+        slots.len() > 7_000,
+        "the keys cover {} slots only",
+        slots.len()
+    );
+    for n in 0..10_000 {
+        let key = format!("key:{n}");
+        let value: i64 = redis::cmd("GET")
+            .arg(&key)
+            .query(&mut conn)
+            .unwrap_or_else(|e| panic!("GET {key}: {e}"));
+        assert_eq!(value, n * 7, "{key}");
+    }
+    // The keys are spread over the three masters, as their slots are.
+    let mut total = 0;
+    for &(port, _) in &ports {
+        let mut node = Client::connect(port);
+        let Frame::Integer(keys) = node.command(&[b"DBSIZE"]) else {
+            panic!("DBSIZE is not an integer");
+        };
+        let nodes = text(&node.command(&[b"CLUSTER", b"NODES"]));
+        let master = nodes.lines().any(|l| l.contains("myself,master"));
+        if master {
+            assert!(keys > 2_000, "{port} holds {keys} keys");
+            total += keys;
+        }
+    }
+    assert_eq!(total, 10_000);
+
+    let port = ports[0].0.to_string();
+    let bench = Command::new("timeout")
+        .args([
+            "60",
+            "redis-benchmark",
+            "--cluster",
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &port,
+        ])
+        .args(["-t", "set,get", "-n", "20000", "-r", "10000", "-q"])
+        .stdin(Stdio::null())
+        .output()
+        .expect("redis-benchmark (redis-tools) is installed");
+    let out = String::from_utf8_lossy(&bench.stdout).into_owned()
+        + &String::from_utf8_lossy(&bench.stderr);
+    assert!(bench.status.success(), "redis-benchmark failed:\n{out}");
+    assert!(!out.to_lowercase().contains("error"), "{out}");
+    for test in ["SET", "GET"] {
+        assert!(
+            out.contains(&format!("{test}: ")) && out.contains("requests per second"),
+            "{out}"
+        );
     }
 }
