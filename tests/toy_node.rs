@@ -567,6 +567,23 @@ fn replies_match_a_real_server() {
         let [ours, theirs] = replies;
         assert_eq!(ours, theirs, "{line}");
     }
+    // A client blocked in BLPOP is served when another pushes.
+    let mut pushers = [Client::connect(port), real.client()];
+    for (client, pusher) in [&mut ours, &mut theirs].into_iter().zip(&mut pushers) {
+        let started = Instant::now();
+        client.send(&[&[b"BLPOP", b"queue", b"5"]]);
+        std::thread::sleep(Duration::from_millis(200));
+        pusher.command(&[b"RPUSH", b"queue", b"job"]);
+        let expected = Frame::Array(vec![
+            Frame::BulkString(bytes::Bytes::from_static(b"queue")),
+            Frame::BulkString(bytes::Bytes::from_static(b"job")),
+        ]);
+        assert_eq!(client.read_reply(), expected);
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "BLPOP waited for its timeout"
+        );
+    }
     // SCAN's order and cursors are the server's own; what a whole scan returns is not.
     for n in 0..300 {
         let key = format!("key:{n}");

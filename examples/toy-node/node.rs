@@ -131,6 +131,8 @@ pub(crate) struct Node {
     quiet: bool,
     /// The last client id given out.
     next_client: u64,
+    /// Clients waiting in a blocked command: every other command wakes them to try again.
+    blocked: usize,
 }
 
 impl Node {
@@ -408,22 +410,33 @@ async fn serve_client(shared: Shared, mut stream: TcpStream) {
             }
             // A blocked command holds the replies of the ones after it, as on the server.
             let mut blocked_until: Option<Option<u64>> = None; // set when it first blocks
+            let mut blocked = None;
             let reply = loop {
                 let changed = shared.changed.notified();
-                let outcome = {
+                let (outcome, wake) = {
                     let mut node = lock(&shared);
                     let now = now();
+                    let deadline = node.cluster.poll_timeout();
                     let outcome = crate::commands::run(&mut node, &mut client, &args, now);
-                    pump_and_wake(&shared, &mut node);
-                    outcome
+                    pump(&shared, &mut node);
+                    // The timer sleeps until the cron's deadline: wake it only if that
+                    // moved; blocked clients only if there are some.
+                    if node.cluster.poll_timeout() < deadline {
+                        shared.timer.notify_one();
+                    }
+                    let wake = matches!(outcome, Outcome::Reply(_)) && node.blocked > 0;
+                    (outcome, wake)
                 };
                 match outcome {
                     Outcome::Reply(reply) => {
-                        shared.changed.notify_waiters();
+                        if wake {
+                            shared.changed.notify_waiters();
+                        }
                         break reply;
                     }
                     Outcome::Block { deadline } => {
                         let deadline = *blocked_until.get_or_insert(deadline);
+                        blocked.get_or_insert_with(|| Blocked::new(&shared));
                         if !out.is_empty() {
                             if stream.write_all(&out).await.is_err() {
                                 return;
@@ -457,6 +470,22 @@ async fn serve_client(shared: Shared, mut stream: TcpStream) {
             Ok(0) | Err(_) => return,
             Ok(_) => {}
         }
+    }
+}
+
+/// A client counted in `Node::blocked` for as long as this lives.
+struct Blocked(Shared);
+
+impl Blocked {
+    fn new(shared: &Shared) -> Self {
+        lock(shared).blocked += 1;
+        Self(shared.clone())
+    }
+}
+
+impl Drop for Blocked {
+    fn drop(&mut self) {
+        lock(&self.0).blocked -= 1;
     }
 }
 
@@ -512,6 +541,7 @@ pub(crate) async fn start(options: &Options) -> Result<(), String> {
             conf_path,
             quiet: options.quiet,
             next_client: 0,
+            blocked: 0,
         }),
         timer: Notify::new(),
         changed: Notify::new(),
