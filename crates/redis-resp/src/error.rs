@@ -1,5 +1,7 @@
 //! [`DecodeError`]: where decoding failed and which rule the input broke.
 
+use alloc::{format, string::String};
+
 use crate::frame::Kind;
 
 /// Why input was rejected, and where: `offset` counts bytes from the start of the buffer that
@@ -17,6 +19,52 @@ pub struct DecodeError {
 impl DecodeError {
     pub(crate) const fn new(offset: usize, kind: ErrorKind) -> Self {
         Self { offset, kind }
+    }
+
+    /// The error line a Redis server sends before it closes a client connection whose
+    /// command broke this rule (without the leading `-` and the CRLF), for an error from
+    /// [`Decoder::decode_command`](crate::Decoder::decode_command) on `input`, the buffer it
+    /// was given. A length that is not a number, or is negative or too large, is an
+    /// `invalid multibulk length` on a `*` line and an `invalid bulk length` on a `$` line,
+    /// as Redis 7.0 says it. The rules the server does not check (the CRLF after a payload,
+    /// the whole frame's size) get a line of the same form naming the rule.
+    ///
+    /// ```
+    /// use bytes::BytesMut;
+    /// use redis_resp::Decoder;
+    ///
+    /// let input = &b"*1\r\n$abc\r\n"[..];
+    /// let error = Decoder::new().decode_command(&mut BytesMut::from(input)).unwrap_err();
+    /// assert_eq!(error.server_reply(input), "ERR Protocol error: invalid bulk length");
+    /// ```
+    pub fn server_reply(&self, input: &[u8]) -> String {
+        let start = input[..self.offset.min(input.len())]
+            .iter()
+            .rposition(|&b| b == b'\n')
+            .map_or(0, |at| at + 1);
+        let length = || match input.get(start) {
+            Some(b'*') => "invalid multibulk length",
+            _ => "invalid bulk length",
+        };
+        let text = match self.kind {
+            ErrorKind::ExpectedBulk(kind) => {
+                return format!(
+                    "ERR Protocol error: expected '$', got '{}'",
+                    char::from(kind.0)
+                );
+            }
+            ErrorKind::UnbalancedQuotes => "unbalanced quotes in request",
+            ErrorKind::InlineTooLong { .. } => "too big inline request",
+            ErrorKind::TooManyElements { .. } => "invalid multibulk length",
+            ErrorKind::Integer(_)
+            | ErrorKind::NegativeLength(_)
+            | ErrorKind::BadLineEnd
+            | ErrorKind::BulkTooLong { .. } => length(),
+            ErrorKind::BadPayloadEnd => "bulk string not followed by CRLF",
+            ErrorKind::FrameTooLong { .. } => "too big request",
+            _ => "expected a command",
+        };
+        format!("ERR Protocol error: {text}")
     }
 }
 
@@ -127,5 +175,39 @@ pub enum IntegerError {
 impl From<IntegerError> for ErrorKind {
     fn from(e: IntegerError) -> Self {
         Self::Integer(e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use bytes::BytesMut;
+
+    use crate::Decoder;
+
+    /// Each input, and the reply of a real redis-server 7.0.15 to it.
+    #[test]
+    fn the_real_servers_protocol_errors() {
+        let cases: [(&[u8], &str); 10] = [
+            (b"*abc\r\n", "invalid multibulk length"),
+            (b"*99999999999\r\n", "invalid multibulk length"),
+            (b"*01\r\n$4\r\nPING\r\n", "invalid multibulk length"),
+            (b"*1\r\n:1\r\n", "expected '$', got ':'"),
+            (
+                b"*2\r\n$4\r\nPING\r\n*1\r\n$4\r\nPING\r\n",
+                "expected '$', got '*'",
+            ),
+            (b"*1\r\n$-5\r\n", "invalid bulk length"),
+            (b"*1\r\n$abc\r\n", "invalid bulk length"),
+            (b"*1\r\n$+4\r\n", "invalid bulk length"),
+            (b"*1\r\n$99999999999\r\n", "invalid bulk length"),
+            (b"\"unbalanced\r\n", "unbalanced quotes in request"),
+        ];
+        for (input, text) in cases {
+            let error = Decoder::new()
+                .decode_command(&mut BytesMut::from(input))
+                .expect_err("a protocol error");
+            let expected = alloc::format!("ERR Protocol error: {text}");
+            assert_eq!(error.server_reply(input), expected, "{input:?}");
+        }
     }
 }
