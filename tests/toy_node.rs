@@ -793,3 +793,117 @@ fn a_cluster_client_and_redis_benchmark_use_toy_nodes() {
         );
     }
 }
+
+/// Reads from `stream` until the peer closes it, for at most 5 s; what came.
+fn read_until_closed(stream: &mut TcpStream) -> Vec<u8> {
+    use std::io::Read;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("a read timeout");
+    let mut all = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        match stream.read(&mut chunk) {
+            Ok(0) => return all,
+            Ok(n) => all.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return all,
+            Err(e) => panic!("the node kept the connection open: {e}"),
+        }
+    }
+}
+
+/// Issue #6, test 7: hostile input on both ports of toy nodes, then the cluster still passes
+/// `redis-cli --cluster check` and serves every client.
+#[test]
+fn hostile_input_on_both_ports_leaves_the_cluster_whole() {
+    use std::io::Write;
+    let (_nodes, ports) = create("hostile", 5000);
+    let (port, cport) = ports[0];
+
+    // Client port: each protocol error gets the server's reply, then the connection closes.
+    let errors: [(&[u8], &str); 5] = [
+        (b"*abc\r\n", "invalid multibulk length"),
+        (b"*1\r\n:1\r\n", "expected '$', got ':'"),
+        (b"*1\r\n$-5\r\n", "invalid bulk length"),
+        (b"*1\r\n$99999999999\r\n", "invalid bulk length"),
+        (b"\"unbalanced\r\n", "unbalanced quotes in request"),
+    ];
+    for (input, text) in errors {
+        let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+        stream.write_all(input).expect("send");
+        let reply = read_until_closed(&mut stream);
+        assert_eq!(
+            String::from_utf8_lossy(&reply),
+            format!("-ERR Protocol error: {text}\r\n")
+        );
+    }
+    // A truncated command, then the client goes away.
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    stream
+        .write_all(b"*3\r\n$3\r\nSET\r\n$1\r\nk")
+        .expect("send");
+    drop(stream);
+
+    // A client that pipelines reads of a 1 MB value and never reads the replies holds only
+    // its own connection: another client is served meanwhile.
+    let big = vec![b'x'; 1 << 20];
+    let owner = match Client::connect(port).command(&[b"SET", b"{big}", &big]) {
+        Frame::SimpleError(moved) => {
+            let moved = String::from_utf8_lossy(&moved).into_owned();
+            let address = moved.rsplit(' ').next().expect("MOVED <slot> <address>");
+            let owner = address.rsplit(':').next().and_then(|p| p.parse().ok());
+            let owner = owner.unwrap_or_else(|| panic!("not a redirect: {moved}"));
+            let reply = Client::connect(owner).command(&[b"SET", b"{big}", &big]);
+            assert_eq!(text(&reply), "OK");
+            owner
+        }
+        reply => {
+            assert_eq!(text(&reply), "OK");
+            port
+        }
+    };
+    let mut hog = TcpStream::connect(("127.0.0.1", owner)).expect("connect");
+    hog.set_write_timeout(Some(Duration::from_secs(2)))
+        .expect("a write timeout");
+    let mut request = Vec::new();
+    for _ in 0..10_000 {
+        request.extend_from_slice(b"*2\r\n$3\r\nGET\r\n$5\r\n{big}\r\n");
+    }
+    // The node stops reading once its replies fill the socket: the write may time out.
+    let _ = hog.write_all(&request);
+    let started = Instant::now();
+    let mut other = Client::connect(owner);
+    assert_eq!(text(&other.command(&[b"PING"])), "PONG");
+    assert_eq!(
+        other.command(&[b"STRLEN", b"{big}"]),
+        Frame::Integer(1 << 20)
+    );
+    assert!(started.elapsed() < Duration::from_secs(1));
+
+    // Bus port: garbage, a header claiming 4 GB, a truncated header: each link is closed.
+    let mut huge = b"RCmb".to_vec();
+    huge.extend_from_slice(&u32::MAX.to_be_bytes());
+    huge.extend_from_slice(&[0u8; 4096]);
+    let garbage: Vec<u8> = (0..65_536u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8)
+        .collect();
+    for input in [&garbage[..], &huge[..]] {
+        let mut stream = TcpStream::connect(("127.0.0.1", cport)).expect("connect to the bus");
+        let _ = stream.write_all(input);
+        read_until_closed(&mut stream);
+    }
+    let mut stream = TcpStream::connect(("127.0.0.1", cport)).expect("connect to the bus");
+    stream.write_all(&huge[..100]).expect("send");
+    drop(stream);
+    drop(hog);
+
+    // The cluster is whole: every node answers, and redis-cli agrees.
+    for &(port, _) in &ports {
+        assert_eq!(
+            text(&Client::connect(port).command(&[b"PING"])),
+            "PONG",
+            "{port}"
+        );
+    }
+    check(port);
+}

@@ -14,9 +14,10 @@ use redis_cluster_proto::resp::{Decoder, Frame, encode};
 use redis_cluster_proto::state::{ClusterNode, Config, Link, Output};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Notify, mpsc};
+use tokio::sync::mpsc::error::TrySendError;
+use tokio::sync::{Notify, mpsc, oneshot};
 
-use crate::commands::{Client, Outcome, Reply};
+use crate::commands::{Client, Outcome};
 use crate::db::Db;
 
 /// The command line and configuration file, as redis-server names them.
@@ -102,6 +103,45 @@ impl Options {
     }
 }
 
+/// Messages queued for one bus link before the node gives up on a peer that does not read
+/// and closes the link (the state machine then reconnects, as after any lost link). About
+/// 600 KB of PINGs and PONGs at most.
+const LINK_QUEUE: usize = 256;
+
+/// The node's end of one bus link: its number and its queue of encoded messages. Dropping
+/// it closes the link: its task stops writing, even in the middle of a write.
+struct LinkWriter {
+    serial: u64,
+    queue: mpsc::Sender<Vec<u8>>,
+    _alive: oneshot::Sender<()>,
+}
+
+/// The link task's end of a [`LinkWriter`].
+struct LinkQueue {
+    messages: mpsc::Receiver<Vec<u8>>,
+    /// Completes (with an error) when the `LinkWriter` is dropped.
+    alive: oneshot::Receiver<()>,
+}
+
+impl LinkWriter {
+    fn new(serial: u64) -> (Self, LinkQueue) {
+        let (queue, messages) = mpsc::channel(LINK_QUEUE);
+        let (alive, watch) = oneshot::channel();
+        let writer = Self {
+            serial,
+            queue,
+            _alive: alive,
+        };
+        (
+            writer,
+            LinkQueue {
+                messages,
+                alive: watch,
+            },
+        )
+    }
+}
+
 /// The wall clock in ms, the state machine's time.
 fn now() -> u64 {
     SystemTime::now()
@@ -119,9 +159,9 @@ pub(crate) struct Node {
     /// The writer of each outbound link, with the link's serial number: a link task that
     /// ends acts only on an entry that is still its own (the node may have closed it and
     /// opened another to the same node meanwhile).
-    outbound: HashMap<NodeId, (u64, mpsc::UnboundedSender<Vec<u8>>)>,
+    outbound: HashMap<NodeId, LinkWriter>,
     /// The writer of each inbound link, by its number.
-    inbound: HashMap<u64, mpsc::UnboundedSender<Vec<u8>>>,
+    inbound: HashMap<u64, LinkWriter>,
     /// The last link number given out, inbound or outbound.
     next_conn: u64,
     /// Handshake ids renamed to real ones, for the link tasks that still use the old one.
@@ -163,43 +203,63 @@ fn lock(shared: &Shared) -> MutexGuard<'_, Node> {
 
 /// Carries out everything the state machine asked for since the last input.
 fn pump(shared: &Shared, node: &mut Node) {
-    while let Some(output) = node.cluster.poll_output() {
-        match output {
-            Output::Connect {
-                node: id,
-                ip,
-                cport,
-            } => {
-                tokio::spawn(connect(shared.clone(), id, ip, cport));
-            }
-            Output::Send { link, message } => {
-                let mut bytes = Vec::with_capacity(message.encoded_len());
-                message.encode(&mut bytes);
-                let writer = match link {
-                    Link::Outbound(id) => node.outbound.get(&id).map(|(_, writer)| writer),
-                    Link::Inbound(conn) => node.inbound.get(&conn),
-                };
-                if let Some(writer) = writer {
-                    let _ = writer.send(bytes);
+    // Links whose peer stopped reading: closed, and reported down, after the outputs.
+    let mut stuck = Vec::new();
+    loop {
+        while let Some(output) = node.cluster.poll_output() {
+            match output {
+                Output::Connect {
+                    node: id,
+                    ip,
+                    cport,
+                } => {
+                    tokio::spawn(connect(shared.clone(), id, ip, cport));
                 }
-            }
-            Output::Close(Link::Outbound(id)) => {
-                node.outbound.remove(&id);
-            }
-            Output::Close(Link::Inbound(conn)) => {
-                node.inbound.remove(&conn);
-            }
-            Output::Renamed { from, to } => {
-                if let Some(writer) = node.outbound.remove(&from) {
-                    node.outbound.insert(to, writer);
+                Output::Send { link, message } => {
+                    let mut bytes = Vec::with_capacity(message.encoded_len());
+                    message.encode(&mut bytes);
+                    let writer = match link {
+                        Link::Outbound(id) => node.outbound.get(&id),
+                        Link::Inbound(conn) => node.inbound.get(&conn),
+                    };
+                    let full = writer.is_some_and(|writer| {
+                        matches!(writer.queue.try_send(bytes), Err(TrySendError::Full(_)))
+                    });
+                    if full {
+                        stuck.push(link);
+                    }
                 }
-                node.renamed.insert(from, to);
+                Output::Close(Link::Outbound(id)) => {
+                    node.outbound.remove(&id);
+                }
+                Output::Close(Link::Inbound(conn)) => {
+                    node.inbound.remove(&conn);
+                }
+                Output::Renamed { from, to } => {
+                    if let Some(writer) = node.outbound.remove(&from) {
+                        node.outbound.insert(to, writer);
+                    }
+                    node.renamed.insert(from, to);
+                }
+                Output::SaveConfig => save(&node.conf_path, &node.cluster.nodes_conf()),
+                Output::Event(event) if !node.quiet => {
+                    eprintln!("{} {} * {event:?}", now(), node.port)
+                }
+                Output::Event(_) => {}
             }
-            Output::SaveConfig => save(&node.conf_path, &node.cluster.nodes_conf()),
-            Output::Event(event) if !node.quiet => {
-                eprintln!("{} {} * {event:?}", now(), node.port)
+        }
+        if stuck.is_empty() {
+            return;
+        }
+        for link in stuck.drain(..) {
+            let removed = match link {
+                Link::Outbound(id) => node.outbound.remove(&id).is_some(),
+                Link::Inbound(conn) => node.inbound.remove(&conn).is_some(),
+            };
+            if removed {
+                eprintln!("{} # {link:?}: the peer does not read, link closed", now());
+                node.cluster.handle_link_down(link, now());
             }
-            Output::Event(_) => {}
         }
     }
 }
@@ -233,16 +293,16 @@ async fn connect(shared: Shared, id: NodeId, ip: String, cport: u16) {
         return;
     };
     let _ = stream.set_nodelay(true);
-    let (tx, rx) = mpsc::unbounded_channel();
-    let serial = {
+    let (serial, queue) = {
         let mut node = lock(&shared);
         let serial = node.next_serial();
-        node.outbound.insert(id, (serial, tx));
+        let (writer, queue) = LinkWriter::new(serial);
+        node.outbound.insert(id, writer);
         node.cluster.handle_link_up(&id, now());
         pump_and_wake(&shared, &mut node);
-        serial
+        (serial, queue)
     };
-    run_link(shared, stream, Link::Outbound(id), serial, rx).await;
+    run_link(shared, stream, Link::Outbound(id), serial, queue).await;
 }
 
 /// One bus connection (number `serial`): writes what the state machine sends on it, reads
@@ -252,18 +312,29 @@ async fn run_link(
     stream: TcpStream,
     mut link: Link,
     serial: u64,
-    mut rx: mpsc::UnboundedReceiver<Vec<u8>>,
+    queue: LinkQueue,
 ) {
+    let LinkQueue {
+        messages: mut rx,
+        alive: mut closed,
+    } = queue;
     let peer = stream
         .peer_addr()
         .map_or_else(|_| String::new(), |a: SocketAddr| a.ip().to_string());
     let (mut rd, mut wr) = stream.into_split();
-    // The writer ends when the node drops the link's sender (it closed the link), or when
-    // a write fails; the reader with it.
+    // The writer ends when the node drops the link's `LinkWriter` (it closed the link),
+    // even in the middle of a write to a peer that does not read, or when a write fails;
+    // the reader with it.
     let mut writer = tokio::spawn(async move {
-        while let Some(bytes) = rx.recv().await {
-            if wr.write_all(&bytes).await.is_err() {
-                break;
+        loop {
+            let bytes = tokio::select! {
+                _ = &mut closed => break,
+                bytes = rx.recv() => bytes,
+            };
+            let Some(bytes) = bytes else { break };
+            tokio::select! {
+                _ = &mut closed => break,
+                written = wr.write_all(&bytes) => if written.is_err() { break },
             }
         }
     });
@@ -309,7 +380,7 @@ async fn run_link(
         }
     }
     let ours = match link {
-        Link::Outbound(id) => node.outbound.get(&id).is_some_and(|(s, _)| *s == serial),
+        Link::Outbound(id) => node.outbound.get(&id).is_some_and(|w| w.serial == serial),
         Link::Inbound(conn) => node.inbound.contains_key(&conn),
     };
     if !ours {
@@ -334,19 +405,19 @@ async fn serve_bus(shared: Shared, listener: TcpListener) {
             continue;
         };
         let _ = stream.set_nodelay(true);
-        let (tx, rx) = mpsc::unbounded_channel();
-        let conn = {
+        let (conn, queue) = {
             let mut node = lock(&shared);
             let conn = node.next_serial();
-            node.inbound.insert(conn, tx);
-            conn
+            let (writer, queue) = LinkWriter::new(conn);
+            node.inbound.insert(conn, writer);
+            (conn, queue)
         };
         tokio::spawn(run_link(
             shared.clone(),
             stream,
             Link::Inbound(conn),
             conn,
-            rx,
+            queue,
         ));
     }
 }
@@ -386,27 +457,22 @@ async fn serve_client(shared: Shared, mut stream: TcpStream) {
     let mut out = BytesMut::new();
     loop {
         loop {
-            let args = match decoder.decode(&mut buf) {
-                Ok(Some(Frame::Array(items))) => match arguments(items) {
-                    Ok(args) => args,
-                    Err(reply) => {
-                        encode(&reply, &mut out);
-                        let _ = stream.write_all(&out).await;
-                        return;
-                    }
-                },
-                Ok(Some(_)) | Err(_) => {
-                    encode(
-                        &error("ERR Protocol error: expected an array of bulk strings"),
-                        &mut out,
-                    );
+            // RESP arrays of bulk strings and inline lines, as the server reads them (it
+            // skips empty commands); a protocol error gets its reply and ends the connection.
+            let args: Vec<Bytes> = match decoder.decode_command(&mut buf) {
+                Ok(Some(command)) => (0..command.len())
+                    .filter_map(|i| command.arg_bytes(i))
+                    .collect(),
+                Ok(None) => break,
+                Err(e) => {
+                    let line = e.server_reply(&buf).into_bytes();
+                    encode(&Frame::<Vec<u8>>::SimpleError(line), &mut out);
                     let _ = stream.write_all(&out).await;
                     return;
                 }
-                Ok(None) => break,
             };
             if args.is_empty() {
-                continue; // `*0`: the server ignores it
+                continue;
             }
             // A blocked command holds the replies of the ones after it, as on the server.
             let mut blocked_until: Option<Option<u64>> = None; // set when it first blocks
@@ -459,6 +525,15 @@ async fn serve_client(shared: Shared, mut stream: TcpStream) {
                 }
             };
             encode(&reply, &mut out);
+            // Replies are written as they come once they pass 64 KB, so that a client
+            // that pipelines large reads and does not read holds its replies in the socket,
+            // not in memory.
+            if out.len() > 64 * 1024 {
+                if stream.write_all(&out).await.is_err() {
+                    return;
+                }
+                out.clear();
+            }
         }
         if !out.is_empty() {
             if stream.write_all(&out).await.is_err() {
@@ -487,28 +562,6 @@ impl Drop for Blocked {
     fn drop(&mut self) {
         lock(&self.0).blocked -= 1;
     }
-}
-
-fn error(text: &str) -> Reply {
-    Frame::SimpleError(text.as_bytes().to_vec())
-}
-
-/// A request's arguments: every item must be a bulk string, as the server requires
-/// (`Protocol error: expected '$', got ':'`, and the connection closes).
-fn arguments(items: Vec<Frame>) -> Result<Vec<Bytes>, Reply> {
-    items
-        .into_iter()
-        .map(|item| match item {
-            Frame::BulkString(bytes) => Ok(bytes),
-            other => {
-                let got = other.kind().0;
-                Err(error(&format!(
-                    "ERR Protocol error: expected '$', got '{}'",
-                    char::from(got)
-                )))
-            }
-        })
-        .collect()
 }
 
 /// Starts a node as `options` say: loads its nodes.conf if there is one, binds its client
