@@ -518,6 +518,23 @@ CLUSTER GETKEYSINSLOT 12539 10
 CLUSTER GETKEYSINSLOT 0 -1
 CLUSTER GETKEYSINSLOT x 1
 CONFIG GET appendonly
+SET d1 hello
+DUMP d1
+SET d2 12345
+DUMP d2
+SET d3 -70000
+DUMP d3
+SET d4 0123456789abcdefghijklmnopqrstuvwxyz
+DUMP d4
+DUMP missing
+RESTORE d1 0 x
+RESTORE newkey -1 x
+RESTORE newkey abc x
+RESTORE newkey 0 x
+RESTORE newkey 0 x BOGUS
+RESTORE newkey 0 x IDLETIME -1
+RESTORE newkey 0 x FREQ 256
+RESTORE newkey 0 x FREQ
 FLUSHALL
 DBSIZE
 ";
@@ -567,6 +584,56 @@ fn replies_match_a_real_server() {
         let [ours, theirs] = replies;
         assert_eq!(ours, theirs, "{line}");
     }
+    // DUMP payloads go both ways: the server's (LZF-compressed strings, quicklists and
+    // listpacks included) restore on the toy node, the toy node's on the server.
+    let fill: [&[&[u8]]; 6] = [
+        &[b"SET", b"{d}s", b"hello"],
+        &[b"SET", b"{d}z", &[b'z'; 5000]],
+        &[b"SET", b"{d}n", b"-123456"],
+        &[
+            b"RPUSH",
+            b"{d}l",
+            b"a",
+            b"bb",
+            b"123",
+            b"-70000",
+            &[b'q'; 300],
+        ],
+        &[
+            b"HSET",
+            b"{d}h",
+            b"f",
+            b"v",
+            b"n",
+            b"1",
+            b"long",
+            &[b'w'; 60],
+        ],
+        // Over 64 bytes: a hash table on the server, in its own order.
+        &[b"HSET", b"{d}t", b"f", b"v", b"long", &[b'w'; 100]],
+    ];
+    let reads: [&[&[u8]]; 6] = [
+        &[b"GET", b"{d}s"],
+        &[b"GET", b"{d}z"],
+        &[b"GET", b"{d}n"],
+        &[b"LRANGE", b"{d}l", b"0", b"-1"],
+        &[b"HGETALL", b"{d}h"],
+        &[b"HGET", b"{d}t", b"long"],
+    ];
+    for (from, to) in [(0, 1), (1, 0)] {
+        let pair = [&mut ours, &mut theirs];
+        for (write, read) in fill.iter().zip(reads) {
+            pair[from].command(write);
+            let key = write[1];
+            let Frame::BulkString(payload) = pair[from].command(&[b"DUMP", key]) else {
+                panic!("DUMP {key:?}");
+            };
+            let restored = pair[to].command(&[b"RESTORE", key, b"0", &payload, b"REPLACE"]);
+            assert_eq!(text(&restored), "OK", "{from} -> {to}: {key:?}");
+            assert_eq!(pair[to].command(read), pair[from].command(read), "{key:?}");
+        }
+    }
+
     // A client blocked in BLPOP is served when another pushes.
     let mut pushers = [Client::connect(port), real.client()];
     for (client, pusher) in [&mut ours, &mut theirs].into_iter().zip(&mut pushers) {

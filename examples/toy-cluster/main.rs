@@ -20,6 +20,8 @@
 mod commands;
 #[path = "../toy-node/db.rs"]
 mod db;
+#[path = "../toy-node/dump.rs"]
+mod dump;
 #[path = "../toy-node/node.rs"]
 mod node;
 

@@ -17,6 +17,7 @@ use redis_cluster_proto::route::{CommandFlags, CommandSpec, CommandTable};
 use redis_cluster_proto::state::{Protocol, Request};
 
 use crate::db::{Db, Entry, Value, glob};
+use crate::dump::{dump, restore as undump};
 use crate::node::Node;
 
 /// A reply, in the state machine's frame type.
@@ -915,6 +916,13 @@ fn keyed(db: &mut Db, client: &Client, name: &str, key: &[u8], rest: &[Bytes], n
             None if client.resp3 => Frame::Map(Vec::new()),
             None => Frame::Array(Vec::new()),
         },
+        ("dump", []) => match db.get(key, now) {
+            Some(entry) => Frame::BulkString(dump(&entry.value)),
+            None => client.null(),
+        },
+        ("restore" | "restore-asking", [ttl, payload, options @ ..]) => {
+            restore(db, key, ttl, payload, options, now)
+        }
         ("hlen", []) => match db.get(key, now).map(|e| &e.value) {
             Some(Value::Hash(fields)) => Frame::Integer(fields.len() as i64),
             Some(_) => error(WRONGTYPE),
@@ -1100,4 +1108,68 @@ fn expire(db: &mut Db, name: &str, key: &[u8], time: &[u8], options: &[Bytes], n
         entry.expires = Some(at as u64);
     }
     Frame::Integer(1)
+}
+
+/// `RESTORE key ttl payload [REPLACE] [ABSTTL] [IDLETIME s] [FREQ f]` (and RESTORE-ASKING),
+/// with the server's checks in its order: options, an existing key, the TTL, the payload.
+fn restore(
+    db: &mut Db,
+    key: &[u8],
+    ttl: &[u8],
+    payload: &[u8],
+    options: &[Bytes],
+    now: u64,
+) -> Reply {
+    let (mut replace, mut absolute) = (false, false);
+    let mut rest = options;
+    while let [option, more @ ..] = rest {
+        rest = more;
+        if eq(option, "replace") {
+            replace = true;
+        } else if eq(option, "absttl") {
+            absolute = true;
+        } else if eq(option, "idletime") || eq(option, "freq") {
+            let [value, more @ ..] = rest else {
+                return error(SYNTAX);
+            };
+            rest = more;
+            match integer(value) {
+                None => return error(NOT_INTEGER),
+                Some(n) if eq(option, "idletime") && n < 0 => {
+                    return error("ERR Invalid IDLETIME value, must be >= 0");
+                }
+                Some(n) if eq(option, "freq") && !(0..=255).contains(&n) => {
+                    return error("ERR Invalid FREQ value, must be >= 0 and <= 255");
+                }
+                Some(_) => {} // the toy keeps no LRU / LFU figures
+            }
+        } else {
+            return error(SYNTAX);
+        }
+    }
+    if !replace && db.get(key, now).is_some() {
+        return error("BUSYKEY Target key name already exists.");
+    }
+    let ttl = match integer(ttl) {
+        None => return error(NOT_INTEGER),
+        Some(ttl) if ttl < 0 => return error("ERR Invalid TTL value, must be >= 0"),
+        Some(ttl) => ttl as u64,
+    };
+    let value = match undump(payload) {
+        Ok(value) => value,
+        Err(e) => return error(e.text()),
+    };
+    if replace {
+        db.remove(key);
+    }
+    let expires = match ttl {
+        0 => None,
+        ttl if absolute => Some(ttl),
+        ttl => Some(now.saturating_add(ttl)),
+    };
+    if expires.is_some_and(|at| at <= now) {
+        return ok(); // already expired: restored and gone at once
+    }
+    db.insert(key, Entry { value, expires });
+    ok()
 }

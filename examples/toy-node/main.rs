@@ -19,6 +19,7 @@
 
 mod commands;
 mod db;
+mod dump;
 mod node;
 
 #[tokio::main(flavor = "current_thread")]
