@@ -974,3 +974,135 @@ fn hostile_input_on_both_ports_leaves_the_cluster_whole() {
     }
     check(port);
 }
+
+/// `redis-cli --cluster check` passes within 10 s (the nodes may still be gossiping the last
+/// change when it starts).
+fn check_eventually(port: u16) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let out = redis_cli(
+            &[
+                "--cluster".into(),
+                "check".into(),
+                format!("127.0.0.1:{port}"),
+            ],
+            Duration::from_secs(30),
+        );
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let agreed = stdout.contains("[OK] All nodes agree about slots configuration.");
+        if out.status.success() && agreed && stdout.contains("[OK] All 16384 slots covered.") {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "redis-cli --cluster check failed:\n{stdout}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+/// The ids of the masters with slots, seen from `port`, the one that owns slot 0 first.
+fn masters_by_slot_zero(port: u16) -> Vec<String> {
+    let nodes = text(&Client::connect(port).command(&[b"CLUSTER", b"NODES"]));
+    let mut masters: Vec<(bool, String)> = nodes
+        .lines()
+        .filter(|line| line.contains("master") && line.split(' ').count() > 8)
+        .map(|line| {
+            let fields: Vec<&str> = line.split(' ').collect();
+            let zero = fields[8..].iter().any(|r| *r == "0" || r.starts_with("0-"));
+            (!zero, fields[0].to_string())
+        })
+        .collect();
+    masters.sort();
+    masters.into_iter().map(|(_, id)| id).collect()
+}
+
+/// Issue #6, test 3: `redis-cli --cluster reshard` moves 1000 slots holding keys between toy
+/// masters while a cluster client writes and reads every key in turn: the client sees no
+/// error, and every key holds its last written value.
+#[test]
+fn reshard_moves_keys_while_a_client_writes_and_reads() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    let (_nodes, ports) = create("reshard", 5000);
+    let port = ports[0].0;
+    let masters = masters_by_slot_zero(port);
+    assert_eq!(masters.len(), 3);
+    let seeds: Vec<String> = ports
+        .iter()
+        .map(|(port, _)| format!("redis://127.0.0.1:{port}"))
+        .collect();
+    let client = redis::cluster::ClusterClient::new(seeds).expect("a cluster client");
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let (client, stop) = (client.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut conn = client.get_connection().expect("a cluster connection");
+            let mut last = std::collections::HashMap::new();
+            let mut errors = Vec::new();
+            let mut round = 0u32;
+            while !stop.load(Ordering::Relaxed) || round == 0 {
+                for n in 0..2_000 {
+                    let (key, value) = (format!("key:{n}"), format!("{round}/{n}"));
+                    let set: redis::RedisResult<()> =
+                        redis::cmd("SET").arg(&key).arg(&value).query(&mut conn);
+                    match set {
+                        Ok(()) => {
+                            last.insert(key.clone(), value.clone());
+                        }
+                        Err(e) => errors.push(format!("SET {key}: {e}")),
+                    }
+                    let get: redis::RedisResult<String> =
+                        redis::cmd("GET").arg(&key).query(&mut conn);
+                    match get {
+                        Ok(read) if read == value => {}
+                        Ok(read) => errors.push(format!("GET {key}: {read}, not {value}")),
+                        Err(e) => errors.push(format!("GET {key}: {e}")),
+                    }
+                }
+                round += 1;
+            }
+            (last, errors, round)
+        })
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    let reshard = redis_cli(
+        &[
+            "--cluster",
+            "reshard",
+            &format!("127.0.0.1:{port}"),
+            "--cluster-from",
+            &masters[0],
+            "--cluster-to",
+            &masters[1],
+            "--cluster-slots",
+            "1000",
+            "--cluster-yes",
+        ]
+        .map(String::from),
+        Duration::from_secs(120),
+    );
+    let out = String::from_utf8_lossy(&reshard.stdout);
+    assert!(reshard.status.success(), "reshard failed:\n{out}");
+    assert!(out.contains("Moving slot 999 from"), "{out}");
+    stop.store(true, Ordering::Relaxed);
+    let (last, errors, rounds) = writer.join().expect("the writer thread");
+    assert!(
+        errors.is_empty(),
+        "{} client errors, first: {:?}",
+        errors.len(),
+        &errors[..errors.len().min(5)]
+    );
+    assert!(rounds >= 2, "the client wrote only {rounds} rounds");
+    assert_eq!(last.len(), 2_000);
+
+    check_eventually(port);
+    let mut conn = client.get_connection().expect("a cluster connection");
+    for (key, value) in &last {
+        let read: String = redis::cmd("GET").arg(key).query(&mut conn).expect("GET");
+        assert_eq!(&read, value, "{key}");
+    }
+    // The slots moved with their keys: the target now serves slot 0.
+    assert_eq!(masters_by_slot_zero(port)[0], masters[1]);
+}

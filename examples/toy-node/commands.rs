@@ -88,6 +88,8 @@ impl Client {
 /// What a command leaves the connection with.
 pub(crate) enum Outcome {
     Reply(Reply),
+    /// MIGRATE: the node's I/O task sends the payloads and answers.
+    Migrate(Migration),
     /// Nothing to answer yet (BLPOP on empty lists, or writes paused for a manual failover):
     /// run the same command again when the keyspace or the cluster changes, or at
     /// `deadline` (Unix ms), when it answers its timeout reply.
@@ -147,14 +149,22 @@ pub(crate) fn run(node: &mut Node, client: &mut Client, args: &[Bytes], now: u64
             name,
             "exec" | "discard" | "multi" | "watch" | "quit" | "reset"
         );
-    if let Err(redirect) = redirect(node, client, spec, args, now) {
-        if name == "exec" {
-            client.multi = None;
-            client.dirty = false;
-        } else {
-            client.dirty |= client.multi.is_some();
+    let in_flight = match redirect(node, client, spec, args, now) {
+        Ok(in_flight) => in_flight,
+        Err(redirect) => {
+            if name == "exec" {
+                client.multi = None;
+                client.dirty = false;
+            } else {
+                client.dirty |= client.multi.is_some();
+            }
+            return Outcome::Reply(redirect);
         }
-        return Outcome::Reply(redirect);
+    };
+    // A key that a MIGRATE is moving waits, as every client waits while the server
+    // migrates.
+    if in_flight && !queueing {
+        return Outcome::Block { deadline: None };
     }
     let write = spec.flags.contains(CommandFlags::WRITE);
     if write && !node.cluster.myself().is_master() {
@@ -207,14 +217,15 @@ fn writes(queue: &[Vec<Bytes>]) -> bool {
 }
 
 /// The cluster's decision for a command with keys (EXEC: for all the queued commands
-/// together), as the server's `getNodeByQuery`.
+/// together), as the server's `getNodeByQuery`; when it runs here, whether one of its keys
+/// is being migrated.
 fn redirect(
     node: &Node,
     client: &Client,
     spec: &CommandSpec,
     args: &[Bytes],
     now: u64,
-) -> Result<(), Reply> {
+) -> Result<bool, Reply> {
     let table = &CommandTable::REDIS_7_0;
     let mut keys: Vec<&[u8]> = Vec::new();
     let mut write = spec.flags.contains(CommandFlags::WRITE);
@@ -233,7 +244,7 @@ fn redirect(
         }
     }
     if keys.is_empty() {
-        return Ok(());
+        return Ok(false);
     }
     let mut request = Request::new(&keys);
     request.write = write;
@@ -243,7 +254,7 @@ fn redirect(
     let db = &node.db;
     let decision = node.cluster.route(&request, |k| db.contains(k, now));
     if decision.is_served() {
-        Ok(())
+        Ok(keys.iter().any(|key| node.in_flight.contains(*key)))
     } else {
         Err(error(&decision.to_string()))
     }
@@ -264,6 +275,11 @@ fn exec(node: &mut Node, client: &mut Client, now: u64) -> Reply {
                 Outcome::Reply(reply) => reply,
                 // A blocking command in a transaction answers at once, as if timed out.
                 Outcome::Block { .. } => client.null_array(),
+                // Its I/O cannot run inside the transaction's one step.
+                Outcome::Migrate(job) => {
+                    migrated(node, &job, &[]);
+                    error("ERR the toy node does not run MIGRATE inside MULTI")
+                }
             },
             Err(rejection) => Frame::SimpleError(rejection.error_line(args)),
         };
@@ -333,6 +349,17 @@ fn execute(
         ),
         ("scan", [cursor, options @ ..]) => scan(&node.db, cursor, options, now),
         ("cluster", [sub, rest @ ..]) => cluster(node, client, sub, rest, now),
+        ("migrate", [host, port, key, db, timeout, options @ ..]) => {
+            return match migration(&mut node.db, host, port, key, db, timeout, options, now) {
+                Ok(job) if job.keys.is_empty() => Outcome::Reply(simple("NOKEY")),
+                Ok(job) => {
+                    node.in_flight
+                        .extend(job.keys.iter().map(|(key, _, _)| key.clone()));
+                    Outcome::Migrate(job)
+                }
+                Err(reply) => Outcome::Reply(reply),
+            };
+        }
         ("blpop" | "brpop", [keys @ .., timeout]) => {
             return blocking_pop(&mut node.db, client, name, keys, timeout, now);
         }
@@ -1172,4 +1199,105 @@ fn restore(
     }
     db.insert(key, Entry { value, expires });
     ok()
+}
+
+/// One MIGRATE: where to, and each key that exists with its TTL (ms, 0 for none) and DUMP
+/// payload. Its keys are in `Node::in_flight` until it ends.
+#[derive(Debug)]
+pub(crate) struct Migration {
+    pub(crate) host: String,
+    pub(crate) port: u16,
+    pub(crate) db: i64,
+    pub(crate) timeout_ms: u64,
+    pub(crate) copy: bool,
+    pub(crate) replace: bool,
+    /// `AUTH password` or `AUTH2 username password`.
+    pub(crate) auth: Vec<Bytes>,
+    pub(crate) keys: Vec<(Vec<u8>, u64, Vec<u8>)>,
+}
+
+/// `MIGRATE host port key|"" destination-db timeout [COPY] [REPLACE] [AUTH password]
+/// [AUTH2 username password] [KEYS key …]`, parsed as the server parses it.
+#[allow(clippy::too_many_arguments)]
+fn migration(
+    db: &mut Db,
+    host: &[u8],
+    port: &[u8],
+    key: &[u8],
+    dbid: &[u8],
+    timeout: &[u8],
+    options: &[Bytes],
+    now: u64,
+) -> Result<Migration, Reply> {
+    let (mut copy, mut replace, mut auth) = (false, false, Vec::new());
+    let mut keys: Vec<&[u8]> = vec![key];
+    let mut rest = options;
+    while let [option, more @ ..] = rest {
+        rest = more;
+        if eq(option, "copy") {
+            copy = true;
+        } else if eq(option, "replace") {
+            replace = true;
+        } else if eq(option, "auth") {
+            let [password, more @ ..] = rest else {
+                return Err(error(SYNTAX));
+            };
+            auth = vec![password.clone()];
+            rest = more;
+        } else if eq(option, "auth2") {
+            let [user, password, more @ ..] = rest else {
+                return Err(error(SYNTAX));
+            };
+            auth = vec![user.clone(), password.clone()];
+            rest = more;
+        } else if eq(option, "keys") {
+            if !key.is_empty() {
+                return Err(error(
+                    "ERR When using MIGRATE KEYS option, the key argument must be set to the \
+                     empty string",
+                ));
+            }
+            keys = rest.iter().map(|k| k.as_ref()).collect();
+            rest = &[];
+        } else {
+            return Err(error(SYNTAX));
+        }
+    }
+    let (Some(port), Some(dbid), Some(timeout)) = (
+        std::str::from_utf8(port)
+            .ok()
+            .and_then(|p| p.parse::<u16>().ok()),
+        integer(dbid),
+        integer(timeout),
+    ) else {
+        return Err(error(NOT_INTEGER));
+    };
+    let mut found = Vec::new();
+    for key in keys {
+        if let Some(entry) = db.get(key, now) {
+            let ttl = entry.expires.map_or(0, |at| at - now);
+            found.push((key.to_vec(), ttl, dump(&entry.value)));
+        }
+    }
+    Ok(Migration {
+        host: String::from_utf8_lossy(host).into_owned(),
+        port,
+        db: dbid,
+        timeout_ms: if timeout <= 0 { 1000 } else { timeout as u64 },
+        copy,
+        replace,
+        auth,
+        keys: found,
+    })
+}
+
+/// The end of a MIGRATE: each key the target restored leaves this node (unless COPY), and
+/// none is in flight any more. `restored[i]` is whether key `i` was restored.
+pub(crate) fn migrated(node: &mut Node, job: &Migration, restored: &[bool]) {
+    for (n, (key, _, _)) in job.keys.iter().enumerate() {
+        node.in_flight.remove(key);
+        if restored.get(n) == Some(&true) && !job.copy {
+            node.db.remove(key);
+        }
+    }
 }

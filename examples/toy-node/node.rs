@@ -2,7 +2,7 @@
 //! `start` binds the two ports and spawns the tasks; the toy-node and toy-cluster examples
 //! both run nodes through it.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -10,14 +10,14 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::{Bytes, BytesMut};
 use redis_cluster_proto::bus::{Framed, Framer, Message, NodeId};
-use redis_cluster_proto::resp::{Decoder, Frame, encode};
+use redis_cluster_proto::resp::{Decoder, Frame, encode, encode_command};
 use redis_cluster_proto::state::{ClusterNode, Config, Link, Output};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc::error::TrySendError;
 use tokio::sync::{Notify, mpsc, oneshot};
 
-use crate::commands::{Client, Outcome};
+use crate::commands::{Client, Migration, Outcome};
 use crate::db::Db;
 
 /// The command line and configuration file, as redis-server names them.
@@ -173,6 +173,8 @@ pub(crate) struct Node {
     next_client: u64,
     /// Clients waiting in a blocked command: every other command wakes them to try again.
     blocked: usize,
+    /// The keys a MIGRATE is moving: commands on them wait until it ends.
+    pub(crate) in_flight: HashSet<Vec<u8>>,
 }
 
 impl Node {
@@ -494,6 +496,15 @@ async fn serve_client(shared: Shared, mut stream: TcpStream) {
                     (outcome, wake)
                 };
                 match outcome {
+                    Outcome::Migrate(job) => {
+                        let restored = migrate(&job).await;
+                        let mut node = lock(&shared);
+                        crate::commands::migrated(&mut node, &job, &restored.1);
+                        if node.blocked > 0 {
+                            shared.changed.notify_waiters();
+                        }
+                        break restored.0;
+                    }
                     Outcome::Reply(reply) => {
                         if wake {
                             shared.changed.notify_waiters();
@@ -548,6 +559,88 @@ async fn serve_client(shared: Shared, mut stream: TcpStream) {
     }
 }
 
+/// Sends a MIGRATE's keys to its target as the server does (AUTH, SELECT, then one
+/// RESTORE-ASKING per key, pipelined) and reads the replies: the reply for the client, and
+/// which keys were restored.
+async fn migrate(job: &Migration) -> (Frame<Vec<u8>>, Vec<bool>) {
+    let io_error = |what: &str| {
+        let text = format!("IOERR error or timeout {what} to target instance");
+        (
+            Frame::SimpleError(text.into_bytes()),
+            vec![false; job.keys.len()],
+        )
+    };
+    let limit = Duration::from_millis(job.timeout_ms);
+    let address = (job.host.as_str(), job.port);
+    let Ok(Ok(mut stream)) = tokio::time::timeout(limit, TcpStream::connect(address)).await else {
+        let text = b"IOERR error or timeout connecting to the client".to_vec();
+        return (Frame::SimpleError(text), vec![false; job.keys.len()]);
+    };
+    let mut out = Vec::new();
+    if !job.auth.is_empty() {
+        let mut auth = vec![Bytes::from_static(b"AUTH")];
+        auth.extend(job.auth.iter().cloned());
+        encode_command(&auth, &mut out);
+    }
+    encode_command(&["SELECT", &job.db.to_string()], &mut out);
+    for (key, ttl, payload) in &job.keys {
+        let ttl = ttl.to_string();
+        let mut args: Vec<&[u8]> = vec![b"RESTORE-ASKING", key, ttl.as_bytes(), payload];
+        if job.replace {
+            args.push(b"REPLACE");
+        }
+        encode_command(&args, &mut out);
+    }
+    if !matches!(
+        tokio::time::timeout(limit, stream.write_all(&out)).await,
+        Ok(Ok(()))
+    ) {
+        return io_error("writing");
+    }
+    let mut decoder = Decoder::new();
+    let mut buf = BytesMut::new();
+    let mut replies = Vec::new();
+    let expected = job.keys.len() + 1 + usize::from(!job.auth.is_empty());
+    while replies.len() < expected {
+        match decoder.decode(&mut buf) {
+            Ok(Some(frame)) => {
+                replies.push(frame);
+                continue;
+            }
+            Ok(None) => {}
+            Err(_) => return io_error("reading"),
+        }
+        match tokio::time::timeout(limit, stream.read_buf(&mut buf)).await {
+            Ok(Ok(n)) if n > 0 => {}
+            _ => return io_error("reading"),
+        }
+    }
+    // The first error answers the client; only the keys restored leave this node.
+    let mut first_error = None;
+    let mut restored = Vec::with_capacity(job.keys.len());
+    for (n, reply) in replies.iter().enumerate() {
+        let failed = match reply {
+            Frame::SimpleError(text) => {
+                first_error.get_or_insert_with(|| text.clone());
+                true
+            }
+            _ => false,
+        };
+        if n + job.keys.len() >= expected {
+            restored.push(!failed);
+        }
+    }
+    let reply = match first_error {
+        None => Frame::SimpleString(b"OK".to_vec()),
+        Some(text) => {
+            let mut line = b"ERR Target instance replied with error: ".to_vec();
+            line.extend_from_slice(&text);
+            Frame::SimpleError(line)
+        }
+    };
+    (reply, restored)
+}
+
 /// A client counted in `Node::blocked` for as long as this lives.
 struct Blocked(Shared);
 
@@ -595,6 +688,7 @@ pub(crate) async fn start(options: &Options) -> Result<(), String> {
             quiet: options.quiet,
             next_client: 0,
             blocked: 0,
+            in_flight: HashSet::new(),
         }),
         timer: Notify::new(),
         changed: Notify::new(),
