@@ -535,6 +535,9 @@ RESTORE newkey 0 x BOGUS
 RESTORE newkey 0 x IDLETIME -1
 RESTORE newkey 0 x FREQ 256
 RESTORE newkey 0 x FREQ
+FUNCTION LIST
+FUNCTION DUMP
+FUNCTION RESTORE x
 FLUSHALL
 DBSIZE
 ";
@@ -1105,4 +1108,156 @@ fn reshard_moves_keys_while_a_client_writes_and_reads() {
     }
     // The slots moved with their keys: the target now serves slot 0.
     assert_eq!(masters_by_slot_zero(port)[0], masters[1]);
+}
+
+/// `GET key` through the node on `port`, following one MOVED as `redis-cli -c` does.
+fn get_following(
+    conns: &mut std::collections::HashMap<u16, Client>,
+    port: u16,
+    key: &[u8],
+) -> Frame {
+    let reply = conns
+        .entry(port)
+        .or_insert_with(|| Client::connect(port))
+        .command(&[b"GET", key]);
+    let Frame::SimpleError(error) = &reply else {
+        return reply;
+    };
+    let error = String::from_utf8_lossy(error).into_owned();
+    let Some(target) = error
+        .strip_prefix("MOVED ")
+        .and_then(|rest| rest.rsplit(':').next())
+    else {
+        panic!("GET {key:?} on {port}: {error}");
+    };
+    let target: u16 = target.parse().expect("a port");
+    conns
+        .entry(target)
+        .or_insert_with(|| Client::connect(target))
+        .command(&[b"GET", key])
+}
+
+/// Issue #6, test 5: three real redis-server 7.0.15 masters and one toy node added with
+/// `redis-cli --cluster add-node`: every node shows the same nodes and slot map; reshard
+/// moves 500 slots holding string keys from a real master to the toy node and 100 back;
+/// every key reads back through every node; `--cluster check` passes.
+#[test]
+fn a_toy_node_joins_real_servers_and_takes_slots_with_their_keys() {
+    let real = support::RealCluster::start(3, 0, &["--cluster-node-timeout", "5000"]);
+    let seeds: Vec<String> = real
+        .nodes
+        .iter()
+        .map(|node| format!("redis://127.0.0.1:{}", node.port()))
+        .collect();
+    let client = redis::cluster::ClusterClient::new(seeds).expect("a cluster client");
+    let mut conn = client.get_connection().expect("a cluster connection");
+    // Short strings, integers, and long compressible ones (LZF in the server's payloads).
+    let value = |n: usize| match n % 3 {
+        0 => format!("value-{n}"),
+        1 => n.to_string(),
+        _ => format!("{n}:{}", "abc".repeat(40)),
+    };
+    for n in 0..3_000 {
+        let () = redis::cmd("SET")
+            .arg(format!("key:{n}"))
+            .arg(value(n))
+            .query(&mut conn)
+            .expect("SET on the real cluster");
+    }
+
+    let free = free_ports(2);
+    let _toy = start("mixed", &[(free[0], free[1])], 5000);
+    let (toy, first) = (free[0], real.nodes[0].port());
+    let add = redis_cli(
+        &[
+            "--cluster".into(),
+            "add-node".into(),
+            format!("127.0.0.1:{toy}"),
+            format!("127.0.0.1:{first}"),
+        ],
+        Duration::from_secs(60),
+    );
+    let out = String::from_utf8_lossy(&add.stdout);
+    assert!(add.status.success(), "add-node failed:\n{out}");
+
+    // Every node, real or toy, lists the same four nodes, connected, with the same slots,
+    // and is at cluster_state:ok (a node that just joined, real or not, answers CLUSTERDOWN
+    // until it is).
+    let ports: Vec<u16> = real
+        .nodes
+        .iter()
+        .map(|node| node.port())
+        .chain([toy])
+        .collect();
+    let table = |port: u16| {
+        let nodes = text(&Client::connect(port).command(&[b"CLUSTER", b"NODES"]));
+        let mut rows: Vec<String> = nodes
+            .lines()
+            .map(|line| {
+                let f: Vec<&str> = line.split(' ').collect();
+                let flags = f[2].replace("myself,", "");
+                format!("{} {} {} {} {}", f[0], f[1], flags, f[7], f[8..].join(" "))
+            })
+            .collect();
+        rows.sort();
+        rows
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let tables: Vec<Vec<String>> = ports.iter().map(|&port| table(port)).collect();
+        let ok = ports.iter().all(|&port| {
+            text(&Client::connect(port).command(&[b"CLUSTER", b"INFO"]))
+                .contains("cluster_state:ok")
+        });
+        let agreed = ok
+            && tables.iter().all(|t| *t == tables[0])
+            && tables[0].len() == 4
+            && tables[0].iter().all(|row| row.contains(" connected"));
+        if agreed {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the nodes never agreed: {tables:#?}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+
+    let toy_id = text(&Client::connect(toy).command(&[b"CLUSTER", b"MYID"]));
+    let first_id = text(&Client::connect(first).command(&[b"CLUSTER", b"MYID"]));
+    for (from, to, slots) in [(&first_id, &toy_id, "500"), (&toy_id, &first_id, "100")] {
+        let reshard = redis_cli(
+            &[
+                "--cluster".into(),
+                "reshard".into(),
+                format!("127.0.0.1:{first}"),
+                "--cluster-from".into(),
+                from.clone(),
+                "--cluster-to".into(),
+                to.clone(),
+                "--cluster-slots".into(),
+                slots.into(),
+                "--cluster-yes".into(),
+            ],
+            Duration::from_secs(120),
+        );
+        let out = String::from_utf8_lossy(&reshard.stdout);
+        assert!(reshard.status.success(), "reshard {slots} failed:\n{out}");
+        assert!(!out.contains("ERR"), "{out}");
+        check_eventually(first);
+    }
+    let Frame::Integer(held) = Client::connect(toy).command(&[b"DBSIZE"]) else {
+        panic!("DBSIZE");
+    };
+    assert!(held > 30, "the toy node holds {held} keys");
+
+    let mut conns = std::collections::HashMap::new();
+    for n in 0..3_000 {
+        let key = format!("key:{n}");
+        for &port in &ports {
+            let reply = get_following(&mut conns, port, key.as_bytes());
+            assert_eq!(text(&reply), value(n), "GET {key} through {port}");
+        }
+    }
+    check_eventually(toy);
 }

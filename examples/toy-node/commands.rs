@@ -17,7 +17,7 @@ use redis_cluster_proto::route::{CommandFlags, CommandSpec, CommandTable};
 use redis_cluster_proto::state::{Protocol, Request};
 
 use crate::db::{Db, Entry, Value, glob};
-use crate::dump::{dump, restore as undump};
+use crate::dump::{dump, restore as undump, seal, verify};
 use crate::node::Node;
 
 /// A reply, in the state machine's frame type.
@@ -327,6 +327,7 @@ fn execute(
         ("client", [sub, rest @ ..]) => client_command(client, sub, rest),
         ("command", rest) => command_command(rest),
         ("config", [sub, rest @ ..]) => config(node, sub, rest),
+        ("function", [sub, rest @ ..]) => function(sub, rest),
         ("info", _) => info(node),
         ("dbsize", []) => Frame::Integer(node.db.len() as i64),
         ("flushall" | "flushdb", options) => match options {
@@ -1299,5 +1300,25 @@ pub(crate) fn migrated(node: &mut Node, job: &Migration, restored: &[bool]) {
         if restored.get(n) == Some(&true) && !job.copy {
             node.db.remove(key);
         }
+    }
+}
+
+/// FUNCTION, for a node that holds no functions (what `redis-cli --cluster add-node` asks):
+/// LIST is empty, DUMP is the payload of no functions, RESTORE takes only that, FLUSH
+/// does nothing.
+fn function(sub: &[u8], args: &[Bytes]) -> Reply {
+    match (sub.to_ascii_lowercase().as_slice(), args) {
+        (b"list", _) => Frame::Array(Vec::new()),
+        (b"dump", []) => Frame::BulkString(seal(Vec::new())),
+        (b"flush", _) => ok(),
+        (b"restore", [payload, ..]) => match verify(payload) {
+            Ok([]) => ok(),
+            Ok(_) => error("ERR the toy node does not run functions"),
+            Err(e) => error(e.text()),
+        },
+        _ => error(&format!(
+            "ERR the toy node does not implement 'function|{}'",
+            String::from_utf8_lossy(sub).to_ascii_lowercase()
+        )),
     }
 }

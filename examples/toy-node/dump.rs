@@ -72,14 +72,20 @@ pub(crate) fn dump(value: &Value) -> Vec<u8> {
             }
         }
     }
-    out.extend_from_slice(&RDB_VERSION.to_le_bytes());
-    let crc = CRC64.checksum(&out);
-    out.extend_from_slice(&crc.to_le_bytes());
-    out
+    seal(out)
 }
 
-/// The value of a DUMP payload, after its version and checksum are checked.
-pub(crate) fn restore(payload: &[u8]) -> Result<Value, DumpError> {
+/// A payload of `body`: the body, the RDB version, the CRC-64 (FUNCTION DUMP of no
+/// functions is one with an empty body).
+pub(crate) fn seal(mut body: Vec<u8>) -> Vec<u8> {
+    body.extend_from_slice(&RDB_VERSION.to_le_bytes());
+    let crc = CRC64.checksum(&body);
+    body.extend_from_slice(&crc.to_le_bytes());
+    body
+}
+
+/// The body of a payload whose version and checksum are right.
+pub(crate) fn verify(payload: &[u8]) -> Result<&[u8], DumpError> {
     let Some(body_len) = payload.len().checked_sub(10) else {
         return Err(DumpError::VersionOrChecksum);
     };
@@ -89,7 +95,14 @@ pub(crate) fn restore(payload: &[u8]) -> Result<Value, DumpError> {
     if version > RDB_VERSION || CRC64.checksum(&payload[..body_len + 2]) != crc {
         return Err(DumpError::VersionOrChecksum);
     }
-    let mut reader = Reader { input: body };
+    Ok(body)
+}
+
+/// The value of a DUMP payload, after its version and checksum are checked.
+pub(crate) fn restore(payload: &[u8]) -> Result<Value, DumpError> {
+    let mut reader = Reader {
+        input: verify(payload)?,
+    };
     let value = reader.value().ok_or(DumpError::BadFormat)?;
     if reader.input.is_empty() {
         Ok(value)
