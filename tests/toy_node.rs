@@ -286,13 +286,56 @@ fn a_stopped_master_is_replaced_by_its_replica_and_rejoins_as_a_replica() {
     let view = text(&Client::connect(witness).command(&[b"CLUSTER", b"NODES"]));
     let master_id = id_of(&view, master);
     // redis-cli chose the master's replica: the one line that names it as its master.
-    let replica_id = view
+    let replica_line = view
         .lines()
         .find(|line| line.split(' ').nth(3) == Some(master_id.as_str()))
-        .and_then(|line| line.split(' ').next())
-        .unwrap_or_else(|| panic!("no replica of {master_id} in:\n{view}"))
+        .unwrap_or_else(|| panic!("no replica of {master_id} in:\n{view}"));
+    let replica_id = replica_line
+        .split(' ')
+        .next()
+        .unwrap_or_default()
         .to_string();
+    let replica: u16 = replica_line
+        .split(' ')
+        .nth(1)
+        .and_then(|address| address.split([':', '@']).nth(1))
+        .and_then(|port| port.parse().ok())
+        .expect("the replica's port");
 
+    // Keys written before the failure reach the replica: its offset catches up.
+    let seeds: Vec<String> = ports
+        .iter()
+        .map(|(port, _)| format!("redis://127.0.0.1:{port}"))
+        .collect();
+    let client = redis::cluster::ClusterClient::builder(seeds)
+        .retries(30)
+        .connection_timeout(Duration::from_secs(2))
+        .response_timeout(Duration::from_secs(10))
+        .build()
+        .expect("a cluster client");
+    let mut conn = client.get_connection().expect("a cluster connection");
+    for n in 0..2_000 {
+        let () = redis::cmd("SET")
+            .arg(format!("key:{n}"))
+            .arg(n)
+            .query(&mut conn)
+            .expect("SET");
+    }
+    eprintln!("failover test: written");
+    let offset = |port: u16| {
+        let info = text(&Client::connect(port).command(&[b"INFO"]));
+        info.lines()
+            .find_map(|line| line.strip_prefix("master_repl_offset:"))
+            .and_then(|offset| offset.trim().parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while offset(master) == 0 || offset(replica) != offset(master) {
+        assert!(Instant::now() < deadline, "the replica never caught up");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
+    eprintln!("failover test: caught up");
     signal(nodes.children[0].id(), "STOP");
     // Failure detected, the replica elected: a master now, with the old master's slots.
     wait_for_nodes(witness, Duration::from_secs(30), "no failover", |view| {
@@ -305,6 +348,27 @@ fn a_stopped_master_is_replaced_by_its_replica_and_rejoins_as_a_replica() {
             .any(|line| line.starts_with(&master_id) && line.contains("fail"));
         promoted && failed
     });
+    eprintln!("failover test: failed over");
+    // The data came along, and the client's writes resume on every slot. (A client that
+    // still waits on the stopped master's socket only gives up on it after its response
+    // timeout, for each of its retries: this one starts from the live nodes.)
+    let live: Vec<String> = ports[1..]
+        .iter()
+        .map(|(port, _)| format!("redis://127.0.0.1:{port}"))
+        .collect();
+    let mut conn = redis::cluster::ClusterClient::new(live)
+        .and_then(|client| client.get_connection())
+        .expect("a cluster connection to the live nodes");
+    for n in 0..2_000 {
+        let key = format!("key:{n}");
+        let read: i64 = redis::cmd("GET").arg(&key).query(&mut conn).expect("GET");
+        assert_eq!(read, n, "{key}");
+        let () = redis::cmd("SET")
+            .arg(&key)
+            .arg(n + 1)
+            .query(&mut conn)
+            .expect("SET");
+    }
 
     signal(nodes.children[0].id(), "CONT");
     // The old master learns of the new configuration and follows it.
@@ -319,7 +383,70 @@ fn a_stopped_master_is_replaced_by_its_replica_and_rejoins_as_a_replica() {
             })
         },
     );
+    eprintln!("failover test: rejoined");
     check(witness);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while offset(master) != offset(replica) {
+        assert!(Instant::now() < deadline, "the old master never resynced");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
+    // CLUSTER FAILOVER on the old master, now a replica, while a client writes: the roles
+    // switch back and every acknowledged write is there.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = {
+        let (client, stop) = (client.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut conn = client.get_connection().expect("a cluster connection");
+            let (mut acked, mut errors) = (std::collections::HashMap::new(), Vec::new());
+            let mut round = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                round += 1;
+                for n in 0..200 {
+                    let key = format!("key:{n}");
+                    let value = round * 10_000 + n;
+                    match redis::cmd("SET")
+                        .arg(&key)
+                        .arg(value)
+                        .query::<()>(&mut conn)
+                    {
+                        Ok(()) => {
+                            acked.insert(key, value);
+                        }
+                        Err(e) => errors.push(format!("SET {key}: {e}")),
+                    }
+                }
+            }
+            (acked, errors)
+        })
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    let reply = Client::connect(master).command(&[b"CLUSTER", b"FAILOVER"]);
+    assert_eq!(text(&reply), "OK");
+    wait_for_nodes(
+        master,
+        Duration::from_secs(30),
+        "no manual failover",
+        |view| {
+            view.lines()
+                .any(|line| line.starts_with(&master_id) && line.contains("myself,master"))
+        },
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    eprintln!("failover test: manual");
+    let (acked, errors) = writer.join().expect("the writer");
+    assert!(
+        errors.is_empty(),
+        "client errors: {:?}",
+        &errors[..errors.len().min(5)]
+    );
+    let mut conn = client.get_connection().expect("a cluster connection");
+    for (key, value) in &acked {
+        let read: u64 = redis::cmd("GET").arg(key).query(&mut conn).expect("GET");
+        assert_eq!(read, *value, "{key} lost a write");
+    }
+    check_eventually(witness);
 }
 
 #[test]

@@ -24,6 +24,8 @@ mod db;
 mod dump;
 #[path = "../toy-node/node.rs"]
 mod node;
+#[path = "../toy-node/replication.rs"]
+mod replication;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};

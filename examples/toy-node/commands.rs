@@ -19,6 +19,7 @@ use redis_cluster_proto::state::{Protocol, Request};
 use crate::db::{Db, Entry, Value, glob};
 use crate::dump::{dump, restore as undump, seal, verify};
 use crate::node::Node;
+use crate::replication::propagate;
 
 /// A reply, in the state machine's frame type.
 pub(crate) type Reply = Frame<Vec<u8>>;
@@ -90,6 +91,8 @@ pub(crate) enum Outcome {
     Reply(Reply),
     /// MIGRATE: the node's I/O task sends the payloads and answers.
     Migrate(Migration),
+    /// PSYNC: the connection becomes a replica's feed (`replication.rs`).
+    Feed,
     /// Nothing to answer yet (BLPOP on empty lists, or writes paused for a manual failover):
     /// run the same command again when the keyspace or the cluster changes, or at
     /// `deadline` (Unix ms), when it answers its timeout reply.
@@ -183,6 +186,14 @@ pub(crate) fn run(node: &mut Node, client: &mut Client, args: &[Bytes], now: u64
     if paused && node.cluster.writes_paused(now) {
         return Outcome::Block { deadline: None };
     }
+    // What the replicas will be told about, found before the command runs (EXEC empties
+    // its queue).
+    let effects = match (name, &client.multi) {
+        ("exec", Some(queue)) => Some(written_by_all(queue)),
+        ("migrate", _) => None, // its keys leave when the target has them: `migrated`
+        _ if write => Some(written_by(spec, args)),
+        _ => None,
+    };
     let outcome = match name {
         "multi" if client.multi.is_some() => {
             Outcome::Reply(error("ERR MULTI calls can not be nested"))
@@ -204,7 +215,36 @@ pub(crate) fn run(node: &mut Node, client: &mut Client, args: &[Bytes], now: u64
     if name != "asking" && client.multi.is_none() {
         client.asking = false;
     }
+    if let (Some((keys, flushall)), Outcome::Reply(_)) = (effects, &outcome) {
+        propagate(node, &keys, flushall, now);
+    }
     outcome
+}
+
+/// The keys a write command may have changed, and whether it empties the keyspace.
+fn written_by(spec: &CommandSpec, args: &[Bytes]) -> (Vec<Vec<u8>>, bool) {
+    let flushall = matches!(spec.name, "flushall" | "flushdb");
+    let keys = CommandTable::REDIS_7_0
+        .routing_keys(args)
+        .map(|positions| positions.positions().map(|at| args[at].to_vec()).collect())
+        .unwrap_or_default();
+    (keys, flushall)
+}
+
+/// [`written_by`] for every write command of a transaction.
+fn written_by_all(queue: &[Vec<Bytes>]) -> (Vec<Vec<u8>>, bool) {
+    let (mut keys, mut flushall) = (Vec::new(), false);
+    for args in queue {
+        let Some(spec) = CommandTable::REDIS_7_0.lookup(args) else {
+            continue;
+        };
+        if spec.flags.contains(CommandFlags::WRITE) {
+            let (more, flush) = written_by(spec, args);
+            keys.extend(more);
+            flushall |= flush;
+        }
+    }
+    (keys, flushall)
 }
 
 /// Whether any queued command writes.
@@ -275,6 +315,7 @@ fn exec(node: &mut Node, client: &mut Client, now: u64) -> Reply {
                 Outcome::Reply(reply) => reply,
                 // A blocking command in a transaction answers at once, as if timed out.
                 Outcome::Block { .. } => client.null_array(),
+                Outcome::Feed => error("ERR PSYNC inside MULTI"),
                 // Its I/O cannot run inside the transaction's one step.
                 Outcome::Migrate(job) => {
                     migrated(node, &job, &[]);
@@ -328,6 +369,8 @@ fn execute(
         ("command", rest) => command_command(rest),
         ("config", [sub, rest @ ..]) => config(node, sub, rest),
         ("function", [sub, rest @ ..]) => function(sub, rest),
+        ("psync", _) if node.cluster.myself().is_master() => return Outcome::Feed,
+        ("psync", _) => error("ERR the toy node replicates from masters only"),
         ("info", _) => info(node),
         ("dbsize", []) => Frame::Integer(node.db.len() as i64),
         ("flushall" | "flushdb", options) => match options {
@@ -547,9 +590,13 @@ fn info(node: &Node) -> Reply {
     };
     let mut text = format!(
         "# Server\r\nredis_version:7.0.15\r\nredis_mode:cluster\r\ntcp_port:{}\r\n\r\n\
-         # Replication\r\nrole:{role}\r\nmaster_repl_offset:{}\r\n\r\n\
+         # Replication\r\nrole:{role}\r\nconnected_slaves:{}\r\nmaster_replid:{}\r\n\
+         master_repl_offset:{}\r\n\r\n\
          # Cluster\r\ncluster_enabled:1\r\n",
-        node.port, myself.repl_offset
+        node.port,
+        node.replication.stream.receiver_count(),
+        node.replication.replid,
+        node.replication.offset
     );
     if node.db.len() > 0 {
         text.push_str(&format!(
@@ -1295,12 +1342,15 @@ fn migration(
 /// The end of a MIGRATE: each key the target restored leaves this node (unless COPY), and
 /// none is in flight any more. `restored[i]` is whether key `i` was restored.
 pub(crate) fn migrated(node: &mut Node, job: &Migration, restored: &[bool]) {
+    let mut gone = Vec::new();
     for (n, (key, _, _)) in job.keys.iter().enumerate() {
         node.in_flight.remove(key);
         if restored.get(n) == Some(&true) && !job.copy {
             node.db.remove(key);
+            gone.push(key.clone());
         }
     }
+    propagate(node, &gone, false, 0);
 }
 
 /// FUNCTION, for a node that holds no functions (what `redis-cli --cluster add-node` asks):

@@ -21,6 +21,7 @@ mod commands;
 mod db;
 mod dump;
 mod node;
+mod replication;
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() {

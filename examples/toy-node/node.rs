@@ -19,6 +19,7 @@ use tokio::sync::{Notify, mpsc, oneshot};
 
 use crate::commands::{Client, Migration, Outcome};
 use crate::db::Db;
+use crate::replication::Replication;
 
 /// The command line and configuration file, as redis-server names them.
 #[derive(Debug)]
@@ -175,6 +176,9 @@ pub(crate) struct Node {
     blocked: usize,
     /// The keys a MIGRATE is moving: commands on them wait until it ends.
     pub(crate) in_flight: HashSet<Vec<u8>>,
+    pub(crate) replication: Replication,
+    /// The master this node replicates from, and the task that does it.
+    following: Option<(NodeId, tokio::task::AbortHandle)>,
 }
 
 impl Node {
@@ -205,6 +209,21 @@ fn lock(shared: &Shared) -> MutexGuard<'_, Node> {
 
 /// Carries out everything the state machine asked for since the last input.
 fn pump(shared: &Shared, node: &mut Node) {
+    drain(shared, node);
+    // A replica follows its master's stream; a promoted one stops, keeping its data.
+    let master = node.cluster.myself().master;
+    if node.following.as_ref().map(|(id, _)| *id) != master {
+        if let Some((_, task)) = node.following.take() {
+            task.abort();
+        }
+        if let Some(master) = master {
+            let task = tokio::spawn(follow(shared.clone(), master));
+            node.following = Some((master, task.abort_handle()));
+        }
+    }
+}
+
+fn drain(shared: &Shared, node: &mut Node) {
     // Links whose peer stopped reading: closed, and reported down, after the outputs.
     let mut stuck = Vec::new();
     loop {
@@ -496,6 +515,10 @@ async fn serve_client(shared: Shared, mut stream: TcpStream) {
                     (outcome, wake)
                 };
                 match outcome {
+                    Outcome::Feed => {
+                        feed(&shared, stream, out).await;
+                        return;
+                    }
                     Outcome::Migrate(job) => {
                         let restored = migrate(&job).await;
                         let mut node = lock(&shared);
@@ -641,6 +664,115 @@ async fn migrate(job: &Migration) -> (Frame<Vec<u8>>, Vec<bool>) {
     (reply, restored)
 }
 
+/// A replica's connection, after its PSYNC: the snapshot, then the stream, until it lags
+/// too far behind or goes away.
+async fn feed(shared: &Shared, mut stream: TcpStream, pending: BytesMut) {
+    let (snapshot, mut records) = {
+        let mut node = lock(shared);
+        crate::replication::attach(&mut node, now())
+    };
+    if stream.write_all(&pending).await.is_err() || stream.write_all(&snapshot).await.is_err() {
+        return;
+    }
+    while let Ok(chunk) = records.recv().await {
+        if stream.write_all(&chunk).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// A replica's side: connects to its master's client port, sends PSYNC, applies the
+/// snapshot and then the stream, and reports its offset to the state machine; reconnects
+/// (with a full resync) whenever the link drops. Aborted when the node stops following
+/// this master.
+async fn follow(shared: Shared, master: NodeId) {
+    loop {
+        let address = {
+            let node = lock(&shared);
+            node.cluster
+                .node(&master)
+                .filter(|m| !m.ip.is_empty())
+                .map(|m| (m.ip.to_string(), m.port))
+        };
+        if let Some((ip, port)) = address {
+            if let Ok(Ok(stream)) = tokio::time::timeout(
+                Duration::from_secs(1),
+                TcpStream::connect((ip.as_str(), port)),
+            )
+            .await
+            {
+                replicate(&shared, stream).await;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// One replication connection, until it fails.
+async fn replicate(shared: &Shared, mut stream: TcpStream) {
+    if stream
+        .write_all(b"*3\r\n$5\r\nPSYNC\r\n$1\r\n?\r\n$2\r\n-1\r\n")
+        .await
+        .is_err()
+    {
+        return;
+    }
+    let mut decoder = Decoder::new();
+    let mut buf = BytesMut::with_capacity(64 * 1024);
+    let mut synced = false;
+    loop {
+        loop {
+            let before = buf.len();
+            let frame = match decoder.decode(&mut buf) {
+                Ok(Some(frame)) => frame,
+                Ok(None) => break,
+                Err(_) => return,
+            };
+            let used = (before - buf.len()) as u64;
+            let mut node = lock(shared);
+            match frame {
+                Frame::SimpleString(line) if line.starts_with(b"FULLRESYNC ") => {
+                    let offset = line.rsplit(|&b| b == b' ').next();
+                    let offset = offset
+                        .and_then(|o| std::str::from_utf8(o).ok()?.parse::<u64>().ok())
+                        .unwrap_or(0);
+                    node.replication.offset = offset;
+                    synced = true;
+                }
+                Frame::Array(items) => {
+                    let args: Vec<Bytes> = items
+                        .into_iter()
+                        .filter_map(|item| match item {
+                            Frame::BulkString(b) => Some(b),
+                            _ => None,
+                        })
+                        .collect();
+                    if !crate::replication::apply(&mut node.db, &args, now()) {
+                        eprintln!("{} # replication: not a toy master's stream", now());
+                        return;
+                    }
+                    if synced {
+                        node.replication.offset += used;
+                    }
+                }
+                _ => {
+                    eprintln!("{} # replication: not a toy master's stream", now());
+                    return;
+                }
+            }
+            let (id, offset) = (node.cluster.myself().id, node.replication.offset);
+            node.cluster.set_replication_offset(&id, offset);
+            if node.blocked > 0 {
+                shared.changed.notify_waiters();
+            }
+        }
+        match stream.read_buf(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {}
+        }
+    }
+}
+
 /// A client counted in `Node::blocked` for as long as this lives.
 struct Blocked(Shared);
 
@@ -664,7 +796,8 @@ pub(crate) async fn start(options: &Options) -> Result<(), String> {
     config.cport = options.cport();
     config.node_timeout = options.node_timeout;
     config.hostname = options.hostname.clone();
-    config.seed = now() ^ u64::from(std::process::id()) << 32 ^ u64::from(options.port) << 16;
+    let seed = now() ^ u64::from(std::process::id()) << 32 ^ u64::from(options.port) << 16;
+    config.seed = seed;
     let conf_path = options.conf_path();
     let cluster = match std::fs::read_to_string(&conf_path) {
         Ok(text) => match ClusterNode::from_nodes_conf(config, &text, now()) {
@@ -689,6 +822,8 @@ pub(crate) async fn start(options: &Options) -> Result<(), String> {
             next_client: 0,
             blocked: 0,
             in_flight: HashSet::new(),
+            replication: Replication::new(seed),
+            following: None,
         }),
         timer: Notify::new(),
         changed: Notify::new(),
