@@ -158,6 +158,25 @@ impl Keys {
         Ok(by_specs(spec, argv, &mut keys)?.then_some(keys))
     }
 
+    /// [`CommandTable::routing_keys`] for a command already looked up and checked (by
+    /// [`CommandTable::check`]): a server that has the spec in hand saves the second
+    /// look-up.
+    ///
+    /// ```
+    /// use redis_cluster_route::{CommandTable, Keys};
+    ///
+    /// let argv = ["SET", "k", "v"];
+    /// let spec = CommandTable::REDIS_7_0.check(&argv).expect("a valid SET");
+    /// assert_eq!(Keys::routing(spec, &argv).positions().collect::<Vec<_>>(), [1]);
+    /// ```
+    pub fn routing<A: AsRef<[u8]>>(spec: &CommandSpec, argv: &[A]) -> Self {
+        if spec.flags.contains(CommandFlags::MOVABLEKEYS) {
+            native(spec, argv).unwrap_or_default()
+        } else {
+            legacy(spec, argv)
+        }
+    }
+
     /// The hash slot of all the keys: none, one, or more than one.
     pub fn slot<A: AsRef<[u8]>>(&self, argv: &[A]) -> SlotAnswer {
         let mut first = None;
@@ -220,11 +239,7 @@ impl CommandTable {
     /// (shard channels included).
     pub fn routing_keys<A: AsRef<[u8]>>(&self, argv: &[A]) -> Result<Keys, KeyError> {
         let spec = self.checked(argv)?;
-        Ok(if spec.flags.contains(CommandFlags::MOVABLEKEYS) {
-            native(spec, argv).unwrap_or_default()
-        } else {
-            legacy(spec, argv)
-        })
+        Ok(Keys::routing(spec, argv))
     }
 
     /// The slot of `argv` as a Redis 7.0 cluster node finds it, from its
