@@ -391,6 +391,19 @@ fn a_stopped_master_is_replaced_by_its_replica_and_rejoins_as_a_replica() {
         std::thread::sleep(Duration::from_millis(50));
     }
 
+    // The new master must know the old one as its replica before it accepts its MFSTART
+    // (as on the server, a role is learned from PING / PONG headers only).
+    wait_for_nodes(
+        replica,
+        Duration::from_secs(10),
+        "the old master is not seen as a replica",
+        |view| {
+            view.lines().any(|line| {
+                let fields: Vec<&str> = line.split(' ').collect();
+                fields[0] == master_id && fields[2] == "slave" && fields[3] == replica_id
+            })
+        },
+    );
     // CLUSTER FAILOVER on the old master, now a replica, while a client writes: the roles
     // switch back and every acknowledged write is there.
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));

@@ -10,10 +10,9 @@
 
 use std::collections::VecDeque;
 
-use bytes::Bytes;
 use redis_cluster_proto::hash_slot::Slot;
 use redis_cluster_proto::resp::Frame;
-use redis_cluster_proto::route::{CommandFlags, CommandSpec, CommandTable};
+use redis_cluster_proto::route::{CommandFlags, CommandSpec, CommandTable, Keys};
 use redis_cluster_proto::state::{Protocol, Request};
 
 use crate::db::{Db, Entry, Value, glob};
@@ -42,7 +41,7 @@ pub(crate) struct Client {
     /// AUTH succeeded, or no password is set.
     authenticated: bool,
     /// Inside MULTI: the queued commands.
-    multi: Option<Vec<Vec<Bytes>>>,
+    multi: Option<Vec<Vec<Vec<u8>>>>,
     /// A command was refused while queueing: EXEC aborts.
     dirty: bool,
 }
@@ -134,7 +133,7 @@ fn eq(arg: &[u8], word: &str) -> bool {
 
 /// Runs one client command, `args` not empty, at `now` (Unix ms), with every check the
 /// server makes first.
-pub(crate) fn run(node: &mut Node, client: &mut Client, args: &[Bytes], now: u64) -> Outcome {
+pub(crate) fn run(node: &mut Node, client: &mut Client, args: &[&[u8]], now: u64) -> Outcome {
     let table = &CommandTable::REDIS_7_0;
     let spec = match table.check(args) {
         Ok(spec) => spec,
@@ -178,7 +177,7 @@ pub(crate) fn run(node: &mut Node, client: &mut Client, args: &[Bytes], now: u64
     }
     if queueing {
         if let Some(queue) = client.multi.as_mut() {
-            queue.push(args.to_vec());
+            queue.push(args.iter().map(|arg| arg.to_vec()).collect());
         }
         return Outcome::Reply(simple("QUEUED"));
     }
@@ -189,6 +188,7 @@ pub(crate) fn run(node: &mut Node, client: &mut Client, args: &[Bytes], now: u64
     // What the replicas will be told about, found before the command runs (EXEC empties
     // its queue).
     let effects = match (name, &client.multi) {
+        _ if !node.replication.attached() => None,
         ("exec", Some(queue)) => Some(written_by_all(queue)),
         ("migrate", _) => None, // its keys leave when the target has them: `migrated`
         _ if write => Some(written_by(spec, args)),
@@ -222,17 +222,18 @@ pub(crate) fn run(node: &mut Node, client: &mut Client, args: &[Bytes], now: u64
 }
 
 /// The keys a write command may have changed, and whether it empties the keyspace.
-fn written_by(spec: &CommandSpec, args: &[Bytes]) -> (Vec<Vec<u8>>, bool) {
+fn written_by<A: AsRef<[u8]>>(spec: &CommandSpec, args: &[A]) -> (Vec<Vec<u8>>, bool) {
     let flushall = matches!(spec.name, "flushall" | "flushdb");
-    let keys = CommandTable::REDIS_7_0
-        .routing_keys(args)
-        .map(|positions| positions.positions().map(|at| args[at].to_vec()).collect())
-        .unwrap_or_default();
-    (keys, flushall)
+    let positions = Keys::routing(spec, args);
+    let keys = positions.positions();
+    (
+        keys.map(|at| args[at].as_ref().to_vec()).collect(),
+        flushall,
+    )
 }
 
 /// [`written_by`] for every write command of a transaction.
-fn written_by_all(queue: &[Vec<Bytes>]) -> (Vec<Vec<u8>>, bool) {
+fn written_by_all(queue: &[Vec<Vec<u8>>]) -> (Vec<Vec<u8>>, bool) {
     let (mut keys, mut flushall) = (Vec::new(), false);
     for args in queue {
         let Some(spec) = CommandTable::REDIS_7_0.lookup(args) else {
@@ -248,7 +249,7 @@ fn written_by_all(queue: &[Vec<Bytes>]) -> (Vec<Vec<u8>>, bool) {
 }
 
 /// Whether any queued command writes.
-fn writes(queue: &[Vec<Bytes>]) -> bool {
+fn writes(queue: &[Vec<Vec<u8>>]) -> bool {
     queue.iter().any(|args| {
         CommandTable::REDIS_7_0
             .lookup(args)
@@ -263,30 +264,45 @@ fn redirect(
     node: &Node,
     client: &Client,
     spec: &CommandSpec,
-    args: &[Bytes],
+    args: &[&[u8]],
     now: u64,
 ) -> Result<bool, Reply> {
     let table = &CommandTable::REDIS_7_0;
-    let mut keys: Vec<&[u8]> = Vec::new();
     let mut write = spec.flags.contains(CommandFlags::WRITE);
-    if spec.name == "exec" {
+    let mut keys: Vec<&[u8]> = Vec::new();
+    let one: [&[u8]; 1];
+    let keys: &[&[u8]] = if spec.name == "exec" {
         for queued in client.multi.iter().flatten() {
             if let Ok(positions) = table.routing_keys(queued) {
-                keys.extend(positions.positions().map(|at| queued[at].as_ref()));
+                keys.extend(positions.positions().map(|at| queued[at].as_slice()));
             }
             write |= table
                 .lookup(queued)
                 .is_some_and(|s| s.flags.contains(CommandFlags::WRITE));
         }
+        &keys
     } else if spec.has_key_arguments() {
-        if let Ok(positions) = table.routing_keys(args) {
-            keys.extend(positions.positions().map(|at| args[at].as_ref()));
+        // Most commands have one key: no allocation for it.
+        let positions = Keys::routing(spec, args);
+        let mut at = positions.positions();
+        match (at.next(), at.next()) {
+            (None, _) => return Ok(false),
+            (Some(first), None) => {
+                one = [args[first]];
+                &one
+            }
+            (Some(_), Some(_)) => {
+                keys.extend(positions.positions().map(|at| args[at]));
+                &keys
+            }
         }
-    }
+    } else {
+        return Ok(false);
+    };
     if keys.is_empty() {
         return Ok(false);
     }
-    let mut request = Request::new(&keys);
+    let mut request = Request::new(keys);
     request.write = write;
     request.asking = client.asking || spec.flags.contains(CommandFlags::ASKING);
     request.readonly = client.readonly;
@@ -310,6 +326,8 @@ fn exec(node: &mut Node, client: &mut Client, now: u64) -> Reply {
     let table = &CommandTable::REDIS_7_0;
     let mut replies = Vec::with_capacity(queue.len());
     for args in &queue {
+        let args: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
+        let args = args.as_slice();
         let reply = match table.check(args) {
             Ok(spec) => match execute(node, client, spec, args, now) {
                 Outcome::Reply(reply) => reply,
@@ -334,7 +352,7 @@ fn execute(
     node: &mut Node,
     client: &mut Client,
     spec: &CommandSpec,
-    args: &[Bytes],
+    args: &[&[u8]],
     now: u64,
 ) -> Outcome {
     // A subcommand's spec is named `container|sub`: the container dispatches.
@@ -346,7 +364,7 @@ fn execute(
         ("ping", []) => simple("PONG"),
         ("ping", [text]) | ("echo", [text]) => bulk(text),
         ("ping", _) => error("ERR wrong number of arguments for 'ping' command"),
-        ("select", [db]) if db.as_ref() == b"0" => ok(),
+        ("select", [db]) if *db == b"0" => ok(),
         ("select", [db]) if integer(db).is_some() => {
             error("ERR SELECT is not allowed in cluster mode")
         }
@@ -416,18 +434,18 @@ fn execute(
     Outcome::Reply(reply)
 }
 
-fn auth(node: &Node, client: &mut Client, args: &[Bytes]) -> Reply {
+fn auth(node: &Node, client: &mut Client, args: &[&[u8]]) -> Reply {
     let password = match args {
         [password] | [_, password] => password,
         _ => return error(SYNTAX),
     };
-    let user_ok = args.len() == 1 || eq(&args[0], "default");
+    let user_ok = args.len() == 1 || eq(args[0], "default");
     match &node.password {
         None if args.len() == 1 => error(
             "ERR AUTH <password> called without any password configured for the default user. \
              Are you sure your configuration is correct?",
         ),
-        Some(expected) if user_ok && expected.as_bytes() == password.as_ref() => {
+        Some(expected) if user_ok && expected.as_bytes() == *password => {
             client.authenticated = true;
             ok()
         }
@@ -440,7 +458,7 @@ fn auth(node: &Node, client: &mut Client, args: &[Bytes]) -> Reply {
 }
 
 /// `HELLO [protover [AUTH username password] [SETNAME name]]`.
-fn hello(node: &Node, client: &mut Client, args: &[Bytes]) -> Reply {
+fn hello(node: &Node, client: &mut Client, args: &[&[u8]]) -> Reply {
     let mut version = if client.resp3 { 3 } else { 2 };
     let mut rest = args;
     if let [protover, more @ ..] = args {
@@ -455,8 +473,7 @@ fn hello(node: &Node, client: &mut Client, args: &[Bytes]) -> Reply {
     while let [option, more @ ..] = rest {
         match more {
             [user, password, tail @ ..] if eq(option, "auth") => {
-                if let Frame::SimpleError(e) = auth(node, client, &[user.clone(), password.clone()])
-                {
+                if let Frame::SimpleError(e) = auth(node, client, &[*user, *password]) {
                     return Frame::SimpleError(e);
                 }
                 rest = tail;
@@ -515,7 +532,7 @@ fn hello(node: &Node, client: &mut Client, args: &[Bytes]) -> Reply {
     }
 }
 
-fn client_command(client: &mut Client, sub: &[u8], args: &[Bytes]) -> Reply {
+fn client_command(client: &mut Client, sub: &[u8], args: &[&[u8]]) -> Reply {
     match (sub.to_ascii_lowercase().as_slice(), args) {
         (b"setname", [name]) => {
             if name.iter().any(|&b| b <= b' ' || b > b'~') {
@@ -539,12 +556,12 @@ fn client_command(client: &mut Client, sub: &[u8], args: &[Bytes]) -> Reply {
 }
 
 /// COMMAND COUNT and COMMAND GETKEYS, from the route crate's copy of 7.0's table.
-fn command_command(args: &[Bytes]) -> Reply {
+fn command_command(args: &[&[u8]]) -> Reply {
     let table = &CommandTable::REDIS_7_0;
     match args {
         [sub] if eq(sub, "count") => Frame::Integer(table.commands().len() as i64),
         [sub, argv @ ..] if eq(sub, "getkeys") => match table.command_getkeys(argv) {
-            Ok(keys) => Frame::Array(keys.positions().map(|at| bulk(&argv[at])).collect()),
+            Ok(keys) => Frame::Array(keys.positions().map(|at| bulk(argv[at])).collect()),
             Err(e) => error(&format!("ERR {e}")),
         },
         _ => error("ERR the toy node implements only COMMAND COUNT and COMMAND GETKEYS"),
@@ -553,7 +570,7 @@ fn command_command(args: &[Bytes]) -> Reply {
 
 /// CONFIG GET for the few parameters tools read at start (redis-benchmark: `save`,
 /// `appendonly`); CONFIG SET is refused.
-fn config(node: &Node, sub: &[u8], args: &[Bytes]) -> Reply {
+fn config(node: &Node, sub: &[u8], args: &[&[u8]]) -> Reply {
     if !eq(sub, "get") {
         return error("ERR the toy node implements only CONFIG GET");
     }
@@ -609,7 +626,7 @@ fn info(node: &Node) -> Reply {
 }
 
 /// `SCAN cursor [MATCH pattern] [COUNT count] [TYPE type]`.
-fn scan(db: &Db, cursor: &[u8], options: &[Bytes], now: u64) -> Reply {
+fn scan(db: &Db, cursor: &[u8], options: &[&[u8]], now: u64) -> Reply {
     let Some(cursor) = std::str::from_utf8(cursor)
         .ok()
         .and_then(|c| c.parse::<u64>().ok())
@@ -653,7 +670,7 @@ fn scan(db: &Db, cursor: &[u8], options: &[Bytes], now: u64) -> Reply {
 }
 
 /// CLUSTER subcommands: the state machine's, plus the two that read the keyspace.
-fn cluster(node: &mut Node, client: &Client, sub: &[u8], args: &[Bytes], now: u64) -> Reply {
+fn cluster(node: &mut Node, client: &Client, sub: &[u8], args: &[&[u8]], now: u64) -> Reply {
     let slot = |arg: &[u8]| {
         integer(arg)
             .and_then(|n| u16::try_from(n).ok())
@@ -678,7 +695,7 @@ fn cluster(node: &mut Node, client: &Client, sub: &[u8], args: &[Bytes], now: u6
         },
         _ => {
             let mut full = Vec::with_capacity(args.len() + 1);
-            full.push(Bytes::copy_from_slice(sub));
+            full.push(sub);
             full.extend_from_slice(args);
             let db = &node.db;
             node.cluster
@@ -701,7 +718,7 @@ fn blocking_pop(
     db: &mut Db,
     client: &Client,
     name: &str,
-    keys: &[Bytes],
+    keys: &[&[u8]],
     timeout: &[u8],
     now: u64,
 ) -> Outcome {
@@ -740,7 +757,7 @@ fn blocking_pop(
 }
 
 /// The commands on one key's value.
-fn keyed(db: &mut Db, client: &Client, name: &str, key: &[u8], rest: &[Bytes], now: u64) -> Reply {
+fn keyed(db: &mut Db, client: &Client, name: &str, key: &[u8], rest: &[&[u8]], now: u64) -> Reply {
     match (name, rest) {
         ("get", []) => match db.get(key, now).map(|e| &e.value) {
             Some(Value::Str(v)) => bulk(v),
@@ -758,9 +775,9 @@ fn keyed(db: &mut Db, client: &Client, name: &str, key: &[u8], rest: &[Bytes], n
                 .collect(),
         ),
         ("mset", pairs) if pairs.len() % 2 == 1 => {
-            db.insert(key, string(&pairs[0]));
+            db.insert(key, string(pairs[0]));
             for pair in pairs[1..].chunks_exact(2) {
-                db.insert(&pair[0], string(&pair[1]));
+                db.insert(pair[0], string(pair[1]));
             }
             ok()
         }
@@ -940,10 +957,7 @@ fn keyed(db: &mut Db, client: &Client, name: &str, key: &[u8], rest: &[Bytes], n
             };
             let mut added = 0;
             for pair in pairs.chunks_exact(2) {
-                match fields
-                    .iter_mut()
-                    .find(|(f, _)| f.as_slice() == pair[0].as_ref())
-                {
+                match fields.iter_mut().find(|(f, _)| f.as_slice() == pair[0]) {
                     Some((_, value)) => *value = pair[1].to_vec(),
                     None => {
                         fields.push((pair[0].to_vec(), pair[1].to_vec()));
@@ -957,7 +971,7 @@ fn keyed(db: &mut Db, client: &Client, name: &str, key: &[u8], rest: &[Bytes], n
         ("hget", [field]) => match db.get(key, now).map(|e| &e.value) {
             Some(Value::Hash(fields)) => fields
                 .iter()
-                .find(|(f, _)| f.as_slice() == field.as_ref())
+                .find(|(f, _)| f.as_slice() == *field)
                 .map_or_else(|| client.null(), |(_, v)| bulk(v)),
             Some(_) => error(WRONGTYPE),
             None => client.null(),
@@ -967,7 +981,7 @@ fn keyed(db: &mut Db, client: &Client, name: &str, key: &[u8], rest: &[Bytes], n
                 Some(Value::Hash(fields)) => {
                     let before = fields.len();
                     for name in names {
-                        fields.retain(|(f, _)| f.as_slice() != name.as_ref());
+                        fields.retain(|(f, _)| f.as_slice() != *name);
                     }
                     before - fields.len()
                 }
@@ -1020,7 +1034,7 @@ fn set(
     client: &Client,
     key: &[u8],
     value: &[u8],
-    options: &[Bytes],
+    options: &[&[u8]],
     now: u64,
 ) -> Reply {
     let (mut nx, mut xx, mut get, mut keep) = (false, false, false, false);
@@ -1070,11 +1084,12 @@ fn set(
             }
         }
     };
+    // The old value is copied only for GET.
     let old = match db.get(key, now) {
         Some(Entry {
             value: Value::Str(v),
             expires,
-        }) => Some((Some(v.clone()), *expires)),
+        }) => Some((get.then(|| v.clone()), *expires)),
         Some(_) if get => return error(WRONGTYPE),
         Some(entry) => Some((None, entry.expires)),
         None => None,
@@ -1129,7 +1144,7 @@ fn add(db: &mut Db, key: &[u8], by: i64, now: u64) -> Reply {
 }
 
 /// `EXPIRE key seconds [NX | XX | GT | LT]`, PEXPIRE in ms.
-fn expire(db: &mut Db, name: &str, key: &[u8], time: &[u8], options: &[Bytes], now: u64) -> Reply {
+fn expire(db: &mut Db, name: &str, key: &[u8], time: &[u8], options: &[&[u8]], now: u64) -> Reply {
     let Some(n) = integer(time) else {
         return error(NOT_INTEGER);
     };
@@ -1192,7 +1207,7 @@ fn restore(
     key: &[u8],
     ttl: &[u8],
     payload: &[u8],
-    options: &[Bytes],
+    options: &[&[u8]],
     now: u64,
 ) -> Reply {
     let (mut replace, mut absolute) = (false, false);
@@ -1260,7 +1275,7 @@ pub(crate) struct Migration {
     pub(crate) copy: bool,
     pub(crate) replace: bool,
     /// `AUTH password` or `AUTH2 username password`.
-    pub(crate) auth: Vec<Bytes>,
+    pub(crate) auth: Vec<Vec<u8>>,
     pub(crate) keys: Vec<(Vec<u8>, u64, Vec<u8>)>,
 }
 
@@ -1274,7 +1289,7 @@ fn migration(
     key: &[u8],
     dbid: &[u8],
     timeout: &[u8],
-    options: &[Bytes],
+    options: &[&[u8]],
     now: u64,
 ) -> Result<Migration, Reply> {
     let (mut copy, mut replace, mut auth) = (false, false, Vec::new());
@@ -1290,13 +1305,13 @@ fn migration(
             let [password, more @ ..] = rest else {
                 return Err(error(SYNTAX));
             };
-            auth = vec![password.clone()];
+            auth = vec![password.to_vec()];
             rest = more;
         } else if eq(option, "auth2") {
             let [user, password, more @ ..] = rest else {
                 return Err(error(SYNTAX));
             };
-            auth = vec![user.clone(), password.clone()];
+            auth = vec![user.to_vec(), password.to_vec()];
             rest = more;
         } else if eq(option, "keys") {
             if !key.is_empty() {
@@ -1356,7 +1371,7 @@ pub(crate) fn migrated(node: &mut Node, job: &Migration, restored: &[bool]) {
 /// FUNCTION, for a node that holds no functions (what `redis-cli --cluster add-node` asks):
 /// LIST is empty, DUMP is the payload of no functions, RESTORE takes only that, FLUSH
 /// does nothing.
-fn function(sub: &[u8], args: &[Bytes]) -> Reply {
+fn function(sub: &[u8], args: &[&[u8]]) -> Reply {
     match (sub.to_ascii_lowercase().as_slice(), args) {
         (b"list", _) => Frame::Array(Vec::new()),
         (b"dump", []) => Frame::BulkString(seal(Vec::new())),

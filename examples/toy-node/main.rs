@@ -14,8 +14,8 @@
 //! (`port 7000`, `cluster-node-timeout 5000`, …); the command line overrides it.
 //!
 //! It serves the bus (MEET, gossip, failure detection, failover as the state machine drives
-//! them) and the client commands of `commands.rs`. Replication, DUMP / RESTORE and MIGRATE
-//! are still to come.
+//! them), the client commands of `commands.rs` on the keyspace of `db.rs`, DUMP / RESTORE
+//! payloads (`dump.rs`), MIGRATE, and replication between toy nodes (`replication.rs`).
 
 mod commands;
 mod db;

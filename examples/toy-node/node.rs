@@ -477,13 +477,14 @@ async fn serve_client(shared: Shared, mut stream: TcpStream) {
     let mut buf = BytesMut::with_capacity(16 * 1024);
     let mut out = BytesMut::new();
     loop {
+        // One clock reading for the commands of one read (they run within microseconds);
+        // a blocked command reads it again each time it is re-run.
+        let batch_now = now();
         loop {
             // RESP arrays of bulk strings and inline lines, as the server reads them (it
             // skips empty commands); a protocol error gets its reply and ends the connection.
-            let args: Vec<Bytes> = match decoder.decode_command(&mut buf) {
-                Ok(Some(command)) => (0..command.len())
-                    .filter_map(|i| command.arg_bytes(i))
-                    .collect(),
+            let command = match decoder.decode_command(&mut buf) {
+                Ok(Some(command)) => command,
                 Ok(None) => break,
                 Err(e) => {
                     let line = e.server_reply(&buf).into_bytes();
@@ -492,6 +493,7 @@ async fn serve_client(shared: Shared, mut stream: TcpStream) {
                     return;
                 }
             };
+            let args: Vec<&[u8]> = command.args().collect();
             if args.is_empty() {
                 continue;
             }
@@ -502,7 +504,11 @@ async fn serve_client(shared: Shared, mut stream: TcpStream) {
                 let changed = shared.changed.notified();
                 let (outcome, wake) = {
                     let mut node = lock(&shared);
-                    let now = now();
+                    let now = if blocked_until.is_some() {
+                        now()
+                    } else {
+                        batch_now
+                    };
                     let deadline = node.cluster.poll_timeout();
                     let outcome = crate::commands::run(&mut node, &mut client, &args, now);
                     pump(&shared, &mut node);
@@ -601,8 +607,8 @@ async fn migrate(job: &Migration) -> (Frame<Vec<u8>>, Vec<bool>) {
     };
     let mut out = Vec::new();
     if !job.auth.is_empty() {
-        let mut auth = vec![Bytes::from_static(b"AUTH")];
-        auth.extend(job.auth.iter().cloned());
+        let mut auth: Vec<&[u8]> = vec![b"AUTH"];
+        auth.extend(job.auth.iter().map(Vec::as_slice));
         encode_command(&auth, &mut out);
     }
     encode_command(&["SELECT", &job.db.to_string()], &mut out);
@@ -674,8 +680,16 @@ async fn feed(shared: &Shared, mut stream: TcpStream, pending: BytesMut) {
     if stream.write_all(&pending).await.is_err() || stream.write_all(&snapshot).await.is_err() {
         return;
     }
-    while let Ok(chunk) = records.recv().await {
-        if stream.write_all(&chunk).await.is_err() {
+    // A replica sends nothing after PSYNC: a read that ends means it went away.
+    let (mut reader, mut writer) = stream.into_split();
+    let mut scratch = [0u8; 64];
+    loop {
+        let chunk = tokio::select! {
+            chunk = records.recv() => chunk,
+            _ = reader.read(&mut scratch) => return,
+        };
+        let Ok(chunk) = chunk else { return };
+        if writer.write_all(&chunk).await.is_err() {
             return;
         }
     }
@@ -851,6 +865,8 @@ pub(crate) async fn start(options: &Options) -> Result<(), String> {
     tokio::spawn(async move {
         loop {
             if let Ok((stream, _)) = clients.accept().await {
+                // As the server does: replies leave at once, not when Nagle allows.
+                let _ = stream.set_nodelay(true);
                 tokio::spawn(serve_client(shared.clone(), stream));
             }
         }
