@@ -1401,3 +1401,55 @@ fn a_toy_node_joins_real_servers_and_takes_slots_with_their_keys() {
     }
     check_eventually(toy);
 }
+
+/// With a password set (`--requirepass` on the toy node, `CONFIG SET requirepass` on the
+/// real server): the same replies before and after AUTH, HELLO's AUTH included.
+#[test]
+fn replies_with_a_password_match_a_real_server() {
+    let real = support::RedisServer::start_cluster(&[]);
+    let mut theirs = real.client();
+    let reply = theirs.command(&[b"CONFIG", b"SET", b"requirepass", b"secret"]);
+    assert_eq!(text(&reply), "OK");
+    let mut theirs = real.client(); // the first connection stays authenticated
+    let free = free_ports(2);
+    let dir = std::env::temp_dir().join(format!("toy-node-password-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a scratch directory");
+    let child = Command::new(toy_node_binary())
+        .args([
+            "--port",
+            &free[0].to_string(),
+            "--cluster-port",
+            &free[1].to_string(),
+        ])
+        .args(["--requirepass", "secret"])
+        .arg("--dir")
+        .arg(&dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start toy-node");
+    let _toy = Nodes {
+        children: vec![child],
+        dir,
+    };
+    wait_listening(free[0]);
+    let mut ours = Client::connect(free[0]);
+    let script: [&[&[u8]]; 12] = [
+        &[b"PING"],
+        &[b"GET", b"k"],
+        &[b"NOSUCH", b"x"],
+        &[b"GET"],
+        &[b"AUTH", b"wrong"],
+        &[b"AUTH", b"default", b"wrong"],
+        &[b"AUTH", b"nobody", b"secret"],
+        &[b"HELLO", b"3"],
+        &[b"HELLO", b"2", b"AUTH", b"default", b"wrong"],
+        &[b"AUTH", b"secret"],
+        &[b"PING"],
+        &[b"AUTH", b"default", b"secret"],
+    ];
+    for argv in script {
+        assert_eq!(ours.command(argv), theirs.command(argv), "{argv:?}");
+    }
+}

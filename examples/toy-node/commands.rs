@@ -493,7 +493,7 @@ fn hello(node: &Node, client: &mut Client, args: &[&[u8]]) -> Reply {
     if !client.authenticated {
         return error(
             "NOAUTH HELLO must be called with the client already authenticated, otherwise the \
-             HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and \
+             HELLO AUTH <user> <pass> option can be used to authenticate the client and \
              select the RESP protocol version at the same time",
         );
     }
