@@ -830,6 +830,9 @@ impl ClusterNode {
                 node.set(NodeFlags::REPLICA, false);
                 node.set(NodeFlags::MASTER, true);
                 node.master = None;
+                // A role change is configuration: nodes.conf is saved (semantics of
+                // `clusterSetNodeAsMaster`).
+                self.push(Output::SaveConfig);
             }
         }
     }
@@ -852,6 +855,9 @@ impl ClusterNode {
                 node.set(NodeFlags::REPLICA, true);
                 node.master = Some(master);
             }
+            // A master turned replica, or a replica's new master: saved, as the server
+            // saves it.
+            self.push(Output::SaveConfig);
         }
         // A master that has (had) replicas may receive a migrating one later.
         let marked = self
