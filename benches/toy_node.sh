@@ -9,22 +9,17 @@
 #   N=200000 ROUNDS=1 bash benches/toy_node.sh
 #   EXTRA="-r 100000 -c 50" bash benches/toy_node.sh   # more arguments for redis-benchmark
 #
-# Needs redis-server and redis-benchmark (Debian: redis-server redis-tools); installs them
-# with apt-get when missing.
+# Needs redis-server and redis-benchmark (Debian: redis-server redis-tools); installs the
+# peers with .ci/peers.sh (apt-get) when they are missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${N:-1000000}
 ROUNDS=${ROUNDS:-3}
 EXTRA=${EXTRA:-}
 
-missing=()
-command -v redis-server >/dev/null || missing+=(redis-server)
-command -v redis-benchmark >/dev/null || missing+=(redis-tools)
-if [ ${#missing[@]} -gt 0 ]; then
-    sudo=(); [ "$(id -u)" -ne 0 ] && sudo=(sudo)
-    "${sudo[@]}" apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq "${missing[@]}" >/dev/null
-fi
+# The same installer as CI's.
+source .ci/peers.sh
+install_peers
 cargo build -q --release --example toy-node
 
 dir=$(mktemp -d)
