@@ -1209,6 +1209,23 @@ fn reshard_moves_keys_while_a_client_writes_and_reads() {
             (last, errors, round)
         })
     };
+    // A client blocked in BLPOP on a key of a slot that will move: it gets MOVED when the
+    // slot leaves, as the server redirects blocked clients.
+    let queue = (0..)
+        .map(|n| format!("queue:{n}"))
+        .find(|key| u16::from(redis_cluster_proto::hash_slot::key_slot(key.as_bytes())) < 1000)
+        .expect("a key in slots 0-999");
+    let owner = match Client::connect(port).command(&[b"BLPOP", queue.as_bytes(), b"0.01"]) {
+        Frame::SimpleError(moved) => {
+            let moved = String::from_utf8_lossy(&moved).into_owned();
+            let port = moved.rsplit(':').next().and_then(|p| p.parse().ok());
+            port.unwrap_or_else(|| panic!("not a redirect: {moved}"))
+        }
+        _ => port,
+    };
+    let mut blocked = Client::connect(owner);
+    blocked.send(&[&[b"BLPOP", queue.as_bytes(), b"60"]]);
+
     std::thread::sleep(Duration::from_millis(300));
     let reshard = redis_cli(
         &[
@@ -1248,6 +1265,15 @@ fn reshard_moves_keys_while_a_client_writes_and_reads() {
     }
     // The slots moved with their keys: the target now serves slot 0.
     assert_eq!(masters_by_slot_zero(port)[0], masters[1]);
+    let Frame::SimpleError(moved) = blocked.read_reply() else {
+        panic!("the blocked client was not redirected");
+    };
+    let moved = String::from_utf8_lossy(&moved).into_owned();
+    let slot = redis_cluster_proto::hash_slot::key_slot(queue.as_bytes());
+    assert!(
+        moved.starts_with(&format!("MOVED {} ", u16::from(slot))),
+        "{moved}"
+    );
 }
 
 /// `GET key` through the node on `port`, following one MOVED as `redis-cli -c` does.

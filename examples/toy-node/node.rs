@@ -520,6 +520,16 @@ async fn serve_client(shared: Shared, mut stream: TcpStream) {
                     let wake = matches!(outcome, Outcome::Reply(_)) && node.blocked > 0;
                     (outcome, wake)
                 };
+                // A blocked client stays blocked while its slot is only migrating: the
+                // server redirects it (MOVED, CLUSTERDOWN) once the slot is no longer
+                // this node's, never with ASK or TRYAGAIN.
+                let migrating = |reply: &Frame<Vec<u8>>| matches!(reply, Frame::SimpleError(e) if e.starts_with(b"ASK ") || e.starts_with(b"TRYAGAIN"));
+                let outcome = match (outcome, blocked_until) {
+                    (Outcome::Reply(reply), Some(deadline)) if migrating(&reply) => {
+                        Outcome::Block { deadline }
+                    }
+                    (outcome, _) => outcome,
+                };
                 match outcome {
                     Outcome::Feed => {
                         feed(&shared, stream, out).await;
