@@ -611,6 +611,7 @@ BLPOP bl 1
 BRPOP bl 0.1
 BLPOP bl -1
 BLPOP bl abc
+BLPOP bl 1e300
 sorted KEYS *
 sorted KEYS h*
 sorted KEYS [hk]

@@ -732,6 +732,10 @@ fn blocking_pop(
     if timeout < 0.0 {
         return Outcome::Reply(error("ERR timeout is negative"));
     }
+    // Too large for the server's milliseconds: it overflows there, and reads as negative.
+    if timeout * 1000.0 > i64::MAX as f64 {
+        return Outcome::Reply(error("ERR timeout is negative"));
+    }
     for key in keys {
         match db.get_mut(key, now).map(|e| &mut e.value) {
             Some(Value::List(items)) => {
@@ -752,7 +756,7 @@ fn blocking_pop(
     if client.multi.is_some() {
         return Outcome::Reply(client.null_array());
     }
-    let deadline = (timeout > 0.0).then(|| now + (timeout * 1000.0) as u64);
+    let deadline = (timeout > 0.0).then(|| now.saturating_add((timeout * 1000.0) as u64));
     Outcome::Block { deadline }
 }
 
@@ -806,6 +810,10 @@ fn keyed(db: &mut Db, client: &Client, name: &str, key: &[u8], rest: &[&[u8]], n
             None => error(NOT_INTEGER),
         },
         ("append", [tail]) => match db.get_mut(key, now).map(|e| &mut e.value) {
+            // The server's proto-max-bulk-len (512 MB) bounds a string grown by APPEND.
+            Some(Value::Str(v)) if v.len() + tail.len() > 512 << 20 => {
+                error("ERR string exceeds maximum allowed size (proto-max-bulk-len)")
+            }
             Some(Value::Str(v)) => {
                 v.extend_from_slice(tail);
                 Frame::Integer(v.len() as i64)
