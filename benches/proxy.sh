@@ -31,16 +31,7 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 cargo build -q --release --example toy-proxy
 
-dir=$(mktemp -d)
-pids=()
-cleanup() {
-    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    rm -rf "$dir"
-}
-trap cleanup EXIT
-
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+source benches/common.sh
 server=$(free_port); twem=$(free_port); toy=$(free_port); toy_yml=$(free_port)
 s1=$(free_port); s2=$(free_port); s3=$(free_port); twem3=$(free_port); toy3=$(free_port)
 

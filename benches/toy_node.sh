@@ -22,16 +22,7 @@ source .ci/peers.sh
 install_peers
 cargo build -q --release --example toy-node
 
-dir=$(mktemp -d)
-pids=()
-cleanup() {
-    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    rm -rf "$dir"
-}
-trap cleanup EXIT
-
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+source benches/common.sh
 real=$(free_port); real_bus=$(free_port); toy=$(free_port); toy_bus=$(free_port)
 
 redis-server --port "$real" --cluster-port "$real_bus" --cluster-enabled yes \

@@ -853,22 +853,9 @@ fn keyed(db: &mut Db, client: &Client, name: &str, key: &[u8], rest: &[&[u8]], n
             _ => Frame::Integer(0),
         },
         ("lpush" | "rpush", values) if !values.is_empty() => {
-            let items = match db.get_mut(key, now).map(|e| &mut e.value) {
-                Some(Value::List(items)) => items,
-                Some(_) => return error(WRONGTYPE),
-                None => {
-                    db.insert(
-                        key,
-                        Entry {
-                            value: Value::List(VecDeque::new()),
-                            expires: None,
-                        },
-                    );
-                    match db.get_mut(key, now).map(|e| &mut e.value) {
-                        Some(Value::List(items)) => items,
-                        _ => return error("ERR the list just stored is gone"),
-                    }
-                }
+            let Value::List(items) = db.value_or_insert(key, now, || Value::List(VecDeque::new()))
+            else {
+                return error(WRONGTYPE);
             };
             for value in values {
                 if name == "lpush" {
@@ -946,22 +933,9 @@ fn keyed(db: &mut Db, client: &Client, name: &str, key: &[u8], rest: &[&[u8]], n
             }
         }
         ("hset", pairs) if !pairs.is_empty() && pairs.len() % 2 == 0 => {
-            let fields = match db.get_mut(key, now).map(|e| &mut e.value) {
-                Some(Value::Hash(fields)) => fields,
-                Some(_) => return error(WRONGTYPE),
-                None => {
-                    db.insert(
-                        key,
-                        Entry {
-                            value: Value::Hash(Vec::new()),
-                            expires: None,
-                        },
-                    );
-                    match db.get_mut(key, now).map(|e| &mut e.value) {
-                        Some(Value::Hash(fields)) => fields,
-                        _ => return error("ERR the hash just stored is gone"),
-                    }
-                }
+            let Value::Hash(fields) = db.value_or_insert(key, now, || Value::Hash(Vec::new()))
+            else {
+                return error(WRONGTYPE);
             };
             let mut added = 0;
             for pair in pairs.chunks_exact(2) {

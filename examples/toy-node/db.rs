@@ -85,6 +85,25 @@ impl Db {
         }
     }
 
+    /// The value of `key`, created by `make` (without an expiry) when the key is missing or
+    /// expired: LPUSH and HSET on a new key.
+    pub(crate) fn value_or_insert(
+        &mut self,
+        key: &[u8],
+        now: u64,
+        make: impl FnOnce() -> Value,
+    ) -> &mut Value {
+        if !self.live(key, now) {
+            self.by_slot
+                .insert((u16::from(key_slot(key)), key.to_vec()));
+        }
+        let entry = self.entries.entry(key.to_vec()).or_insert_with(|| Entry {
+            value: make(),
+            expires: None,
+        });
+        &mut entry.value
+    }
+
     /// Stores `entry` under `key`, replacing what was there.
     pub(crate) fn insert(&mut self, key: &[u8], entry: Entry) {
         if let Some(old) = self.entries.get_mut(key) {
