@@ -15,7 +15,7 @@ use redis_cluster_proto::resp::Frame;
 use redis_cluster_proto::route::{CommandFlags, CommandSpec, CommandTable, Keys};
 use redis_cluster_proto::state::{Protocol, Request};
 
-use crate::db::{Db, Entry, Value, glob};
+use crate::db::{Db, Entry, Value, glob, integer};
 use crate::dump::{dump, restore as undump, seal, verify};
 use crate::node::Node;
 use crate::replication::propagate;
@@ -36,7 +36,7 @@ pub(crate) struct Client {
     /// READONLY: a replica serves this client's reads of its master's slots.
     readonly: bool,
     /// HELLO 3 was sent.
-    pub(crate) resp3: bool,
+    resp3: bool,
     name: Option<Vec<u8>>,
     /// AUTH succeeded, or no password is set.
     authenticated: bool,
@@ -44,6 +44,8 @@ pub(crate) struct Client {
     multi: Option<Vec<Vec<Vec<u8>>>>,
     /// A command was refused while queueing: EXEC aborts.
     dirty: bool,
+    /// Blocked in BLPOP / BRPOP: re-runs are routed as the server redirects blocked clients.
+    blocked_pop: bool,
 }
 
 impl Client {
@@ -57,7 +59,15 @@ impl Client {
             authenticated: !password_set,
             multi: None,
             dirty: false,
+            blocked_pop: false,
         }
+    }
+
+    /// A blocked command's deadline passed: its null reply, and the client is no longer
+    /// blocked.
+    pub(crate) fn timed_out(&mut self) -> Reply {
+        self.blocked_pop = false;
+        self.null_array()
     }
 
     fn protocol(&self) -> Protocol {
@@ -114,17 +124,6 @@ fn bulk(bytes: &[u8]) -> Reply {
 
 fn ok() -> Reply {
     simple("OK")
-}
-
-/// A decimal i64 as the server reads one (`string2ll`): no spaces, no `+`, no leading zero.
-fn integer(arg: &[u8]) -> Option<i64> {
-    let text = std::str::from_utf8(arg).ok()?;
-    let digits = text.strip_prefix('-').unwrap_or(text);
-    let canonical = digits == "0" && !text.starts_with('-')
-        || !digits.is_empty()
-            && !digits.starts_with('0')
-            && digits.bytes().all(|b| b.is_ascii_digit());
-    if canonical { text.parse().ok() } else { None }
 }
 
 fn eq(arg: &[u8], word: &str) -> bool {
@@ -214,6 +213,9 @@ pub(crate) fn run(node: &mut Node, client: &mut Client, args: &[&[u8]], now: u64
     // ASKING lasts one command, or until EXEC when it was sent before MULTI.
     if name != "asking" && client.multi.is_none() {
         client.asking = false;
+    }
+    if matches!(outcome, Outcome::Reply(_)) {
+        client.blocked_pop = false;
     }
     if let (Some((keys, flushall)), Outcome::Reply(_)) = (effects, &outcome) {
         propagate(node, &keys, flushall, now);
@@ -308,7 +310,13 @@ fn redirect(
     request.readonly = client.readonly;
     request.migrate = spec.name == "migrate";
     let db = &node.db;
-    let decision = node.cluster.route(&request, |k| db.contains(k, now));
+    // A client already blocked stays so while its slot migrates (no ASK, no TRYAGAIN),
+    // and is redirected once the slot has left.
+    let decision = if client.blocked_pop {
+        node.cluster.route_blocked(&request)
+    } else {
+        node.cluster.route(&request, |k| db.contains(k, now))
+    };
     if decision.is_served() {
         Ok(keys.iter().any(|key| node.in_flight.contains(*key)))
     } else {
@@ -716,7 +724,7 @@ fn cluster(node: &mut Node, client: &Client, sub: &[u8], args: &[&[u8]], now: u6
 /// seconds (0: for ever) have passed.
 fn blocking_pop(
     db: &mut Db,
-    client: &Client,
+    client: &mut Client,
     name: &str,
     keys: &[&[u8]],
     timeout: &[u8],
@@ -757,6 +765,7 @@ fn blocking_pop(
         return Outcome::Reply(client.null_array());
     }
     let deadline = (timeout > 0.0).then(|| now.saturating_add((timeout * 1000.0) as u64));
+    client.blocked_pop = true;
     Outcome::Block { deadline }
 }
 

@@ -206,6 +206,17 @@ impl Db {
     }
 }
 
+/// A decimal i64 as the server reads one (`string2ll`): no spaces, no `+`, no leading zero.
+pub(crate) fn integer(arg: &[u8]) -> Option<i64> {
+    let text = std::str::from_utf8(arg).ok()?;
+    let digits = text.strip_prefix('-').unwrap_or(text);
+    let canonical = digits == "0" && !text.starts_with('-')
+        || !digits.is_empty()
+            && !digits.starts_with('0')
+            && digits.bytes().all(|b| b.is_ascii_digit());
+    if canonical { text.parse().ok() } else { None }
+}
+
 /// Whether `text` matches the glob `pattern` as KEYS and SCAN MATCH read it: `*`, `?`,
 /// `[abc]`, `[^a-z]`, and `\` to take the next byte as itself. Iterative, with one
 /// backtracking point (the last `*`): time is at most pattern × text, whatever the pattern.

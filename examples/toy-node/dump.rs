@@ -15,7 +15,7 @@ use std::collections::VecDeque;
 
 use crc::{CRC_64_REDIS, Crc};
 
-use crate::db::Value;
+use crate::db::{Value, integer};
 
 /// The RDB version of Redis 7.0.
 const RDB_VERSION: u16 = 10;
@@ -150,13 +150,14 @@ fn write_string(out: &mut Vec<u8>, bytes: &[u8]) {
     out.extend_from_slice(bytes);
 }
 
-/// The integer whose shortest decimal text is `bytes` (11 bytes at most), if there is one.
+/// The integer whose shortest decimal text is `bytes`, if it is 11 bytes at most (the
+/// server tries no longer string).
 fn canonical_integer(bytes: &[u8]) -> Option<i64> {
-    if bytes.is_empty() || bytes.len() > 11 {
-        return None;
+    if bytes.len() > 11 {
+        None
+    } else {
+        integer(bytes)
     }
-    let n: i64 = std::str::from_utf8(bytes).ok()?.parse().ok()?;
-    (n.to_string().as_bytes() == bytes).then_some(n)
 }
 
 /// A cursor over a payload's body; every read is checked, none panics.

@@ -520,16 +520,6 @@ async fn serve_client(shared: Shared, mut stream: TcpStream) {
                     let wake = matches!(outcome, Outcome::Reply(_)) && node.blocked > 0;
                     (outcome, wake)
                 };
-                // A blocked client stays blocked while its slot is only migrating: the
-                // server redirects it (MOVED, CLUSTERDOWN) once the slot is no longer
-                // this node's, never with ASK or TRYAGAIN.
-                let migrating = |reply: &Frame<Vec<u8>>| matches!(reply, Frame::SimpleError(e) if e.starts_with(b"ASK ") || e.starts_with(b"TRYAGAIN"));
-                let outcome = match (outcome, blocked_until) {
-                    (Outcome::Reply(reply), Some(deadline)) if migrating(&reply) => {
-                        Outcome::Block { deadline }
-                    }
-                    (outcome, _) => outcome,
-                };
                 match outcome {
                     Outcome::Feed => {
                         feed(&shared, stream, out).await;
@@ -561,11 +551,7 @@ async fn serve_client(shared: Shared, mut stream: TcpStream) {
                         }
                         let left = deadline.map_or(100, |at| at.saturating_sub(now()).min(100));
                         if deadline.is_some_and(|at| at <= now()) {
-                            break if client.resp3 {
-                                Frame::Null
-                            } else {
-                                Frame::NullArray
-                            };
+                            break client.timed_out();
                         }
                         tokio::select! {
                             () = changed => {}

@@ -143,6 +143,45 @@ impl ClusterNode {
         Decision::Moved(slot, owner, self.config.preferred_endpoint) // H
     }
 
+    /// Where a client blocked on `request`'s keys (BLPOP and the like) goes when the
+    /// configuration changes, as the server's `clusterRedirectBlockedClientIfNeeded` decides:
+    /// [`Decision::Down`] while the cluster is down; for the first key whose slot is neither
+    /// this node's nor being imported, [`Decision::Unbound`] or [`Decision::Moved`];
+    /// otherwise [`Decision::Serve`]: it stays blocked. A slot only migrating away keeps its
+    /// blocked clients (no ASK, no TRYAGAIN), and a READONLY replica keeps the reads of its
+    /// master's slots.
+    ///
+    /// ```
+    /// use redis_cluster_state::{ClusterNode, Config, Request};
+    ///
+    /// let mut node = ClusterNode::new(Config::new("127.0.0.1", 7000));
+    /// # use redis_hash_slot::Slot;
+    /// node.add_slots((0..16384).filter_map(Slot::new)).expect("free slots");
+    /// node.update_state();
+    /// assert!(node.route_blocked(&Request::new(&[b"queue"])).is_served());
+    /// ```
+    pub fn route_blocked<K: AsRef<[u8]>>(&self, request: &Request<'_, K>) -> Decision<'_> {
+        if !self.state_ok {
+            return Decision::Down;
+        }
+        let me = self.myself();
+        for key in request.keys {
+            let slot = key_slot(key.as_ref());
+            let mine = self.owners[usize::from(u16::from(slot))] == self.myself;
+            if mine || self.importing_from(slot).is_some() {
+                continue;
+            }
+            let Some(owner) = self.owner(slot) else {
+                return Decision::Unbound;
+            };
+            let replica_read = request.readonly && !request.write && me.master == Some(owner.id);
+            if !(replica_read && me.is_replica()) {
+                return Decision::Moved(slot, owner, self.config.preferred_endpoint);
+            }
+        }
+        Decision::Serve
+    }
+
     /// [`Self::route`], every step in order.
     fn route_any<K: AsRef<[u8]>>(
         &self,

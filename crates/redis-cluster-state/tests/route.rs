@@ -226,3 +226,42 @@ fn an_importing_slot_serves_only_after_asking() {
     };
     assert!(node.route(&twice, |_| false).is_served());
 }
+
+/// Semantics of the server's `clusterRedirectBlockedClientIfNeeded`: a blocked client stays
+/// while its slot is this node's (migrating or not) or being imported, and is redirected once
+/// it is another's, or unassigned, or the cluster is down.
+#[test]
+fn a_blocked_client_moves_only_when_its_slot_has_left() {
+    let blocked = |node: &ClusterNode, key: &[u8]| text(node.route_blocked(&Request::new(&[key])));
+    let node = me();
+    assert_eq!(blocked(&node, b"bar"), "");
+    assert_eq!(blocked(&node, b"foo"), "MOVED 12182 10.0.0.2:7001");
+    // Migrating away: still this node's, no ASK.
+    let migrating = view(X, &format!(" [5061->-{Y}]"), Config::new("10.0.0.1", 7000));
+    assert_eq!(blocked(&migrating, b"bar"), "");
+    // Importing: stays.
+    let importing = view(X, &format!(" [12182-<-{Y}]"), Config::new("10.0.0.1", 7000));
+    assert_eq!(blocked(&importing, b"foo"), "");
+    // A READONLY replica keeps the reads of its master's slots, not the writes.
+    let replica = view(R, "", Config::new("10.0.0.3", 7002));
+    let read = Request {
+        readonly: true,
+        ..Request::new(&[b"bar"])
+    };
+    assert!(replica.route_blocked(&read).is_served());
+    let write = Request {
+        write: true,
+        ..read
+    };
+    assert_eq!(
+        text(replica.route_blocked(&write)),
+        "MOVED 5061 10.0.0.1:7000"
+    );
+    // The cluster down: CLUSTERDOWN before anything.
+    let mut down = me();
+    down.del_slots([redis_hash_slot::Slot::new(16383).expect("a slot")])
+        .expect("a slot of Y's");
+    down.update_state();
+    assert!(!down.state_ok());
+    assert_eq!(blocked(&down, b"bar"), "CLUSTERDOWN The cluster is down");
+}
