@@ -27,6 +27,7 @@
 extern crate alloc;
 
 mod frame;
+mod info;
 mod keys;
 mod map;
 mod redirect;
@@ -43,7 +44,7 @@ pub use redirect::{ClusterError, Redirect};
 pub use reject::Rejection;
 pub use spec::{
     AclCategories, BeginSearch, CommandFlags, CommandSpec, FindKeys, KeySpec, KeySpecFlags,
-    RequestPolicy, ResponsePolicy, Tips,
+    RequestPolicy, ResponsePolicy, Tip, Tips,
 };
 pub use split::{Merge, MergeError, Part, Route, Split};
 pub use table::CommandTable;

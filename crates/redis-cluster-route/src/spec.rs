@@ -102,7 +102,7 @@ macro_rules! bits {
                 Self::NAMES.iter().find(|(_, n)| *n == name).map(|(flag, _)| *flag)
             }
 
-            /// The names of the flags set, in bit order, as `COMMAND` spells them.
+            /// The names of the flags set, in bit order, as `COMMAND` spells and orders them.
             pub fn names(self) -> impl Iterator<Item = &'static str> {
                 Self::NAMES
                     .iter()
@@ -120,7 +120,9 @@ macro_rules! bits {
 }
 
 bits! {
-    /// Command flags (`COMMAND`'s third field).
+    /// Command flags (`COMMAND`'s third field), numbered in the order the servers list them
+    /// (Redis 7.0's and Valkey 8.1's `addReplyFlagsForCommand`), so that
+    /// [`CommandFlags::names`] gives a reply's order.
     CommandFlags(u32) {
         /// May modify the keyspace.
         WRITE = 0, "write";
@@ -144,35 +146,35 @@ bits! {
         SKIP_MONITOR = 9, "skip_monitor";
         /// Not logged by SLOWLOG.
         SKIP_SLOWLOG = 10, "skip_slowlog";
-        /// Served for an importing slot after ASKING.
-        ASKING = 11, "asking";
-        /// O(1) or O(log N).
-        FAST = 12, "fast";
-        /// Allowed before AUTH.
-        NO_AUTH = 13, "no_auth";
-        /// May be propagated to replicas though it is not a write (PUBLISH, EVAL).
-        MAY_REPLICATE = 14, "may_replicate";
-        /// Refused during async loading.
-        NO_ASYNC_LOADING = 15, "no_async_loading";
-        /// Not allowed in MULTI.
-        NO_MULTI = 16, "no_multi";
-        /// The key positions depend on the arguments.
-        MOVABLEKEYS = 17, "movablekeys";
-        /// Allowed while a script or function is busy.
-        ALLOW_BUSY = 18, "allow_busy";
-        /// May run with no key at all (EVAL with 0 keys).
-        NO_MANDATORY_KEYS = 19, "no_mandatory_keys";
         /// Not logged by COMMANDLOG (Valkey 8.1).
-        SKIP_COMMANDLOG = 20, "skip_commandlog";
+        SKIP_COMMANDLOG = 11, "skip_commandlog";
+        /// Served for an importing slot after ASKING.
+        ASKING = 12, "asking";
+        /// O(1) or O(log N).
+        FAST = 13, "fast";
+        /// Allowed before AUTH.
+        NO_AUTH = 14, "no_auth";
+        /// May be propagated to replicas though it is not a write (PUBLISH, EVAL).
+        MAY_REPLICATE = 15, "may_replicate";
         /// Available in a Sentinel.
-        SENTINEL = 21, "sentinel";
+        SENTINEL = 16, "sentinel";
         /// Available only in a Sentinel.
-        ONLY_SENTINEL = 22, "only_sentinel";
+        ONLY_SENTINEL = 17, "only_sentinel";
+        /// May run with no key at all (EVAL with 0 keys).
+        NO_MANDATORY_KEYS = 18, "no_mandatory_keys";
+        /// Refused during async loading.
+        NO_ASYNC_LOADING = 19, "no_async_loading";
+        /// Not allowed in MULTI.
+        NO_MULTI = 20, "no_multi";
+        /// The key positions depend on the arguments.
+        MOVABLEKEYS = 21, "movablekeys";
+        /// Allowed while a script or function is busy.
+        ALLOW_BUSY = 22, "allow_busy";
     }
 }
 
 bits! {
-    /// ACL categories (`COMMAND`'s seventh field), without their `@`.
+    /// ACL categories (`COMMAND`'s seventh field), in the servers' order.
     AclCategories(u32) {
         /// `@keyspace`.
         KEYSPACE = 0, "@keyspace";
@@ -292,6 +294,8 @@ pub enum FindKeys {
 /// One key spec.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct KeySpec {
+    /// The server's remark on the spec (`notes`), empty when it has none.
+    pub notes: &'static str,
     /// How the keys found are used.
     pub flags: KeySpecFlags,
     /// Where the search starts.
@@ -334,25 +338,81 @@ pub enum ResponsePolicy {
     Special,
 }
 
-/// The command's tips.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Tips {
+/// One tip, as the server lists it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Tip {
     /// `request_policy:…`.
-    pub request_policy: Option<RequestPolicy>,
+    RequestPolicy(RequestPolicy),
     /// `response_policy:…`.
-    pub response_policy: Option<ResponsePolicy>,
+    ResponsePolicy(ResponsePolicy),
     /// `nondeterministic_output`.
-    pub nondeterministic_output: bool,
+    NondeterministicOutput,
     /// `nondeterministic_output_order`.
-    pub nondeterministic_output_order: bool,
+    NondeterministicOutputOrder,
 }
+
+impl Tip {
+    /// The tip as `COMMAND` spells it.
+    ///
+    /// ```
+    /// use redis_cluster_route::{RequestPolicy, Tip};
+    ///
+    /// let tip = Tip::RequestPolicy(RequestPolicy::MultiShard);
+    /// assert_eq!(tip.text(), "request_policy:multi_shard");
+    /// ```
+    pub const fn text(self) -> &'static str {
+        match self {
+            Self::RequestPolicy(RequestPolicy::AllNodes) => "request_policy:all_nodes",
+            Self::RequestPolicy(RequestPolicy::AllShards) => "request_policy:all_shards",
+            Self::RequestPolicy(RequestPolicy::MultiShard) => "request_policy:multi_shard",
+            Self::RequestPolicy(RequestPolicy::Special) => "request_policy:special",
+            Self::ResponsePolicy(ResponsePolicy::OneSucceeded) => "response_policy:one_succeeded",
+            Self::ResponsePolicy(ResponsePolicy::AllSucceeded) => "response_policy:all_succeeded",
+            Self::ResponsePolicy(ResponsePolicy::AggLogicalAnd) => {
+                "response_policy:agg_logical_and"
+            }
+            Self::ResponsePolicy(ResponsePolicy::AggLogicalOr) => "response_policy:agg_logical_or",
+            Self::ResponsePolicy(ResponsePolicy::AggMin) => "response_policy:agg_min",
+            Self::ResponsePolicy(ResponsePolicy::AggMax) => "response_policy:agg_max",
+            Self::ResponsePolicy(ResponsePolicy::AggSum) => "response_policy:agg_sum",
+            Self::ResponsePolicy(ResponsePolicy::Special) => "response_policy:special",
+            Self::NondeterministicOutput => "nondeterministic_output",
+            Self::NondeterministicOutputOrder => "nondeterministic_output_order",
+        }
+    }
+}
+
+/// The command's tips, in the server's order (which varies from command to command).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Tips(pub &'static [Tip]);
 
 impl Tips {
     /// No tip.
-    pub const NONE: Self = Self {
-        request_policy: None,
-        response_policy: None,
-        nondeterministic_output: false,
-        nondeterministic_output_order: false,
-    };
+    pub const NONE: Self = Self(&[]);
+
+    /// The `request_policy` tip.
+    pub fn request_policy(self) -> Option<RequestPolicy> {
+        self.0.iter().find_map(|tip| match tip {
+            Tip::RequestPolicy(policy) => Some(*policy),
+            _ => None,
+        })
+    }
+
+    /// The `response_policy` tip.
+    pub fn response_policy(self) -> Option<ResponsePolicy> {
+        self.0.iter().find_map(|tip| match tip {
+            Tip::ResponsePolicy(policy) => Some(*policy),
+            _ => None,
+        })
+    }
+
+    /// Whether the output may differ between runs (`nondeterministic_output`).
+    pub fn nondeterministic_output(self) -> bool {
+        self.0.contains(&Tip::NondeterministicOutput)
+    }
+
+    /// Whether the output's order may differ between runs (`nondeterministic_output_order`).
+    pub fn nondeterministic_output_order(self) -> bool {
+        self.0.contains(&Tip::NondeterministicOutputOrder)
+    }
 }

@@ -285,12 +285,12 @@ impl CommandTable {
         let answer = self.slot(argv)?;
         let spec = self.lookup(argv).ok_or(KeyError::UnknownCommand)?;
         let tips = spec.tips;
-        let merge = match tips.response_policy {
+        let merge = match tips.response_policy() {
             Some(policy) => Merge::Policy(policy),
             None if answer == SlotAnswer::NoKeys => Merge::Aggregate,
             None => Merge::ByKey,
         };
-        Ok(match (answer, tips.request_policy) {
+        Ok(match (answer, tips.request_policy()) {
             (_, Some(RequestPolicy::Special)) => Route::Special,
             (SlotAnswer::NoKeys, Some(RequestPolicy::AllShards)) => Route::AllShards(merge),
             (SlotAnswer::NoKeys, Some(RequestPolicy::AllNodes)) => Route::AllNodes(merge),
@@ -333,10 +333,10 @@ impl CommandTable {
         shard: impl FnMut(&[u8]) -> usize,
     ) -> Option<Split> {
         let spec = self.lookup(argv)?;
-        if spec.tips.request_policy != Some(RequestPolicy::MultiShard) {
+        if spec.tips.request_policy() != Some(RequestPolicy::MultiShard) {
             return None;
         }
-        let merge = match spec.tips.response_policy {
+        let merge = match spec.tips.response_policy() {
             Some(policy) => Merge::Policy(policy),
             None => Merge::ByKey,
         };

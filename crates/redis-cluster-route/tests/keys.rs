@@ -144,6 +144,7 @@ fn a_module_command_gets_its_keys_from_a_spec_the_caller_supplies() {
         tips: Tips::NONE,
         key_specs: &[
             KeySpec {
+                notes: "",
                 flags: KeySpecFlags::OW,
                 begin_search: BeginSearch::Index(1),
                 find_keys: FindKeys::Range {
@@ -153,6 +154,7 @@ fn a_module_command_gets_its_keys_from_a_spec_the_caller_supplies() {
                 },
             },
             KeySpec {
+                notes: "",
                 flags: KeySpecFlags::RO,
                 begin_search: BeginSearch::Index(2),
                 find_keys: FindKeys::Keynum {

@@ -141,36 +141,40 @@ fn key_spec(frame: &F<'_>) -> String {
         "unknown" => "FindKeys::Unknown".to_owned(),
         other => panic!("find_keys type {other}"),
     };
-    format!("KeySpec {{ flags: {flags}, begin_search: {begin}, find_keys: {find} }}")
+    let notes = field(frame, "notes").map_or("", text);
+    format!(
+        "KeySpec {{ notes: {notes:?}, flags: {flags}, begin_search: {begin}, find_keys: {find} }}"
+    )
 }
 
+/// The tips in the server's order, which varies from command to command.
 fn tips(frame: &F<'_>) -> String {
-    let mut request = "None".to_owned();
-    let mut response = "None".to_owned();
-    let (mut output, mut order) = (false, false);
-    for tip in items(frame).iter().map(text) {
-        let camel = |s: &str| {
-            s.split('_')
-                .map(|w| w[..1].to_ascii_uppercase() + &w[1..])
-                .collect::<String>()
-        };
-        match tip.split_once(':') {
-            Some(("request_policy", p)) => request = format!("Some(RequestPolicy::{})", camel(p)),
-            Some(("response_policy", p)) => {
-                response = format!("Some(ResponsePolicy::{})", camel(p))
+    let camel = |s: &str| {
+        s.split('_')
+            .map(|w| w[..1].to_ascii_uppercase() + &w[1..])
+            .collect::<String>()
+    };
+    let tips: Vec<String> = items(frame)
+        .iter()
+        .map(text)
+        .map(|tip| match tip.split_once(':') {
+            Some(("request_policy", p)) => {
+                format!("Tip::RequestPolicy(RequestPolicy::{})", camel(p))
             }
-            None if tip == "nondeterministic_output" => output = true,
-            None if tip == "nondeterministic_output_order" => order = true,
+            Some(("response_policy", p)) => {
+                format!("Tip::ResponsePolicy(ResponsePolicy::{})", camel(p))
+            }
+            None if tip == "nondeterministic_output" => "Tip::NondeterministicOutput".to_owned(),
+            None if tip == "nondeterministic_output_order" => {
+                "Tip::NondeterministicOutputOrder".to_owned()
+            }
             _ => panic!("unknown tip {tip}"),
-        }
-    }
-    if (request.as_str(), response.as_str(), output, order) == ("None", "None", false, false) {
+        })
+        .collect();
+    if tips.is_empty() {
         return "Tips::NONE".to_owned();
     }
-    format!(
-        "Tips {{ request_policy: {request}, response_policy: {response}, \
-         nondeterministic_output: {output}, nondeterministic_output_order: {order} }}"
-    )
+    format!("Tips(&[{}])", tips.join(", "))
 }
 
 /// One `CommandSpec` literal, its subcommands sorted by name.
@@ -266,5 +270,68 @@ fn generated_tables_match_the_servers_replies() {
              REGENERATE_TABLES=1 cargo test -p redis-cluster-route --test table",
             path.display()
         );
+    }
+}
+
+/// Sorts an entry's subcommands by name, the order the table gives them; the server's is its
+/// hash table's, which changes from run to run.
+fn sorted_subcommands<'a>(entry: &F<'a>) -> F<'a> {
+    let mut entry = entry.clone();
+    if let Frame::Array(fields) = &mut entry {
+        if let Some(Frame::Array(subs)) = fields.get_mut(9) {
+            subs.sort_by_key(|sub| text(&items(sub)[0]).to_owned());
+        }
+    }
+    entry
+}
+
+#[test]
+fn command_entries_encode_to_the_servers_bytes() {
+    let tables = [
+        redis_cluster_route::CommandTable::REDIS_7_0,
+        redis_cluster_route::CommandTable::VALKEY_8_1,
+    ];
+    for ((server, folder, _), table) in SERVERS.into_iter().zip(tables) {
+        for (file, resp3) in [("command.resp2", false), ("command.resp3", true)] {
+            let bytes = std::fs::read(vectors(folder).join(file)).expect("a COMMAND reply");
+            let reply = decode(&bytes);
+            let entries = items(&reply);
+            assert_eq!(entries.len(), table.commands().len(), "{server} {file}");
+            for entry in entries {
+                let name = text(&items(entry)[0]);
+                let spec = table.command(name.as_bytes()).expect("in the table");
+                let (mut theirs, mut ours) = (Vec::new(), Vec::new());
+                redis_resp::encode(&sorted_subcommands(entry), &mut theirs);
+                redis_resp::encode(&spec.info(resp3), &mut ours);
+                assert!(
+                    theirs == ours,
+                    "{server} {file} {name}:\n{}\n{}",
+                    String::from_utf8_lossy(&theirs).escape_debug(),
+                    String::from_utf8_lossy(&ours).escape_debug()
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn every_name_of_command_list_is_in_the_table() {
+    let tables = [
+        redis_cluster_route::CommandTable::REDIS_7_0,
+        redis_cluster_route::CommandTable::VALKEY_8_1,
+    ];
+    for ((server, folder, _), table) in SERVERS.into_iter().zip(tables) {
+        let bytes = std::fs::read(vectors(folder).join("command-list.resp2")).expect("a reply");
+        let reply = decode(&bytes);
+        let mut theirs: Vec<&str> = items(&reply).iter().map(text).collect();
+        theirs.sort_unstable();
+        let mut ours: Vec<&str> = table.all().map(|spec| spec.name).collect();
+        ours.sort_unstable();
+        assert_eq!(theirs, ours, "{server}");
+        for name in theirs {
+            let upper = name.to_ascii_uppercase();
+            let spec = table.by_full_name(upper.as_bytes());
+            assert_eq!(spec.map(|spec| spec.name), Some(name), "{server}");
+        }
     }
 }

@@ -97,6 +97,31 @@ impl CommandTable {
         }
     }
 
+    /// The command or subcommand with the full name `name` (`get`, `config|get`), ignoring
+    /// ASCII case, as `COMMAND INFO` and ACL rules name them. `None` for an unknown name, a
+    /// subcommand of a command that has none, or more than one `|`.
+    ///
+    /// ```
+    /// use redis_cluster_route::CommandTable;
+    ///
+    /// let table = CommandTable::REDIS_7_0;
+    /// assert_eq!(table.by_full_name(b"CONFIG|get").map(|c| c.name), Some("config|get"));
+    /// assert!(table.by_full_name(b"get|x").is_none());
+    /// ```
+    pub fn by_full_name(&self, name: &[u8]) -> Option<&'static CommandSpec> {
+        match name.iter().position(|&b| b == b'|') {
+            None => self.command(name),
+            Some(bar) => self.command(&name[..bar])?.subcommand(&name[bar + 1..]),
+        }
+    }
+
+    /// Every command, each followed by its subcommands, as `COMMAND LIST` names them.
+    pub fn all(&self) -> impl Iterator<Item = &'static CommandSpec> {
+        self.commands
+            .iter()
+            .flat_map(|command| core::iter::once(command).chain(command.subcommands))
+    }
+
     /// The command that `argv` runs, as the server looks it up: a container command with at
     /// least one argument gives its subcommand (`None` when it has no such subcommand);
     /// alone, the container itself.
