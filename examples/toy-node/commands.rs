@@ -12,7 +12,7 @@ use std::collections::VecDeque;
 
 use redis_cluster_proto::hash_slot::Slot;
 use redis_cluster_proto::resp::Frame;
-use redis_cluster_proto::route::{CommandFlags, CommandSpec, CommandTable, Keys};
+use redis_cluster_proto::route::{AclCategories, CommandFlags, CommandSpec, CommandTable, Keys};
 use redis_cluster_proto::state::{Protocol, Request};
 
 use crate::db::{Db, Entry, Value, glob, integer};
@@ -392,7 +392,7 @@ fn execute(
         ("auth", rest) => auth(node, client, rest),
         ("hello", rest) => return Outcome::Reply(hello(node, client, rest)),
         ("client", [sub, rest @ ..]) => client_command(client, sub, rest),
-        ("command", rest) => command_command(rest),
+        ("command", rest) => command_command(client, rest),
         ("config", [sub, rest @ ..]) => config(node, sub, rest),
         ("function", [sub, rest @ ..]) => function(sub, rest),
         ("psync", _) if node.cluster.myself().is_master() => return Outcome::Feed,
@@ -563,16 +563,60 @@ fn client_command(client: &mut Client, sub: &[u8], args: &[&[u8]]) -> Reply {
     }
 }
 
-/// COMMAND COUNT and COMMAND GETKEYS, from the route crate's copy of 7.0's table.
-fn command_command(args: &[&[u8]]) -> Reply {
+/// COMMAND and its subcommands but DOCS, from the route crate's copy of 7.0's table. The
+/// server lists commands and subcommands in its hash table's order, which changes from run
+/// to run; the toy lists them by name.
+fn command_command(client: &Client, args: &[&[u8]]) -> Reply {
     let table = &CommandTable::REDIS_7_0;
+    let info = |spec: &CommandSpec| spec.info(client.resp3).map_bytes(&mut |b| b.to_vec());
     match args {
+        [] => Frame::Array(table.commands().iter().map(info).collect()),
+        [sub] if eq(sub, "info") => Frame::Array(table.commands().iter().map(info).collect()),
+        [sub, names @ ..] if eq(sub, "info") => Frame::Array(
+            names
+                .iter()
+                .map(|name| table.by_full_name(name).map_or_else(|| client.null(), info))
+                .collect(),
+        ),
         [sub] if eq(sub, "count") => Frame::Integer(table.commands().len() as i64),
         [sub, argv @ ..] if eq(sub, "getkeys") => match table.command_getkeys(argv) {
             Ok(keys) => Frame::Array(keys.positions().map(|at| bulk(argv[at])).collect()),
             Err(e) => error(&format!("ERR {e}")),
         },
-        _ => error("ERR the toy node implements only COMMAND COUNT and COMMAND GETKEYS"),
+        [sub] if eq(sub, "list") => {
+            Frame::Array(table.all().map(|spec| bulk(spec.name.as_bytes())).collect())
+        }
+        [sub, filterby, kind, value] if eq(sub, "list") && eq(filterby, "filterby") => {
+            let names = table.all().map(|spec| spec.name);
+            let names: Vec<&str> = if eq(kind, "pattern") {
+                // The server matches without case; the names are lowercase.
+                let pattern = value.to_ascii_lowercase();
+                names
+                    .filter(|name| glob(&pattern, name.as_bytes()))
+                    .collect()
+            } else if eq(kind, "aclcat") {
+                let category = format!("@{}", String::from_utf8_lossy(value).to_lowercase());
+                match AclCategories::from_name(&category) {
+                    Some(category) => table
+                        .all()
+                        .filter(|spec| spec.acl_categories.contains(category))
+                        .map(|spec| spec.name)
+                        .collect(),
+                    None => Vec::new(),
+                }
+            } else if eq(kind, "module") {
+                // No module is loaded.
+                Vec::new()
+            } else {
+                return error(SYNTAX);
+            };
+            Frame::Array(names.iter().map(|name| bulk(name.as_bytes())).collect())
+        }
+        [sub, ..] if eq(sub, "list") => error(SYNTAX),
+        [sub, ..] => error(&format!(
+            "ERR the toy node does not implement 'command|{}'",
+            String::from_utf8_lossy(sub).to_ascii_lowercase()
+        )),
     }
 }
 
