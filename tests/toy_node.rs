@@ -610,6 +610,15 @@ SET a 1
 SET b 1
 EXEC
 GET a
+SET fl 1 EX 100
+INCRBYFLOAT fl 0.5
+TTL fl
+GET fl
+INCRBYFLOAT fl x
+INCRBYFLOAT fl inf
+INCRBYFLOAT l 1
+INCRBYFLOAT nofl 1.5e3
+INCRBYFLOAT fl
 COMMAND COUNT
 COMMAND GETKEYS SET a b
 COMMAND GETKEYS MSET a 1 b 2
@@ -674,6 +683,60 @@ FLUSHALL
 DBSIZE
 ";
 
+/// A small deterministic generator, for INCRBYFLOAT's numbers.
+struct Xorshift(u64);
+
+impl Xorshift {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+
+    /// At least `least`, fewer than `least + spread` digits.
+    fn digits(&mut self, least: u64, spread: u64) -> String {
+        let n = least + self.below(spread);
+        (0..n)
+            .map(|_| char::from(b'0' + self.below(10) as u8))
+            .collect()
+    }
+
+    /// A number as a client might send one: sign, digits, a fraction, an exponent (now and
+    /// then near the long double's limits), hexadecimal, or something that is not a number.
+    fn float_text(&mut self) -> String {
+        let sign = ["", "", "-", "+"][self.below(4) as usize];
+        let text = match self.below(12) {
+            0 => format!(
+                "0x{:x}.{:x}p{}",
+                self.below(1 << 20),
+                self.below(256),
+                self.below(80)
+            ),
+            1 => format!("{}e{}", self.digits(1, 3), 4900 + self.below(40)),
+            2 => format!("1e-{}", 4900 + self.below(80)),
+            3 => ["inf", "nan", "1e", "", " 1", "1.2.3", "0x"][self.below(7) as usize].into(),
+            4 => self.digits(1, 40),
+            _ => {
+                let mut text = format!("{}.{}", self.digits(0, 8), self.digits(0, 24));
+                if text == "." {
+                    text.push('5');
+                }
+                if self.below(3) == 0 {
+                    let power = self.below(60) as i64 - 30;
+                    text.push_str(&format!("e{power}"));
+                }
+                text
+            }
+        };
+        format!("{sign}{text}")
+    }
+}
+
 /// A single-node cluster (every slot on this one node) of a real redis-server 7.0.15 and one
 /// of a toy node, at `cluster_state:ok`.
 fn lone_node(client: &mut Client) {
@@ -732,6 +795,18 @@ fn replies_match_a_real_server() {
         }
         let [ours, theirs] = replies;
         assert_eq!(ours, theirs, "{line}");
+    }
+    // INCRBYFLOAT over numbers of every shape: the server's 80-bit long double, rounded
+    // and printed as it does. Each sum is read again by the next one.
+    let mut random = Xorshift(0x9e37_79b9_7f4a_7c15);
+    for round in 0..600 {
+        let number = random.float_text();
+        let argv: [&[u8]; 3] = if round % 8 == 0 {
+            [b"SET", b"fl", number.as_bytes()]
+        } else {
+            [b"INCRBYFLOAT", b"fl", number.as_bytes()]
+        };
+        assert_eq!(ours.command(&argv), theirs.command(&argv), "{number}");
     }
     // DUMP payloads go both ways: the server's (LZF-compressed strings, quicklists and
     // listpacks included) restore on the toy node, the toy node's on the server.

@@ -22,6 +22,8 @@ mod commands;
 mod db;
 #[path = "../toy-node/dump.rs"]
 mod dump;
+#[path = "../toy-node/float.rs"]
+mod float;
 #[path = "../toy-node/node.rs"]
 mod node;
 #[path = "../toy-node/replication.rs"]

@@ -17,6 +17,7 @@ use redis_cluster_proto::state::{Protocol, Request};
 
 use crate::db::{Db, Entry, Value, glob, integer};
 use crate::dump::{dump, restore as undump, seal, verify};
+use crate::float::{FloatError, increment};
 use crate::node::Node;
 use crate::replication::propagate;
 
@@ -857,6 +858,7 @@ fn keyed(db: &mut Db, client: &Client, name: &str, key: &[u8], rest: &[&[u8]], n
         ("incrby", [by]) => {
             integer(by).map_or_else(|| error(NOT_INTEGER), |by| add(db, key, by, now))
         }
+        ("incrbyfloat", [by]) => add_float(db, key, by, now),
         ("decrby", [by]) => match integer(by).and_then(i64::checked_neg) {
             Some(by) => add(db, key, by, now),
             None if integer(by).is_some() => error("ERR decrement would overflow"),
@@ -1176,6 +1178,28 @@ fn add(db: &mut Db, key: &[u8], by: i64, now: u64) -> Reply {
         },
     );
     Frame::Integer(sum)
+}
+
+/// INCRBYFLOAT: the sum as the server's `long double` gives it, the TTL kept.
+fn add_float(db: &mut Db, key: &[u8], by: &[u8], now: u64) -> Reply {
+    let (current, expires) = match db.get(key, now) {
+        None => (None, None),
+        Some(Entry {
+            value: Value::Str(v),
+            expires,
+        }) => (Some(v.as_slice()), *expires),
+        Some(_) => return error(WRONGTYPE),
+    };
+    match increment(current, by) {
+        Ok(sum) => {
+            let reply = bulk(sum.as_bytes());
+            let value = Value::Str(sum.into_bytes());
+            db.insert(key, Entry { value, expires });
+            reply
+        }
+        Err(FloatError::Invalid) => error("ERR value is not a valid float"),
+        Err(FloatError::NotFinite) => error("ERR increment would produce NaN or Infinity"),
+    }
 }
 
 /// `EXPIRE key seconds [NX | XX | GT | LT]`, PEXPIRE in ms.

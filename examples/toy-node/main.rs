@@ -20,6 +20,7 @@
 mod commands;
 mod db;
 mod dump;
+mod float;
 mod node;
 mod replication;
 
