@@ -719,7 +719,9 @@ impl Xorshift {
             ),
             1 => format!("{}e{}", self.digits(1, 3), 4900 + self.below(40)),
             2 => format!("1e-{}", 4900 + self.below(80)),
-            3 => ["inf", "nan", "1e", "", " 1", "1.2.3", "0x"][self.below(7) as usize].into(),
+            3 => {
+                ["inf", "nan", "1e", "", " 1", "1.2.3", "0x", "2\0x"][self.below(8) as usize].into()
+            }
             4 => self.digits(1, 40),
             _ => {
                 let mut text = format!("{}.{}", self.digits(0, 8), self.digits(0, 24));

@@ -52,14 +52,13 @@ impl LongDouble {
     };
 
     /// Reads `text` as the server's `string2ld` does: `strtold` over the whole text, no
-    /// leading space, at most 5119 bytes, no NaN, no overflow, no underflow to zero.
+    /// leading space, no NUL (checked on the server: `2\0x` is refused), at most 5119
+    /// bytes, no NaN, no overflow, no underflow to zero.
     /// Infinity is read, and refused by the sum.
     pub(crate) fn parse(text: &[u8]) -> Result<Self, FloatError> {
         if text.is_empty() || text.len() >= MAX_CHARS {
             return Err(FloatError::Invalid);
         }
-        // The server copies the argument into a C string: `strtold` stops at a NUL.
-        let text = text.split(|&b| b == 0).next().unwrap_or_default();
         let (negative, body) = match text.first() {
             Some(b'-') => (true, &text[1..]),
             Some(b'+') => (false, &text[1..]),
@@ -535,7 +534,7 @@ mod tests {
     fn refused_as_redis_7_0_refuses() {
         for bad in [
             "", " 1", "1 ", "abc", "nan", "1e", "1e+", ".", "0x", "0x1p", "1e99999", "1e-5000",
-            "--1",
+            "--1", "2\0x", "\0",
         ] {
             assert_eq!(
                 increment(None, bad.as_bytes()),
