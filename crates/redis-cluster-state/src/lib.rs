@@ -30,6 +30,7 @@ mod failover;
 mod failure;
 mod index;
 mod node;
+pub mod rebalance;
 mod reply;
 mod route;
 mod table;
