@@ -305,11 +305,23 @@ pub struct RealCluster {
 
 impl RealCluster {
     pub fn start(masters: usize, replicas: usize, extra: &[&str]) -> Self {
+        let split: Vec<usize> = (0..masters)
+            .map(|i| (i + 1) * 16384 / masters - i * 16384 / masters)
+            .collect();
+        Self::start_split(&split, replicas, extra)
+    }
+
+    /// As [`RealCluster::start`], master `i` serving the `split[i]` slots after those of the
+    /// masters before it.
+    pub fn start_split(split: &[usize], replicas: usize, extra: &[&str]) -> Self {
+        assert_eq!(split.iter().sum::<usize>(), 16384, "every slot served");
+        let masters = split.len();
         let n = masters * (1 + replicas);
         let nodes: Vec<RedisServer> = (0..n).map(|_| RedisServer::start_cluster(extra)).collect();
         for (i, node) in nodes.iter().take(masters).enumerate() {
-            let start = (i * 16384 / masters).to_string();
-            let end = ((i + 1) * 16384 / masters - 1).to_string();
+            let first: usize = split[..i].iter().sum();
+            let start = first.to_string();
+            let end = (first + split[i] - 1).to_string();
             let reply = node.client().command(&[
                 b"CLUSTER",
                 b"ADDSLOTSRANGE",

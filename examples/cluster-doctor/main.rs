@@ -1,0 +1,275 @@
+//! `cluster-doctor`: finds data skew in a running Redis Cluster and fixes it with a
+//! load-aware rebalance.
+//!
+//! It measures what each master holds and does (slots, keys per slot, memory, operations per
+//! second), names the big keys, the hash tags that gather keys and the hot keys, asks the
+//! planner of `redis-cluster-state` which slots to move so that the load (not the slot
+//! count) is even, and with `--apply` moves them with the cluster's migration protocol. A run
+//! interrupted half way leaves slots open; the next run closes them first, losing no key.
+//!
+//! ```text
+//! cargo run --example cluster-doctor -- 127.0.0.1:7000 [--weight keys|memory|ops]
+//!     [--ratio 1.2] [--capacity ADDR=W]... [--sample SECS] [--scan KEYS] [--top N]
+//!     [--json] [--svg FILE] [--apply [--dry-run]] [--batch KEYS] [--quiet]
+//! ```
+
+mod apply;
+mod conn;
+mod report;
+mod survey;
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use redis_cluster_proto::state::rebalance::{Plan, PlanOptions, SlotLoad, plan};
+
+use crate::survey::{SLOTS, Survey, SurveyOptions};
+
+/// What the balance weighs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Weight {
+    Keys,
+    Memory,
+    Ops,
+}
+
+impl Weight {
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Self::Keys => "keys",
+            Self::Memory => "memory",
+            Self::Ops => "ops",
+        }
+    }
+}
+
+pub(crate) struct Options {
+    pub(crate) addr: String,
+    pub(crate) weight: Weight,
+    pub(crate) ratio: f64,
+    pub(crate) capacities: Vec<(String, u32)>,
+    pub(crate) sample: Duration,
+    pub(crate) scan_limit: u64,
+    pub(crate) top: usize,
+    pub(crate) json: bool,
+    pub(crate) svg: Option<String>,
+    pub(crate) apply: bool,
+    pub(crate) dry_run: bool,
+    pub(crate) batch: usize,
+    pub(crate) quiet: bool,
+}
+
+const USAGE: &str = "usage: cluster-doctor [HOST:PORT] [--weight keys|memory|ops] [--ratio R] \
+[--capacity ADDR_OR_ID=W]... [--sample SECS] [--scan KEYS] [--top N] [--json] [--svg FILE] \
+[--apply [--dry-run]] [--batch KEYS] [--quiet]";
+
+fn parse(args: impl Iterator<Item = String>) -> Result<Options, String> {
+    let mut options = Options {
+        addr: "127.0.0.1:7000".into(),
+        weight: Weight::Keys,
+        ratio: 1.2,
+        capacities: Vec::new(),
+        sample: Duration::from_secs(2),
+        scan_limit: 1_000_000,
+        top: 5,
+        json: false,
+        svg: None,
+        apply: false,
+        dry_run: false,
+        batch: 100,
+        quiet: false,
+    };
+    let mut args = args.peekable();
+    while let Some(arg) = args.next() {
+        let mut value = |name: &str| args.next().ok_or(format!("{name} needs a value"));
+        let number = |name: &str, text: String| -> Result<f64, String> {
+            text.parse::<f64>()
+                .ok()
+                .filter(|n| n.is_finite() && *n >= 0.0)
+                .ok_or(format!("{name}: not a number: {text}"))
+        };
+        match arg.as_str() {
+            "--weight" => {
+                options.weight = match value("--weight")?.as_str() {
+                    "keys" => Weight::Keys,
+                    "memory" => Weight::Memory,
+                    "ops" => Weight::Ops,
+                    other => return Err(format!("--weight: keys, memory or ops, not {other}")),
+                }
+            }
+            "--ratio" => {
+                options.ratio = number("--ratio", value("--ratio")?)?;
+                if options.ratio < 1.0 {
+                    return Err("--ratio must be at least 1.0".into());
+                }
+            }
+            "--capacity" => {
+                let text = value("--capacity")?;
+                let (node, weight) = text
+                    .rsplit_once('=')
+                    .ok_or("--capacity takes ADDR_OR_ID=WEIGHT")?;
+                let weight = weight
+                    .parse()
+                    .map_err(|_| format!("--capacity: not a whole number: {weight}"))?;
+                options.capacities.push((node.to_owned(), weight));
+            }
+            "--sample" => {
+                options.sample = Duration::from_secs_f64(number("--sample", value("--sample")?)?)
+            }
+            "--scan" => options.scan_limit = number("--scan", value("--scan")?)? as u64,
+            "--top" => options.top = number("--top", value("--top")?)? as usize,
+            "--batch" => options.batch = (number("--batch", value("--batch")?)? as usize).max(1),
+            "--svg" => options.svg = Some(value("--svg")?),
+            "--json" => options.json = true,
+            "--apply" => options.apply = true,
+            "--dry-run" => options.dry_run = true,
+            "--quiet" => options.quiet = true,
+            "-h" | "--help" => return Err(USAGE.into()),
+            other if !other.starts_with('-') => options.addr = other.to_owned(),
+            other => return Err(format!("unknown option {other}\n{USAGE}")),
+        }
+    }
+    Ok(options)
+}
+
+/// Each slot's load by the chosen weight, and its cost: its estimated bytes (the keys times
+/// their master's mean size, with the big keys found counted at their own size).
+pub(crate) fn slot_loads(survey: &Survey, weight: Weight) -> Vec<SlotLoad> {
+    let masters = &survey.masters;
+    // Per master: the bytes and count of the big keys found, and the mean of the others.
+    let mut big_bytes = vec![0u64; masters.len()];
+    let mut big_count = vec![0u64; masters.len()];
+    let mut big_in_slot = vec![(0u64, 0u64); SLOTS];
+    for key in &survey.big {
+        big_bytes[key.master] += key.bytes;
+        big_count[key.master] += 1;
+        let entry = &mut big_in_slot[usize::from(key.slot)];
+        entry.0 += 1;
+        entry.1 += key.bytes;
+    }
+    let mean_size: Vec<f64> = masters
+        .iter()
+        .enumerate()
+        .map(|(m, master)| {
+            let others = master.keys.saturating_sub(big_count[m]).max(1);
+            master.dataset.saturating_sub(big_bytes[m]) as f64 / others as f64
+        })
+        .collect();
+    (0..SLOTS)
+        .map(|slot| {
+            let owner = survey.owner[slot];
+            let keys = survey.slot_keys[slot];
+            let (n_big, b_big) = big_in_slot[slot];
+            let bytes = owner.map_or(0.0, |m| {
+                keys.saturating_sub(n_big) as f64 * mean_size[m] + b_big as f64
+            });
+            let load = match (weight, owner) {
+                (Weight::Keys, _) => keys,
+                (Weight::Memory, _) => bytes as u64,
+                (Weight::Ops, Some(m)) if masters[m].keys > 0 => {
+                    (keys as f64 * masters[m].ops * 1000.0 / masters[m].keys as f64) as u64
+                }
+                (Weight::Ops, _) => 0,
+            };
+            SlotLoad {
+                owner,
+                load,
+                cost: bytes as u64,
+            }
+        })
+        .collect()
+}
+
+fn capacities(survey: &Survey, options: &Options) -> Result<Vec<u32>, String> {
+    let mut capacities = vec![1u32; survey.masters.len()];
+    for (node, weight) in &options.capacities {
+        let found = survey
+            .masters
+            .iter()
+            .position(|m| &m.addr == node || m.id.starts_with(node.as_str()))
+            .ok_or(format!("--capacity: no master {node}"))?;
+        capacities[found] = *weight;
+    }
+    Ok(capacities)
+}
+
+fn make_plan(survey: &Survey, options: &Options) -> Result<(Vec<SlotLoad>, Plan), String> {
+    let loads = slot_loads(survey, options.weight);
+    let plan_options = PlanOptions {
+        ratio_permille: (options.ratio * 1000.0).round() as u32,
+        capacities: capacities(survey, options)?,
+    };
+    let plan = plan(&loads, &plan_options).map_err(|e| e.to_string())?;
+    Ok((loads, plan))
+}
+
+fn run(options: &Options) -> Result<(), String> {
+    let survey_options = SurveyOptions {
+        scan_limit: options.scan_limit,
+        sample: options.sample,
+        top: options.top,
+        progress: !options.quiet,
+    };
+    let fail = |e: std::io::Error| e.to_string();
+    let mut survey = survey::survey(&options.addr, &survey_options).map_err(fail)?;
+    if options.apply && !survey.open.is_empty() {
+        // Close what an interrupted run left open, then measure again.
+        let mut mover = apply::Mover::new(&survey.masters, options.batch, 60_000).map_err(fail)?;
+        for open in &survey.open {
+            let resolution = mover.resolve(open).map_err(fail)?;
+            let what = match resolution {
+                apply::Resolution::Finish { from, to } => format!(
+                    "finishing its move from {} to {}",
+                    survey.masters[from].addr, survey.masters[to].addr
+                ),
+                apply::Resolution::RollBack => "rolling it back (no key had moved)".into(),
+            };
+            if !options.quiet {
+                eprintln!("slot {} was left open: {what}", open.slot);
+            }
+            if !options.dry_run {
+                mover.close(open, resolution).map_err(fail)?;
+            }
+        }
+        if !options.dry_run {
+            drop(mover);
+            survey = survey::survey(&options.addr, &survey_options).map_err(fail)?;
+        }
+    }
+    let (loads, plan) = make_plan(&survey, options)?;
+    if let Some(path) = &options.svg {
+        std::fs::write(path, report::svg(&survey, &plan, options))
+            .map_err(|e| format!("{path}: {e}"))?;
+    }
+    let mut applied = None;
+    if options.apply && !options.dry_run && !plan.moves.is_empty() {
+        let mut mover = apply::Mover::new(&survey.masters, options.batch, 60_000).map_err(fail)?;
+        let mut progress =
+            survey::Progress::new("moving slots", plan.moves.len() as u64, !options.quiet);
+        let mut keys = 0;
+        for m in &plan.moves {
+            keys += mover
+                .migrate(m.slot as u16, m.from, m.to)
+                .map_err(|e| format!("{e} (run again to finish: open slots are closed first)"))?;
+            progress.advance(1);
+        }
+        progress.finish();
+        applied = Some((plan.moves.len(), keys));
+    }
+    if options.json {
+        println!("{}", report::json(&survey, &loads, &plan, options, applied));
+    } else {
+        print!("{}", report::text(&survey, &loads, &plan, options, applied));
+    }
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    match parse(std::env::args().skip(1)).and_then(|options| run(&options)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("cluster-doctor: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
