@@ -237,6 +237,58 @@ fn the_report_names_the_tag_the_big_key_and_the_overloaded_master() {
     let picture = std::fs::read_to_string(&svg).expect("the SVG");
     assert!(picture.starts_with("<svg") && picture.trim_end().ends_with("</svg>"));
     assert_eq!(picture.matches("<rect").count(), 6, "{picture}");
+
+    // A dry run plans and moves nothing.
+    let (sizes, _) = seeded.skew();
+    let out = doctor(
+        &[
+            &seeded.addr(0),
+            "--apply",
+            "--dry-run",
+            "--quiet",
+            "--sample",
+            "0",
+        ],
+        Duration::from_secs(120),
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(stdout.contains("dry run: nothing moved"), "{stdout}");
+    assert_eq!(seeded.skew().0, sizes);
+
+    // Under an LFU policy, a key read often is named hot, with the advice that goes with it.
+    for &port in &seeded.ports {
+        let reply = Client::connect(port).command(&[
+            b"CONFIG",
+            b"SET",
+            b"maxmemory-policy",
+            b"allkeys-lfu",
+        ]);
+        assert_eq!(text(&reply), "OK");
+    }
+    let hot = "key:7";
+    let port = seeded.ports[(0..3)
+        .find(|&m| usize::from(key_slot(hot.as_bytes())) < SPLIT[..=m].iter().sum())
+        .unwrap_or(2)];
+    let mut client = Client::connect(port);
+    let gets: Vec<[&[u8]; 2]> = (0..5000).map(|_| [&b"GET"[..], hot.as_bytes()]).collect();
+    let gets: Vec<&[&[u8]]> = gets.iter().map(|c| &c[..]).collect();
+    client.send(&gets);
+    for _ in 0..gets.len() {
+        assert_eq!(text(&client.read_reply()), value(hot));
+    }
+    let out = doctor(
+        &[&seeded.addr(0), "--json", "--quiet", "--sample", "0"],
+        Duration::from_secs(120),
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(report["lfu"], true);
+    assert_eq!(
+        report["hot_keys"][0]["key"], hot,
+        "{:#}",
+        report["hot_keys"]
+    );
+    assert!(report["advice"].to_string().contains("hot key key:7"));
 }
 
 /// Opens `slot` as an interrupted migration leaves it: importing on master `to`, migrating on
@@ -405,6 +457,20 @@ fn apply_balances_keys_under_load_and_resumes_after_an_interruption() {
         skew_after < 1.2,
         "keys per master {after:?}: {skew_after:.3}"
     );
+    // The tag's slot stayed on the first master: light slots moved instead.
+    let tag_slot = key_slot(seeded.tag.as_bytes()).to_string();
+    let reply = Client::connect(seeded.ports[0]).command(&[
+        b"CLUSTER",
+        b"COUNTKEYSINSLOT",
+        tag_slot.as_bytes(),
+    ]);
+    assert!(
+        matches!(reply, Frame::Integer(n) if n >= TAGGED as i64),
+        "{reply:?}"
+    );
+    let report: serde_json::Value = serde_json::from_str(&stdout).expect("JSON");
+    let moved = report["applied"]["moves"].as_u64().unwrap_or_default();
+    eprintln!("the second run moved {moved} slots");
     let written = written.lock().expect("the map").clone();
     seeded.check_every_key(&written);
     let check = redis_cli(

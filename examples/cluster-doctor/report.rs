@@ -50,14 +50,7 @@ fn findings(survey: &Survey, loads: &[SlotLoad], plan: &Plan, options: &Options)
     let overloaded = (0..masters.len())
         .max_by_key(|&m| plan.before[m])
         .unwrap_or_default();
-    let mut driving: Vec<(usize, u64)> = loads
-        .iter()
-        .enumerate()
-        .filter(|(_, l)| l.owner == Some(overloaded))
-        .map(|(slot, l)| (slot, l.load))
-        .collect();
-    driving.sort_by_key(|&(slot, load)| (std::cmp::Reverse(load), slot));
-    driving.truncate(5);
+    let driving = heaviest(loads, |owner| owner == overloaded);
     let moved_keys = plan.moves.iter().map(|m| survey.slot_keys[m.slot]).sum();
 
     let mut advice = Vec::new();
@@ -104,6 +97,18 @@ fn findings(survey: &Survey, loads: &[SlotLoad], plan: &Plan, options: &Options)
              cannot balance the cluster while it does",
             loads[slot].load,
             options.weight.name()
+        ));
+    }
+    if !plan.balanced && plan.stuck.is_empty() {
+        let heavy: Vec<String> = heaviest(loads, |_| true)
+            .iter()
+            .map(|(slot, load)| format!("{slot} ({load})"))
+            .collect();
+        advice.push(format!(
+            "no set of slot moves brings every master within {} of its share: the load sits in \
+             a few heavy slots ({}); the plan is the best the search found",
+            options.ratio,
+            heavy.join(", ")
         ));
     }
     match &survey.hot {
@@ -157,6 +162,19 @@ fn findings(survey: &Survey, loads: &[SlotLoad], plan: &Plan, options: &Options)
         moved_keys,
         advice,
     }
+}
+
+/// The five heaviest slots of the masters `of` picks: (slot, load).
+fn heaviest(loads: &[SlotLoad], of: impl Fn(usize) -> bool) -> Vec<(usize, u64)> {
+    let mut heavy: Vec<(usize, u64)> = loads
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| l.owner.is_some_and(&of))
+        .map(|(slot, l)| (slot, l.load))
+        .collect();
+    heavy.sort_by_key(|&(slot, load)| (std::cmp::Reverse(load), slot));
+    heavy.truncate(5);
+    heavy
 }
 
 pub(crate) fn text(
@@ -213,7 +231,7 @@ pub(crate) fn text(
         .map(|(slot, load)| format!("{slot} ({load})"))
         .collect();
     let _ = writeln!(out, "its heaviest slots: {}", driving.join(", "));
-    let _ = writeln!(out, "\nbig keys (of {} scanned):", survey.scanned);
+    let _ = writeln!(out, "\nlargest keys (of {} scanned):", survey.scanned);
     for key in &survey.big {
         let _ = writeln!(
             out,
@@ -251,7 +269,7 @@ pub(crate) fn text(
     }
     let _ = writeln!(
         out,
-        "\nplan ({} within {}): {} moves, {} keys, {}, balanced: {}, skew after: {:.2}",
+        "\nplan ({} within {}): {} slots to move, {} keys, {}, balanced: {}, skew after: {:.2}",
         options.weight.name(),
         options.ratio,
         plan.moves.len(),
