@@ -84,6 +84,34 @@ fn value(key: &str) -> String {
     format!("v:{key}")
 }
 
+/// Keys that are not UTF-8, all on the first master: the doctor must move them as bytes.
+fn binary_keys() -> Vec<Vec<u8>> {
+    (0..)
+        .map(|n: u32| {
+            let mut key = b"bin:\xff\xfe:".to_vec();
+            key.extend(n.to_be_bytes());
+            key
+        })
+        .filter(|key| usize::from(key_slot(key)) < SPLIT[0])
+        .take(20)
+        .collect()
+}
+
+/// GET `key` from the node on `port`, following one MOVED: (the port that answered, the
+/// reply).
+fn get_following(port: u16, key: &[u8]) -> (u16, Frame) {
+    let reply = Client::connect(port).command(&[b"GET", key]);
+    let moved = text(&reply);
+    let Some(target) = moved
+        .strip_prefix("MOVED ")
+        .and_then(|rest| rest.rsplit(':').next())
+        .and_then(|port| port.parse().ok())
+    else {
+        return (port, reply);
+    };
+    (target, Client::connect(target).command(&[b"GET", key]))
+}
+
 /// Every key of the seed, the big one aside.
 fn keys(tag: &str) -> impl Iterator<Item = String> + '_ {
     (0..EVEN)
@@ -127,6 +155,10 @@ impl Seeded {
                     assert_eq!(text(&client.read_reply()), "OK", "SET {key}");
                 }
             }
+        }
+        let mut first = Client::connect(ports[0]);
+        for key in binary_keys() {
+            assert_eq!(text(&first.command(&[b"SET", &key, &key])), "OK");
         }
         let big = vec![b'x'; BIG];
         let port = ports[owner("big:blob")];
@@ -225,7 +257,7 @@ fn the_report_names_the_tag_the_big_key_and_the_overloaded_master() {
         .iter()
         .map(|m| m["keys"].as_u64().unwrap_or_default())
         .sum();
-    assert_eq!(keys, (EVEN + TAGGED + 1) as u64);
+    assert_eq!(keys, (EVEN + TAGGED + binary_keys().len() + 1) as u64);
     assert!(report["skew"]["keys"].as_f64() > Some(1.5), "{report:#}");
     assert_eq!(report["plan"]["balanced"], true);
     assert_eq!(report["lfu"], false);
@@ -457,6 +489,14 @@ fn apply_balances_keys_under_load_and_resumes_after_an_interruption() {
         skew_after < 1.2,
         "keys per master {after:?}: {skew_after:.3}"
     );
+    // Keys that are not UTF-8 moved as they are.
+    let mut served_elsewhere = 0;
+    for key in binary_keys() {
+        let (port, reply) = get_following(seeded.ports[0], &key);
+        assert_eq!(reply, Frame::BulkString(key.clone().into()), "{key:?}");
+        served_elsewhere += usize::from(port != seeded.ports[0]);
+    }
+    assert!(served_elsewhere > 0, "no binary key moved");
     // The tag's slot stayed on the first master: light slots moved instead.
     let tag_slot = key_slot(seeded.tag.as_bytes()).to_string();
     let reply = Client::connect(seeded.ports[0]).command(&[

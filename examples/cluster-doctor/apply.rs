@@ -5,7 +5,7 @@
 
 use std::io;
 
-use crate::conn::{Conn, Reply, cmd, int, items, text};
+use crate::conn::{Conn, Reply, bytes, cmd, int, items};
 use crate::survey::{Master, OpenSlot};
 
 pub(crate) struct Mover<'a> {
@@ -159,12 +159,21 @@ impl Mover<'_> {
     /// MIGRATE of every key of slot `s` from `from` to `host:port`, a batch at a time.
     fn move_keys(&mut self, s: &str, from: usize, host: &str, port: &str) -> io::Result<u64> {
         let mut moved = 0;
+        let mut last = Vec::new();
         loop {
             let batch = self.batch.to_string();
             let reply = self.conns[from].ok(&["CLUSTER", "GETKEYSINSLOT", s, &batch])?;
-            let keys: Vec<Vec<u8>> = items(&reply).iter().map(|k| text(k).into_bytes()).collect();
+            let keys: Vec<Vec<u8>> = items(&reply).iter().map(bytes).collect();
             if keys.is_empty() {
                 return Ok(moved);
+            }
+            // The same keys twice: MIGRATE answered without moving them; stop rather than
+            // loop (the slot stays open for the next run).
+            if keys == last {
+                return Err(io::Error::other(format!(
+                    "slot {s}: MIGRATE from {} left its keys in place",
+                    self.masters[from].addr
+                )));
             }
             // REPLACE: a key on both sides is one an interrupted MIGRATE copied and did not
             // delete; the source's copy is the one clients wrote to since.
@@ -179,6 +188,7 @@ impl Mover<'_> {
                 )));
             }
             moved += keys.len() as u64;
+            last = keys;
         }
     }
 }

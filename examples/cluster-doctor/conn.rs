@@ -121,6 +121,14 @@ pub(crate) fn text(reply: &Reply) -> String {
     }
 }
 
+/// A string reply's bytes as they are (keys need not be UTF-8), or none.
+pub(crate) fn bytes(reply: &Reply) -> Vec<u8> {
+    match reply {
+        Frame::BulkString(b) | Frame::SimpleString(b) => b.clone(),
+        _ => Vec::new(),
+    }
+}
+
 /// An integer reply, or `None`.
 pub(crate) fn int(reply: &Reply) -> Option<i64> {
     match reply {

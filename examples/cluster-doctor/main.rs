@@ -107,6 +107,7 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Options, String> {
                 let text = value("--capacity")?;
                 let (node, weight) = text
                     .rsplit_once('=')
+                    .filter(|(node, _)| !node.is_empty())
                     .ok_or("--capacity takes ADDR_OR_ID=WEIGHT")?;
                 let weight = weight
                     .parse()

@@ -83,7 +83,7 @@ fn findings(survey: &Survey, loads: &[SlotLoad], plan: &Plan, options: &Options)
         advice.push(format!(
             "big key {} ({}, length {}, {}) in slot {} on {}: a key moves whole with its slot, \
              so no rebalance makes it smaller; split it or let it expire",
-            key.key,
+            String::from_utf8_lossy(&key.key),
             key.kind,
             key.length,
             bytes(key.bytes),
@@ -117,7 +117,9 @@ fn findings(survey: &Survey, loads: &[SlotLoad], plan: &Plan, options: &Options)
                 advice.push(format!(
                     "hot key {} (LFU counter {}) on {}: one key is served by one master; read it \
                      from replicas (READONLY) or cache it, moving its slot only moves the heat",
-                    top.key, top.freq, masters[top.master].addr
+                    String::from_utf8_lossy(&top.key),
+                    top.freq,
+                    masters[top.master].addr
                 ));
             }
         }
@@ -236,7 +238,7 @@ pub(crate) fn text(
         let _ = writeln!(
             out,
             "  {} {} length {} {} slot {} on {}",
-            key.key,
+            String::from_utf8_lossy(&key.key),
             key.kind,
             key.length,
             bytes(key.bytes),
@@ -259,7 +261,9 @@ pub(crate) fn text(
                 let _ = writeln!(
                     out,
                     "  {} counter {} on {}",
-                    key.key, key.freq, masters[key.master].addr
+                    String::from_utf8_lossy(&key.key),
+                    key.freq,
+                    masters[key.master].addr
                 );
             }
         }
@@ -342,7 +346,7 @@ pub(crate) fn json(
         })).collect::<Vec<_>>(),
         "scanned": survey.scanned,
         "big_keys": survey.big.iter().map(|k| json!({
-            "key": k.key, "type": k.kind, "length": k.length, "bytes": k.bytes,
+            "key": String::from_utf8_lossy(&k.key), "type": k.kind, "length": k.length, "bytes": k.bytes,
             "slot": k.slot, "master": addr(k.master),
         })).collect::<Vec<_>>(),
         "tags": survey.tags.iter().map(|t| json!({
@@ -350,7 +354,7 @@ pub(crate) fn json(
         })).collect::<Vec<_>>(),
         "lfu": survey.hot.is_some(),
         "hot_keys": survey.hot.as_ref().map(|hot| hot.iter().map(|k| json!({
-            "key": k.key, "freq": k.freq, "master": addr(k.master),
+            "key": String::from_utf8_lossy(&k.key), "freq": k.freq, "master": addr(k.master),
         })).collect::<Vec<_>>()),
         "open_slots": survey.open.iter().map(|o| json!({
             "slot": o.slot,

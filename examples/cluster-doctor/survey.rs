@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use redis_cluster_proto::hash_slot::{Slot, hash_tag, key_slot};
 use redis_cluster_proto::state::{ClusterNode, Config};
 
-use crate::conn::{Conn, cmd, int, items, text};
+use crate::conn::{Conn, bytes, cmd, int, items, text};
 
 pub(crate) const SLOTS: usize = 16384;
 
@@ -30,7 +30,7 @@ pub(crate) struct Master {
 }
 
 pub(crate) struct BigKey {
-    pub(crate) key: String,
+    pub(crate) key: Vec<u8>,
     pub(crate) master: usize,
     pub(crate) slot: u16,
     pub(crate) kind: String,
@@ -50,7 +50,7 @@ pub(crate) struct Tag {
 }
 
 pub(crate) struct HotKey {
-    pub(crate) key: String,
+    pub(crate) key: Vec<u8>,
     pub(crate) master: usize,
     pub(crate) freq: u64,
 }
@@ -140,15 +140,11 @@ pub(crate) fn topology(addr: &str) -> io::Result<(Vec<Master>, Vec<Option<usize>
     let nodes = text(&conn.ok(&["CLUSTER", "NODES"])?);
     let view = parse_view(addr, &nodes)?;
     let mut masters = Vec::new();
-    let mut owner = vec![None; SLOTS];
     for node in view.nodes() {
         if !node.is_master() || node.is_failed() || node.in_handshake() || node.port == 0 {
             continue;
         }
         let slots: Vec<u16> = node.slots.iter().map(u16::from).collect();
-        for &slot in &slots {
-            owner[usize::from(slot)] = Some(masters.len());
-        }
         masters.push(Master {
             id: node.id.to_string(),
             addr: format!("{}:{}", node.ip.as_str(), node.port),
@@ -161,18 +157,13 @@ pub(crate) fn topology(addr: &str) -> io::Result<(Vec<Master>, Vec<Option<usize>
         });
     }
     // A stable order: by address.
-    let mut order: Vec<usize> = (0..masters.len()).collect();
-    order.sort_by(|&a, &b| masters[a].addr.cmp(&masters[b].addr));
-    let mut at = vec![0; masters.len()];
-    for (new, &old) in order.iter().enumerate() {
-        at[old] = new;
+    masters.sort_by(|a, b| a.addr.cmp(&b.addr));
+    let mut owner = vec![None; SLOTS];
+    for (m, master) in masters.iter().enumerate() {
+        for &slot in &master.slots {
+            owner[usize::from(slot)] = Some(m);
+        }
     }
-    let mut sorted: Vec<Option<Master>> = masters.into_iter().map(Some).collect();
-    let masters = order
-        .iter()
-        .map(|&old| sorted[old].take().expect("each once"))
-        .collect();
-    let owner = owner.into_iter().map(|o| o.map(|o| at[o])).collect();
     Ok((masters, owner))
 }
 
@@ -305,7 +296,7 @@ pub(crate) fn survey(addr: &str, options: &SurveyOptions) -> io::Result<Survey> 
             cursor = parts.first().map(text).unwrap_or_else(|| "0".into());
             let keys: Vec<Vec<u8>> = parts
                 .get(1)
-                .map(|k| items(k).iter().map(|k| text(k).into_bytes()).collect())
+                .map(|k| items(k).iter().map(bytes).collect())
                 .unwrap_or_default();
             let usage: Vec<Vec<Vec<u8>>> = keys
                 .iter()
@@ -315,7 +306,7 @@ pub(crate) fn survey(addr: &str, options: &SurveyOptions) -> io::Result<Survey> 
             for (key, bytes) in keys.iter().zip(&bytes) {
                 let bytes = int(bytes).unwrap_or_default().max(0) as u64;
                 big.push(BigKey {
-                    key: String::from_utf8_lossy(key).into_owned(),
+                    key: key.clone(),
                     master: m,
                     slot: u16::from(key_slot(key)),
                     kind: String::new(),
@@ -335,7 +326,7 @@ pub(crate) fn survey(addr: &str, options: &SurveyOptions) -> io::Result<Survey> 
                     .collect();
                 for (key, f) in keys.iter().zip(conn.pipeline(&freq)?) {
                     hot.push(HotKey {
-                        key: String::from_utf8_lossy(key).into_owned(),
+                        key: key.clone(),
                         master: m,
                         freq: int(&f).unwrap_or_default().max(0) as u64,
                     });
@@ -353,7 +344,7 @@ pub(crate) fn survey(addr: &str, options: &SurveyOptions) -> io::Result<Survey> 
     progress.finish();
     for key in &mut big {
         let conn = &mut conns[key.master];
-        key.kind = text(&conn.ok(&["TYPE", &key.key])?);
+        key.kind = text(&conn.ok(&[&b"TYPE"[..], &key.key])?);
         let length = match key.kind.as_str() {
             "string" => "STRLEN",
             "list" => "LLEN",
@@ -363,7 +354,7 @@ pub(crate) fn survey(addr: &str, options: &SurveyOptions) -> io::Result<Survey> 
             "stream" => "XLEN",
             _ => continue,
         };
-        key.length = int(&conn.ok(&[length, &key.key])?)
+        key.length = int(&conn.ok(&[length.as_bytes(), &key.key])?)
             .unwrap_or_default()
             .max(0) as u64;
     }
@@ -406,10 +397,7 @@ fn find_tags(
             continue;
         }
         let sample = conns[m].ok(&["CLUSTER", "GETKEYSINSLOT", &slot.to_string(), "20"])?;
-        let sampled: Vec<Vec<u8>> = items(&sample)
-            .iter()
-            .map(|k| text(k).into_bytes())
-            .collect();
+        let sampled: Vec<Vec<u8>> = items(&sample).iter().map(bytes).collect();
         let Some(first) = sampled.first() else {
             continue;
         };
