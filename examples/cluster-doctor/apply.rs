@@ -5,6 +5,8 @@
 
 use std::io;
 
+use redis_cluster_proto::state::rebalance::Closing;
+
 use crate::conn::{Conn, Reply, bytes, cmd, int, items};
 use crate::survey::{Master, OpenSlot};
 
@@ -15,15 +17,6 @@ pub(crate) struct Mover<'a> {
     pub(crate) batch: usize,
     /// MIGRATE's timeout, in ms.
     pub(crate) timeout_ms: u64,
-}
-
-/// What to do with an open slot.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Resolution {
-    /// Move what is left from `from` to `to`, then give `to` the slot.
-    Finish { from: usize, to: usize },
-    /// Nothing moved yet: clear the marks on these masters.
-    RollBack,
 }
 
 fn is_error(reply: &Reply) -> Option<String> {
@@ -54,34 +47,25 @@ impl Mover<'_> {
         Ok(int(&reply).unwrap_or_default().max(0) as u64)
     }
 
-    /// Decides how to close an open slot: finished when keys have started to move (or the
-    /// target already claims the slot), rolled back when nothing has.
-    pub(crate) fn resolve(&mut self, open: &OpenSlot) -> io::Result<Resolution> {
-        let pair = open
-            .migrating
-            .first()
-            .copied()
-            .or_else(|| open.importing.first().map(|&(at, from)| (from, at)));
-        let Some((from, to)) = pair else {
-            return Ok(Resolution::RollBack);
-        };
-        let both = open.migrating.contains(&(from, to)) && open.importing.contains(&(to, from));
-        let started = both || self.keys_in(to, open.slot)? > 0 || open.owner == Some(to);
-        Ok(if started {
-            Resolution::Finish { from, to }
-        } else {
-            Resolution::RollBack
-        })
+    /// How to close an open slot: the state crate decides, from the marks and, when it
+    /// must, the keys the target holds.
+    pub(crate) fn closing(&mut self, open: &OpenSlot) -> io::Result<Closing> {
+        let mut asked = Ok(false);
+        let closing = open.marks.closing(|to| {
+            asked = self.keys_in(to, open.slot).map(|n| n > 0);
+            matches!(asked, Ok(true))
+        });
+        asked.map(|_| closing)
     }
 
-    /// Closes an open slot as [`Mover::resolve`] decided.
-    pub(crate) fn close(&mut self, open: &OpenSlot, resolution: Resolution) -> io::Result<u64> {
-        match resolution {
-            Resolution::Finish { from, to } => self.migrate(open.slot, from, to),
-            Resolution::RollBack => {
-                let marked = open.migrating.iter().map(|&(m, _)| m);
-                let marked: Vec<usize> = marked
-                    .chain(open.importing.iter().map(|&(m, _)| m))
+    /// Closes an open slot as [`Mover::closing`] decided.
+    pub(crate) fn close(&mut self, open: &OpenSlot, closing: Closing) -> io::Result<u64> {
+        match closing {
+            Closing::Finish { from, to } => self.migrate(open.slot, from, to),
+            Closing::RollBack => {
+                let marks = &open.marks;
+                let marked: Vec<usize> = (marks.migrating.iter().map(|&(m, _)| m))
+                    .chain(marks.importing.iter().map(|&(m, _)| m))
                     .collect();
                 for m in marked {
                     self.conns[m].ok(&["CLUSTER", "SETSLOT", &open.slot.to_string(), "STABLE"])?;

@@ -21,7 +21,7 @@ mod survey;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use redis_cluster_proto::state::rebalance::{Plan, PlanOptions, SlotLoad, plan};
+use redis_cluster_proto::state::rebalance::{Closing, Plan, PlanOptions, SlotLoad, plan};
 
 use crate::survey::{SLOTS, Survey, SurveyOptions};
 
@@ -217,19 +217,19 @@ fn run(options: &Options) -> Result<(), String> {
         // Close what an interrupted run left open, then measure again.
         let mut mover = apply::Mover::new(&survey.masters, options.batch, 60_000).map_err(fail)?;
         for open in &survey.open {
-            let resolution = mover.resolve(open).map_err(fail)?;
-            let what = match resolution {
-                apply::Resolution::Finish { from, to } => format!(
+            let closing = mover.closing(open).map_err(fail)?;
+            let what = match closing {
+                Closing::Finish { from, to } => format!(
                     "finishing its move from {} to {}",
                     survey.masters[from].addr, survey.masters[to].addr
                 ),
-                apply::Resolution::RollBack => "rolling it back (no key had moved)".into(),
+                Closing::RollBack => "rolling it back (no key had moved)".into(),
             };
             if !options.quiet {
                 eprintln!("slot {} was left open: {what}", open.slot);
             }
             if !options.dry_run {
-                mover.close(open, resolution).map_err(fail)?;
+                mover.close(open, closing).map_err(fail)?;
             }
         }
         if !options.dry_run {

@@ -358,8 +358,8 @@ pub(crate) fn json(
         })).collect::<Vec<_>>()),
         "open_slots": survey.open.iter().map(|o| json!({
             "slot": o.slot,
-            "migrating": o.migrating.iter().map(|&(m, to)| json!([addr(m), addr(to)])).collect::<Vec<_>>(),
-            "importing": o.importing.iter().map(|&(m, from)| json!([addr(m), addr(from)])).collect::<Vec<_>>(),
+            "migrating": o.marks.migrating.iter().map(|&(m, to)| json!([addr(m), addr(to)])).collect::<Vec<_>>(),
+            "importing": o.marks.importing.iter().map(|&(m, from)| json!([addr(m), addr(from)])).collect::<Vec<_>>(),
         })).collect::<Vec<_>>(),
         "plan": {
             "moves": plan.moves.len(),

@@ -8,6 +8,7 @@ use std::io::{self, IsTerminal, Write};
 use std::time::{Duration, Instant};
 
 use redis_cluster_proto::hash_slot::{Slot, hash_tag, key_slot};
+use redis_cluster_proto::state::rebalance::OpenSlot as Marks;
 use redis_cluster_proto::state::{ClusterNode, Config};
 
 use crate::conn::{Conn, bytes, cmd, int, items, text};
@@ -55,15 +56,10 @@ pub(crate) struct HotKey {
     pub(crate) freq: u64,
 }
 
-/// A slot a migration left open: a master marks it migrating, or importing, or both sides.
+/// A slot a migration left open: a master marks it migrating, or importing, or both.
 pub(crate) struct OpenSlot {
     pub(crate) slot: u16,
-    /// The master that serves it (per the seed).
-    pub(crate) owner: Option<usize>,
-    /// (master, the master it migrates to).
-    pub(crate) migrating: Vec<(usize, usize)>,
-    /// (master, the master it imports from).
-    pub(crate) importing: Vec<(usize, usize)>,
+    pub(crate) marks: Marks,
 }
 
 pub(crate) struct Survey {
@@ -200,15 +196,16 @@ pub(crate) fn open_slots(masters: &[Master], owner: &[Option<usize>]) -> io::Res
             }
             let entry = open.entry(slot).or_insert_with(|| OpenSlot {
                 slot,
-                owner: owner[usize::from(slot)],
-                migrating: Vec::new(),
-                importing: Vec::new(),
+                marks: Marks {
+                    owner: owner[usize::from(slot)],
+                    ..Marks::default()
+                },
             });
             if let Some(to) = migrating {
-                entry.migrating.push((m, to));
+                entry.marks.migrating.push((m, to));
             }
             if let Some(from) = importing {
-                entry.importing.push((m, from));
+                entry.marks.importing.push((m, from));
             }
         }
     }

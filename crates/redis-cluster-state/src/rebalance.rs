@@ -479,3 +479,65 @@ struct Exact<'a> {
     best: Option<Vec<usize>>,
     best_cost: &'a mut u64,
 }
+
+/// A slot an interrupted migration left open, as the masters' own views show it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct OpenSlot {
+    /// The master that serves the slot, in the view the plan was made from.
+    pub owner: Option<usize>,
+    /// `(master, target)`: `master` marks the slot as migrating to `target`.
+    pub migrating: Vec<(usize, usize)>,
+    /// `(master, source)`: `master` marks the slot as importing from `source`.
+    pub importing: Vec<(usize, usize)>,
+}
+
+/// How to close an [`OpenSlot`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Closing {
+    /// Keys have started to move: move the rest from `from` to `to`, then give `to` the
+    /// slot (SETSLOT NODE on the target, the source and the others).
+    Finish {
+        /// The master the keys leave.
+        from: usize,
+        /// The master that ends with the slot.
+        to: usize,
+    },
+    /// No key has moved: clear the marks (SETSLOT STABLE where they are).
+    RollBack,
+}
+
+impl OpenSlot {
+    /// How to close the slot so that no key is lost, as `redis-cli --cluster fix` reasons:
+    /// the pair is the first migrating mark (source, target), else the first importing mark
+    /// (its source, the importer). The move is finished when both sides carry their marks,
+    /// when the target already holds keys of the slot (`target_has_keys`, asked only then),
+    /// or when it already serves the slot; otherwise nothing moved and the marks are
+    /// cleared.
+    ///
+    /// ```
+    /// use redis_cluster_state::rebalance::{Closing, OpenSlot};
+    ///
+    /// // Master 0 migrates the slot to 1, and 1 imports it from 0: finish the move.
+    /// let open = OpenSlot { owner: Some(0), migrating: vec![(0, 1)], importing: vec![(1, 0)] };
+    /// assert_eq!(open.closing(|_| false), Closing::Finish { from: 0, to: 1 });
+    /// // Only the importing mark, and the importer holds no key of it: roll back.
+    /// let open = OpenSlot { owner: Some(0), migrating: vec![], importing: vec![(1, 0)] };
+    /// assert_eq!(open.closing(|_| false), Closing::RollBack);
+    /// ```
+    pub fn closing(&self, target_has_keys: impl FnOnce(usize) -> bool) -> Closing {
+        let pair = self
+            .migrating
+            .first()
+            .copied()
+            .or_else(|| self.importing.first().map(|&(at, from)| (from, at)));
+        let Some((from, to)) = pair else {
+            return Closing::RollBack;
+        };
+        let both = self.migrating.contains(&(from, to)) && self.importing.contains(&(to, from));
+        if both || self.owner == Some(to) || target_has_keys(to) {
+            Closing::Finish { from, to }
+        } else {
+            Closing::RollBack
+        }
+    }
+}

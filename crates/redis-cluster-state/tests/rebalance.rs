@@ -265,3 +265,30 @@ fn bad_options_are_refused() {
     };
     assert_eq!(plan(&slots, &none), Err(PlanError::NoCapacity));
 }
+
+#[test]
+fn open_slots_finish_once_keys_moved_and_roll_back_otherwise() {
+    use redis_cluster_state::rebalance::{Closing, OpenSlot};
+
+    let open = |owner, migrating: &[(usize, usize)], importing: &[(usize, usize)]| OpenSlot {
+        owner,
+        migrating: migrating.to_vec(),
+        importing: importing.to_vec(),
+    };
+    let finish = Closing::Finish { from: 0, to: 1 };
+    // Both marks: finished, without asking where the keys are.
+    let both = open(Some(0), &[(0, 1)], &[(1, 0)]);
+    assert_eq!(both.closing(|_| unreachable!("not asked")), finish);
+    // The source's mark only: finished if the target holds keys of the slot.
+    let source = open(Some(0), &[(0, 1)], &[]);
+    assert_eq!(source.closing(|to| to == 1), finish);
+    assert_eq!(source.closing(|_| false), Closing::RollBack);
+    // The importer's mark only: the same, the pair read from it.
+    let importer = open(Some(0), &[], &[(1, 0)]);
+    assert_eq!(importer.closing(|to| to == 1), finish);
+    assert_eq!(importer.closing(|_| false), Closing::RollBack);
+    // The target already serves the slot (SETSLOT NODE reached it): finished.
+    let served = open(Some(1), &[(0, 1)], &[]);
+    assert_eq!(served.closing(|_| false), finish);
+    assert_eq!(open(Some(0), &[], &[]).closing(|_| true), Closing::RollBack);
+}
