@@ -18,7 +18,7 @@ use std::time::Duration;
 use redis_cluster_proto::hash_slot::key_slot;
 use redis_cluster_proto::resp::Frame;
 use redis_cluster_proto::route::SlotMap;
-use support::{Client, RealCluster, example_binary};
+use support::{Client, RealCluster, example_binary, redis_cli, run_bounded, text};
 
 const EVEN: usize = 150_000;
 const TAGGED: usize = 50_000;
@@ -38,38 +38,7 @@ fn doctor_binary() -> PathBuf {
 }
 
 fn doctor(args: &[&str], limit: Duration) -> Output {
-    Command::new("timeout")
-        .arg("-s")
-        .arg("KILL")
-        .arg(format!("{:.1}", limit.as_secs_f64()))
-        .arg(doctor_binary())
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .output()
-        .expect("run cluster-doctor")
-}
-
-fn redis_cli(args: &[&str], limit: Duration) -> Output {
-    Command::new("timeout")
-        .arg(limit.as_secs().to_string())
-        .arg("redis-cli")
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .output()
-        .expect("redis-cli (redis-tools) is installed")
-}
-
-fn text(frame: &Frame) -> String {
-    match frame {
-        Frame::BulkString(b) | Frame::SimpleString(b) | Frame::SimpleError(b) => {
-            String::from_utf8_lossy(b).into_owned()
-        }
-        other => format!("{other:?}"),
-    }
+    run_bounded(doctor_binary(), args, limit)
 }
 
 /// The first `tenant<n>` whose slot the first master serves.

@@ -10,7 +10,7 @@ use redis_cluster_proto::resp::Frame;
 use redis_cluster_proto::route::{
     BeginSearch, CommandSpec, CommandTable, FindKeys, KeyError, SlotAnswer,
 };
-use support::RedisServer;
+use support::{RedisServer, text};
 
 /// A small deterministic generator (xorshift64*), so that a failure replays.
 struct Rng(u64);
@@ -137,15 +137,6 @@ fn commands(table: &CommandTable) -> Vec<(&'static CommandSpec, Vec<&'static str
         }
     }
     out
-}
-
-fn text(frame: &Frame) -> String {
-    match frame {
-        Frame::BulkString(b) | Frame::SimpleString(b) | Frame::SimpleError(b) => {
-            String::from_utf8_lossy(b).into_owned()
-        }
-        other => format!("{other:?}"),
-    }
 }
 
 /// What `COMMAND GETKEYS` replied: the keys, or the error without its `ERR `.

@@ -11,11 +11,11 @@ mod support;
 
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use redis_cluster_proto::resp::Frame;
-use support::{Client, free_ports};
+use support::{Client, free_ports, redis_cli, text};
 
 /// Toy node processes and their directory, killed and removed on drop.
 struct Nodes {
@@ -90,29 +90,6 @@ fn wait_listening(port: u16) {
             "toy node on {port} never listened"
         );
         std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// Runs `redis-cli` with `args`, killed after `limit`.
-fn redis_cli(args: &[String], limit: Duration) -> Output {
-    let child = Command::new("timeout")
-        .arg(limit.as_secs().to_string())
-        .arg("redis-cli")
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("redis-cli (redis-tools) is installed");
-    child.wait_with_output().expect("redis-cli's output")
-}
-
-fn text(frame: &Frame) -> String {
-    match frame {
-        Frame::BulkString(b) | Frame::SimpleString(b) | Frame::SimpleError(b) => {
-            String::from_utf8_lossy(b).into_owned()
-        }
-        other => format!("{other:?}"),
     }
 }
 

@@ -257,10 +257,17 @@ fn run(options: &Options) -> Result<(), String> {
         progress.finish();
         applied = Some((plan.moves.len(), keys));
     }
+    let report = report::Report {
+        survey: &survey,
+        loads: &loads,
+        plan: &plan,
+        options,
+        applied,
+    };
     if options.json {
-        println!("{}", report::json(&survey, &loads, &plan, options, applied));
+        println!("{}", report::json(&report));
     } else {
-        print!("{}", report::text(&survey, &loads, &plan, options, applied));
+        print!("{}", report::text(&report));
     }
     Ok(())
 }

@@ -179,13 +179,24 @@ fn heaviest(loads: &[SlotLoad], of: impl Fn(usize) -> bool) -> Vec<(usize, u64)>
     heavy
 }
 
-pub(crate) fn text(
-    survey: &Survey,
-    loads: &[SlotLoad],
-    plan: &Plan,
-    options: &Options,
-    applied: Option<(usize, u64)>,
-) -> String {
+/// What the doctor found and planned, and what it did.
+pub(crate) struct Report<'a> {
+    pub(crate) survey: &'a Survey,
+    pub(crate) loads: &'a [SlotLoad],
+    pub(crate) plan: &'a Plan,
+    pub(crate) options: &'a Options,
+    /// Slots and keys moved by `--apply`.
+    pub(crate) applied: Option<(usize, u64)>,
+}
+
+pub(crate) fn text(report: &Report<'_>) -> String {
+    let Report {
+        survey,
+        loads,
+        plan,
+        options,
+        applied,
+    } = *report;
     let f = findings(survey, loads, plan, options);
     let masters = &survey.masters;
     let mut out = String::new();
@@ -313,13 +324,14 @@ fn pairs(plan: &Plan) -> Vec<(usize, usize, usize)> {
     pairs
 }
 
-pub(crate) fn json(
-    survey: &Survey,
-    loads: &[SlotLoad],
-    plan: &Plan,
-    options: &Options,
-    applied: Option<(usize, u64)>,
-) -> Value {
+pub(crate) fn json(report: &Report<'_>) -> Value {
+    let Report {
+        survey,
+        loads,
+        plan,
+        options,
+        applied,
+    } = *report;
     let f = findings(survey, loads, plan, options);
     let masters = &survey.masters;
     let addr = |m: usize| masters[m].addr.clone();

@@ -201,10 +201,11 @@ fn round(negative: bool, value: u128, exponent: i32, sticky: bool) -> Option<Lon
     })
 }
 
-/// `digits[.digits][e[+-]digits]`, lowercase, the sign taken. `None`: not a number;
-/// `Some(None)`: out of range.
-fn decimal(text: &[u8]) -> Option<Option<LongDouble>> {
-    let (mantissa, exponent) = match text.iter().position(|&b| b == b'e') {
+/// `whole[.fraction][<marker>[+-]exponent]`, the digits of `whole` and `fraction` as
+/// `is_digit` says and the exponent's decimal (saturated at a million either way, far past
+/// any long double); `None` when the text is not that.
+fn split(text: &[u8], marker: u8, is_digit: fn(&u8) -> bool) -> Option<(&[u8], &[u8], i64)> {
+    let (mantissa, exponent) = match text.iter().position(|&b| b == marker) {
         Some(at) => (&text[..at], Some(&text[at + 1..])),
         None => (text, None),
     };
@@ -212,28 +213,31 @@ fn decimal(text: &[u8]) -> Option<Option<LongDouble>> {
         Some(at) => (&mantissa[..at], &mantissa[at + 1..]),
         None => (mantissa, &[][..]),
     };
-    let digits = |part: &[u8]| part.iter().all(u8::is_ascii_digit);
+    let digits = |part: &[u8]| part.iter().all(is_digit);
     if whole.len() + fraction.len() == 0 || !digits(whole) || !digits(fraction) {
         return None;
     }
-    let power: i64 = match exponent {
-        None => 0,
-        Some(text) => {
-            let (sign, body) = match text.first() {
-                Some(b'-') => (-1, &text[1..]),
-                Some(b'+') => (1, &text[1..]),
-                _ => (1, text),
-            };
-            if body.is_empty() || !digits(body) {
-                return None;
-            }
-            // Saturated: far past any long double either way.
-            let n = body
-                .iter()
-                .fold(0i64, |n, &d| (n * 10 + i64::from(d - b'0')).min(1_000_000));
-            sign * n
-        }
+    let Some(exponent) = exponent else {
+        return Some((whole, fraction, 0));
     };
+    let (sign, body) = match exponent.first() {
+        Some(b'-') => (-1, &exponent[1..]),
+        Some(b'+') => (1, &exponent[1..]),
+        _ => (1, exponent),
+    };
+    if body.is_empty() || !body.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let n = body
+        .iter()
+        .fold(0i64, |n, &d| (n * 10 + i64::from(d - b'0')).min(1_000_000));
+    Some((whole, fraction, sign * n))
+}
+
+/// `digits[.digits][e[+-]digits]`, lowercase, the sign taken. `None`: not a number;
+/// `Some(None)`: out of range.
+fn decimal(text: &[u8]) -> Option<Option<LongDouble>> {
+    let (whole, fraction, power) = split(text, b'e', u8::is_ascii_digit)?;
     let all: Vec<u8> = whole.iter().chain(fraction).copied().collect();
     let first = all.iter().position(|&d| d != b'0');
     let Some(first) = first else {
@@ -266,43 +270,18 @@ fn decimal(text: &[u8]) -> Option<Option<LongDouble>> {
         let (quotient, exact) = numerator.divide(&divisor);
         round(false, quotient, -shift as i32, !exact)
     };
-    match value {
-        Some(v) if v.significand == 0 => Some(None),
-        other => Some(other),
-    }
+    Some(underflow_refused(value))
+}
+
+/// A rounded value as `strtold`'s caller sees it: rounded to zero from a number that was not
+/// zero is an underflow (ERANGE), refused like an overflow (`None` in, `None` out).
+fn underflow_refused(value: Option<LongDouble>) -> Option<LongDouble> {
+    value.filter(|v| v.significand != 0)
 }
 
 /// `hexdigits[.hexdigits][p[+-]digits]` after `0x`: exact binary, rounded once.
 fn hexadecimal(text: &[u8]) -> Option<Option<LongDouble>> {
-    let (mantissa, exponent) = match text.iter().position(|&b| b == b'p') {
-        Some(at) => (&text[..at], Some(&text[at + 1..])),
-        None => (text, None),
-    };
-    let (whole, fraction) = match mantissa.iter().position(|&b| b == b'.') {
-        Some(at) => (&mantissa[..at], &mantissa[at + 1..]),
-        None => (mantissa, &[][..]),
-    };
-    let hex = |part: &[u8]| part.iter().all(u8::is_ascii_hexdigit);
-    if whole.len() + fraction.len() == 0 || !hex(whole) || !hex(fraction) {
-        return None;
-    }
-    let mut power: i64 = match exponent {
-        None => 0,
-        Some(text) => {
-            let (sign, body) = match text.first() {
-                Some(b'-') => (-1, &text[1..]),
-                Some(b'+') => (1, &text[1..]),
-                _ => (1, text),
-            };
-            if body.is_empty() || !body.iter().all(u8::is_ascii_digit) {
-                return None;
-            }
-            let n = body
-                .iter()
-                .fold(0i64, |n, &d| (n * 10 + i64::from(d - b'0')).min(1_000_000));
-            sign * n
-        }
-    };
+    let (whole, fraction, mut power) = split(text, b'p', u8::is_ascii_hexdigit)?;
     power -= 4 * fraction.len() as i64;
     let (mut value, mut sticky) = (0u128, false);
     for &d in whole.iter().chain(fraction) {
@@ -322,10 +301,7 @@ fn hexadecimal(text: &[u8]) -> Option<Option<LongDouble>> {
     if length + power > 16385 || length + power < -16450 {
         return Some(None);
     }
-    match round(false, value, power as i32, sticky) {
-        Some(v) if v.significand == 0 => Some(None),
-        other => Some(other),
-    }
+    Some(underflow_refused(round(false, value, power as i32, sticky)))
 }
 
 /// A non-negative integer of any size: 64-bit limbs, least significant first, no zero limb

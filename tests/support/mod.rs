@@ -6,10 +6,11 @@
 
 #![allow(dead_code, unreachable_pub)] // each test binary uses a different part of this module
 
+use std::ffi::OsStr;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
@@ -389,6 +390,41 @@ impl RealCluster {
             assert!(Instant::now() < deadline, "{what}: not within 60 s");
             std::thread::sleep(Duration::from_millis(100));
         }
+    }
+}
+
+/// Runs `program` with `args`, its output captured, killed (SIGKILL) if it runs past
+/// `limit`.
+pub fn run_bounded(
+    program: impl AsRef<OsStr>,
+    args: &[impl AsRef<OsStr>],
+    limit: Duration,
+) -> Output {
+    Command::new("timeout")
+        .arg("-s")
+        .arg("KILL")
+        .arg(format!("{:.1}", limit.as_secs_f64()))
+        .arg(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .output()
+        .expect("run a program under timeout")
+}
+
+/// `redis-cli` with `args` (redis-tools must be installed), as [`run_bounded`] runs it.
+pub fn redis_cli(args: &[impl AsRef<OsStr>], limit: Duration) -> Output {
+    run_bounded("redis-cli", args, limit)
+}
+
+/// A reply's text: a string's or an error's bytes, anything else as `Debug`.
+pub fn text(frame: &Frame) -> String {
+    match frame {
+        Frame::BulkString(b) | Frame::SimpleString(b) | Frame::SimpleError(b) => {
+            String::from_utf8_lossy(b).into_owned()
+        }
+        other => format!("{other:?}"),
     }
 }
 

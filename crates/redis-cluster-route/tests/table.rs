@@ -7,14 +7,25 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
+use redis_cluster_route::CommandTable;
 use redis_resp::{Frame, Status};
 
 type F<'a> = Frame<&'a [u8]>;
 
-/// The servers, their vectors folder and the generated module.
-const SERVERS: [(&str, &str, &str); 2] = [
-    ("Redis 7.0.15", "redis-7.0.15", "redis_7_0.rs"),
-    ("Valkey 8.1.8", "valkey-8.1.8", "valkey_8_1.rs"),
+/// The servers, their vectors folder, the generated module and its table.
+const SERVERS: [(&str, &str, &str, CommandTable); 2] = [
+    (
+        "Redis 7.0.15",
+        "redis-7.0.15",
+        "redis_7_0.rs",
+        CommandTable::REDIS_7_0,
+    ),
+    (
+        "Valkey 8.1.8",
+        "valkey-8.1.8",
+        "valkey_8_1.rs",
+        CommandTable::VALKEY_8_1,
+    ),
 ];
 
 fn vectors(folder: &str) -> PathBuf {
@@ -247,7 +258,7 @@ fn generate(server: &str, folder: &str, reply: &F<'_>) -> String {
 #[test]
 fn generated_tables_match_the_servers_replies() {
     let regenerate = std::env::var_os("REGENERATE_TABLES").is_some();
-    for (server, folder, module) in SERVERS {
+    for (server, folder, module, _) in SERVERS {
         let resp2 = std::fs::read(vectors(folder).join("command.resp2")).expect("command.resp2");
         let resp3 = std::fs::read(vectors(folder).join("command.resp3")).expect("command.resp3");
         let generated = generate(server, folder, &decode(&resp2));
@@ -287,11 +298,7 @@ fn sorted_subcommands<'a>(entry: &F<'a>) -> F<'a> {
 
 #[test]
 fn command_entries_encode_to_the_servers_bytes() {
-    let tables = [
-        redis_cluster_route::CommandTable::REDIS_7_0,
-        redis_cluster_route::CommandTable::VALKEY_8_1,
-    ];
-    for ((server, folder, _), table) in SERVERS.into_iter().zip(tables) {
+    for (server, folder, _, table) in SERVERS {
         for (file, resp3) in [("command.resp2", false), ("command.resp3", true)] {
             let bytes = std::fs::read(vectors(folder).join(file)).expect("a COMMAND reply");
             let reply = decode(&bytes);
@@ -316,11 +323,7 @@ fn command_entries_encode_to_the_servers_bytes() {
 
 #[test]
 fn every_name_of_command_list_is_in_the_table() {
-    let tables = [
-        redis_cluster_route::CommandTable::REDIS_7_0,
-        redis_cluster_route::CommandTable::VALKEY_8_1,
-    ];
-    for ((server, folder, _), table) in SERVERS.into_iter().zip(tables) {
+    for (server, folder, _, table) in SERVERS {
         let bytes = std::fs::read(vectors(folder).join("command-list.resp2")).expect("a reply");
         let reply = decode(&bytes);
         let mut theirs: Vec<&str> = items(&reply).iter().map(text).collect();
