@@ -239,6 +239,40 @@ fn the_report_names_the_tag_the_big_key_and_the_overloaded_master() {
     assert!(picture.starts_with("<svg") && picture.trim_end().ends_with("</svg>"));
     assert_eq!(picture.matches("<rect").count(), 6, "{picture}");
 
+    // By memory, the 10 MB key's slot outweighs any master's share: the plan names it as
+    // what no move can balance, and so does the advice.
+    for weight in ["memory", "mix"] {
+        let out = doctor(
+            &[
+                &seeded.addr(0),
+                "--json",
+                "--quiet",
+                "--sample",
+                "0",
+                "--weight",
+                weight,
+            ],
+            Duration::from_secs(120),
+        );
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+        let big_slot = u64::from(u16::from(key_slot(b"big:blob")));
+        let stuck = report["plan"]["stuck_slots"]
+            .as_array()
+            .expect("stuck slots");
+        if weight == "memory" {
+            assert_eq!(stuck, &[serde_json::json!(big_slot)], "{report:#}");
+            assert_eq!(report["plan"]["balanced"], false);
+            let advice = report["advice"].to_string();
+            assert!(
+                advice.contains(&format!("slot {big_slot} alone weighs")),
+                "{advice}"
+            );
+        } else {
+            assert_eq!(report["weight"], "mix");
+            assert!(report["plan"]["moves"].as_u64() > Some(0), "{report:#}");
+        }
+    }
+
     // A dry run plans and moves nothing.
     let (sizes, _) = seeded.skew();
     let out = doctor(

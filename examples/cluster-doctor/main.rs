@@ -8,7 +8,7 @@
 //! interrupted half way leaves slots open; the next run closes them first, losing no key.
 //!
 //! ```text
-//! cargo run --example cluster-doctor -- 127.0.0.1:7000 [--weight keys|memory|ops]
+//! cargo run --example cluster-doctor -- 127.0.0.1:7000 [--weight keys|memory|ops|mix]
 //!     [--ratio 1.2] [--capacity ADDR=W]... [--sample SECS] [--scan KEYS] [--top N]
 //!     [--json] [--svg FILE] [--apply [--dry-run]] [--batch KEYS] [--quiet]
 //! ```
@@ -31,6 +31,8 @@ pub(crate) enum Weight {
     Keys,
     Memory,
     Ops,
+    /// Keys, memory and operations, each as a share of its total, averaged.
+    Mix,
 }
 
 impl Weight {
@@ -39,6 +41,7 @@ impl Weight {
             Self::Keys => "keys",
             Self::Memory => "memory",
             Self::Ops => "ops",
+            Self::Mix => "mix",
         }
     }
 }
@@ -59,7 +62,7 @@ pub(crate) struct Options {
     pub(crate) quiet: bool,
 }
 
-const USAGE: &str = "usage: cluster-doctor [HOST:PORT] [--weight keys|memory|ops] [--ratio R] \
+const USAGE: &str = "usage: cluster-doctor [HOST:PORT] [--weight keys|memory|ops|mix] [--ratio R] \
 [--capacity ADDR_OR_ID=W]... [--sample SECS] [--scan KEYS] [--top N] [--json] [--svg FILE] \
 [--apply [--dry-run]] [--batch KEYS] [--quiet]";
 
@@ -94,7 +97,10 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Options, String> {
                     "keys" => Weight::Keys,
                     "memory" => Weight::Memory,
                     "ops" => Weight::Ops,
-                    other => return Err(format!("--weight: keys, memory or ops, not {other}")),
+                    "mix" => Weight::Mix,
+                    other => {
+                        return Err(format!("--weight: keys, memory, ops or mix, not {other}"));
+                    }
                 }
             }
             "--ratio" => {
@@ -156,26 +162,45 @@ pub(crate) fn slot_loads(survey: &Survey, weight: Weight) -> Vec<SlotLoad> {
             master.dataset.saturating_sub(big_bytes[m]) as f64 / others as f64
         })
         .collect();
-    (0..SLOTS)
+    // Each slot's keys, bytes and operations per second (its master's, shared by key).
+    let measures: Vec<[f64; 3]> = (0..SLOTS)
         .map(|slot| {
-            let owner = survey.owner[slot];
+            let Some(m) = survey.owner[slot] else {
+                return [0.0; 3];
+            };
             let keys = survey.slot_keys[slot];
             let (n_big, b_big) = big_in_slot[slot];
-            let bytes = owner.map_or(0.0, |m| {
-                keys.saturating_sub(n_big) as f64 * mean_size[m] + b_big as f64
-            });
-            let load = match (weight, owner) {
-                (Weight::Keys, _) => keys,
-                (Weight::Memory, _) => bytes as u64,
-                (Weight::Ops, Some(m)) if masters[m].keys > 0 => {
-                    (keys as f64 * masters[m].ops * 1000.0 / masters[m].keys as f64) as u64
-                }
-                (Weight::Ops, _) => 0,
+            let bytes = keys.saturating_sub(n_big) as f64 * mean_size[m] + b_big as f64;
+            let ops = keys as f64 * masters[m].ops / masters[m].keys.max(1) as f64;
+            [keys as f64, bytes, ops]
+        })
+        .collect();
+    let totals: Vec<f64> = (0..3)
+        .map(|i| measures.iter().map(|m| m[i]).sum())
+        .collect();
+    let share = |i: usize, m: &[f64; 3]| {
+        if totals[i] > 0.0 {
+            m[i] / totals[i]
+        } else {
+            0.0
+        }
+    };
+    (0..SLOTS)
+        .map(|slot| {
+            let m = &measures[slot];
+            let load = match weight {
+                Weight::Keys => m[0],
+                Weight::Memory => m[1],
+                // Thousandths of an operation per second, to keep the integer load fine.
+                Weight::Ops => m[2] * 1000.0,
+                // Each measure as a share of its total, the three shares averaged, in
+                // billionths.
+                Weight::Mix => (share(0, m) + share(1, m) + share(2, m)) / 3.0 * 1e9,
             };
             SlotLoad {
-                owner,
-                load,
-                cost: bytes as u64,
+                owner: survey.owner[slot],
+                load: load as u64,
+                cost: m[1] as u64,
             }
         })
         .collect()

@@ -415,6 +415,7 @@ pub(crate) fn svg(survey: &Survey, plan: &Plan, options: &Options) -> String {
         Weight::Keys => "keys",
         Weight::Memory => "bytes",
         Weight::Ops => "ops/s (x1000)",
+        Weight::Mix => "load (keys, memory and ops shares, x1e9)",
     };
     let _ = writeln!(
         out,
