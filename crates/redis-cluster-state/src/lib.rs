@@ -5,7 +5,8 @@
 //! [`ClusterNode`] holds one node's view, built from a [`Config`] or loaded from nodes.conf
 //! text; [`ClusterNode::route`] is the redirect decision of a real node (served, MOVED, ASK,
 //! TRYAGAIN, CROSSSLOT, CLUSTERDOWN) with the server's error text. [`rebalance::plan`] says which
-//! slots to move so that masters carry even loads, not even slot counts. It does no I/O, reads no
+//! slots to move so that masters carry even loads, not even slot counts, and
+//! [`migration::SlotMove`] moves one, a command at a time. It does no I/O, reads no
 //! clock and spawns nothing: times and randomness come in as arguments and from the seed.
 //!
 //! ```
@@ -30,6 +31,7 @@ mod config;
 mod failover;
 mod failure;
 mod index;
+pub mod migration;
 mod node;
 pub mod rebalance;
 mod reply;
