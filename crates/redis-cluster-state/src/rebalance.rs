@@ -7,11 +7,13 @@
 //! every master's load within a ratio of its share at the lowest total cost it finds.
 //!
 //! The search is a greedy pass over single moves (each step takes the move that fixes most
-//! of the worst master's excess or shortfall per unit of cost), then a pass that takes back
-//! moves the balance does not need. When few slots carry load (at most
+//! of the masters' excess or shortfall per unit of cost; slots of one master with the same
+//! load and cost are one candidate, so a step costs classes × masters, not slots × masters),
+//! then a pass that takes back moves the balance does not need. When few slots carry load (at most
 //! [`EXACT_ASSIGNMENTS`] assignments to try), a branch-and-bound search over every
 //! assignment replaces it with the cheapest balanced plan there is.
 
+use alloc::collections::BTreeMap;
 use alloc::vec;
 use alloc::vec::Vec;
 
@@ -256,6 +258,10 @@ pub fn plan(slots: &[SlotLoad], options: &PlanOptions) -> Result<Plan, PlanError
     })
 }
 
+/// A move the greedy pass weighs: (gain, cost, from, the class (load, cost) of the slot, to);
+/// gain / cost compared as fractions.
+type Candidate = (u128, u64, usize, (u64, u64), usize);
+
 struct Search<'a> {
     slots: &'a [SlotLoad],
     options: &'a PlanOptions,
@@ -294,54 +300,71 @@ impl Search<'_> {
     /// Single moves, each the best reduction of the total violation per unit of cost, until
     /// none reduces it. A slot moves at most once: it leaves its first owner only.
     fn greedy(&self, owners: &mut [Option<usize>], before: &[u64]) {
+        let masters = self.masters();
         let mut loads = before.to_vec();
         let mut counts = self.counts.to_vec();
+        // The slots each master may give, by (load, cost): slots alike are one candidate,
+        // so a step costs classes × masters, not slots × masters. Each list is in
+        // descending slot order, so that the smallest slot of a class goes first.
+        let mut classes: Vec<BTreeMap<(u64, u64), Vec<usize>>> = vec![BTreeMap::new(); masters];
+        for (slot, s) in self.slots.iter().enumerate().rev() {
+            if let Some(from) = s.owner.filter(|_| s.load > 0) {
+                classes[from]
+                    .entry((s.load, s.cost))
+                    .or_default()
+                    .push(slot);
+            }
+        }
         let mut violation = self.violation(&loads);
         while violation > 0 {
-            // The best move: (gain, cost, slot, to), gain / cost compared as fractions.
-            let mut best: Option<(u128, u64, usize, usize)> = None;
-            for (slot, s) in self.slots.iter().enumerate() {
-                let Some(from) = s.owner else { continue };
-                if owners[slot] != Some(from) || s.load == 0 {
-                    continue;
-                }
+            let mut best: Option<Candidate> = None;
+            for (from, from_classes) in classes.iter().enumerate() {
                 if counts[from] == 1 && !self.may_lose_last(from) {
                     continue;
                 }
                 let involved = self.bounds.off(from, loads[from]);
-                let shed = self.bounds.off(from, loads[from] - s.load);
-                for (to, &load) in loads.iter().enumerate() {
-                    if to == from || self.options.capacities[to] == 0 {
-                        continue;
-                    }
-                    let before = involved.saturating_add(self.bounds.off(to, load));
-                    let grown = load.saturating_add(s.load);
-                    let after = shed.saturating_add(self.bounds.off(to, grown));
-                    if after >= before {
-                        continue;
-                    }
-                    let gain = before - after;
-                    let better = match best {
-                        None => true,
-                        // gain / cost > best_gain / best_cost, and on a tie the cheaper.
-                        Some((best_gain, best_cost, _, _)) => {
-                            let ours = gain.saturating_mul(u128::from(best_cost.max(1)));
-                            let theirs = best_gain.saturating_mul(u128::from(s.cost.max(1)));
-                            ours > theirs || (ours == theirs && s.cost < best_cost)
+                for &(load, cost) in from_classes.keys() {
+                    let shed = self.bounds.off(from, loads[from] - load);
+                    for (to, &to_load) in loads.iter().enumerate() {
+                        if to == from || self.options.capacities[to] == 0 {
+                            continue;
                         }
-                    };
-                    if better {
-                        best = Some((gain, s.cost, slot, to));
+                        let before = involved.saturating_add(self.bounds.off(to, to_load));
+                        let grown = to_load.saturating_add(load);
+                        let after = shed.saturating_add(self.bounds.off(to, grown));
+                        if after >= before {
+                            continue;
+                        }
+                        let gain = before - after;
+                        let better = match best {
+                            None => true,
+                            // gain / cost > best_gain / best_cost, and on a tie the cheaper.
+                            Some((best_gain, best_cost, ..)) => {
+                                let ours = gain.saturating_mul(u128::from(best_cost.max(1)));
+                                let theirs = best_gain.saturating_mul(u128::from(cost.max(1)));
+                                ours > theirs || (ours == theirs && cost < best_cost)
+                            }
+                        };
+                        if better {
+                            best = Some((gain, cost, from, (load, cost), to));
+                        }
                     }
                 }
             }
-            let Some((_, _, slot, to)) = best else {
+            let Some((_, _, from, class, to)) = best else {
                 return;
             };
-            let from = self.slots[slot].owner.unwrap_or(to);
-            let load = self.slots[slot].load;
-            loads[from] -= load;
-            loads[to] = loads[to].saturating_add(load);
+            let Some(members) = classes[from].get_mut(&class) else {
+                return;
+            };
+            let Some(slot) = members.pop() else {
+                return;
+            };
+            if members.is_empty() {
+                classes[from].remove(&class);
+            }
+            loads[from] -= class.0;
+            loads[to] = loads[to].saturating_add(class.0);
             counts[from] -= 1;
             counts[to] += 1;
             owners[slot] = Some(to);
