@@ -134,9 +134,10 @@ fn error<B: AsRef<[u8]>>(reply: &Frame<B>) -> Option<String> {
 }
 
 impl SlotMove {
-    /// A move of `slot` from master `from` to master `to`, the masters named by their ids
-    /// (`ids`, every master of the cluster), the target reached at `target` (host, port) by
-    /// the source's MIGRATE. 100 keys per batch and a 60 s MIGRATE timeout.
+    /// A move of `slot` from master `from` to master `to` (indices into `ids`), the masters
+    /// named by their ids (`ids`, every master of the cluster), the target reached at
+    /// `target` (host, port) by the source's MIGRATE. 100 keys per batch and a 60 s MIGRATE
+    /// timeout.
     pub fn new(slot: u16, from: usize, to: usize, ids: &[&str], target: (&str, u16)) -> Self {
         Self {
             slot,
@@ -182,8 +183,9 @@ impl SlotMove {
     fn setslot(&self, master: usize, what: &[u8], id: Option<usize>) -> Step {
         let slot = self.slot.to_string();
         let mut parts: Vec<&[u8]> = alloc::vec![b"CLUSTER", b"SETSLOT", slot.as_bytes(), what];
+        // An index past the ids sends an empty id, which the server refuses.
         if let Some(id) = id {
-            parts.push(self.ids[id].as_bytes());
+            parts.push(self.ids.get(id).map_or(&[][..], |id| id.as_bytes()));
         }
         Step::Send {
             master,
