@@ -1118,6 +1118,36 @@ fn hostile_input_on_both_ports_leaves_the_cluster_whole() {
         .expect("send");
     drop(stream);
 
+    // One HSET of 300 000 fields (and one HDEL of most of them): a hash grows and shrinks
+    // in linear time, so the node answers well within the client's 30 s read timeout; a
+    // scan per field, as the toy once did, would take minutes.
+    let names: Vec<Vec<u8>> = (0..300_000u32)
+        .map(|n| format!("f{n}").into_bytes())
+        .collect();
+    let mut hset: Vec<&[u8]> = vec![b"HSET", b"{wide}"];
+    let mut hdel: Vec<&[u8]> = vec![b"HDEL", b"{wide}"];
+    for name in &names {
+        hset.extend([name.as_slice(), b"v"]);
+        hdel.push(name);
+    }
+    hdel.truncate(hdel.len() - 10);
+    let wide = ports
+        .iter()
+        .map(|&(p, _)| p)
+        .find(|&p| !text(&Client::connect(p).command(&[b"HLEN", b"{wide}"])).starts_with("MOVED"))
+        .expect("a node serves {wide}");
+    let mut client = Client::connect(wide);
+    assert_eq!(client.command(&hset), Frame::Integer(names.len() as i64));
+    assert_eq!(
+        client.command(&hdel),
+        Frame::Integer(names.len() as i64 - 10)
+    );
+    assert_eq!(client.command(&[b"HLEN", b"{wide}"]), Frame::Integer(10));
+    assert_eq!(
+        text(&client.command(&[b"HGET", b"{wide}", b"f299999"])),
+        "v"
+    );
+
     // A client that pipelines reads of a 1 MB value and never reads the replies holds only
     // its own connection: another client is served meanwhile.
     let big = vec![b'x'; 1 << 20];

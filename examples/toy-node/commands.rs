@@ -15,7 +15,7 @@ use redis_cluster_proto::resp::Frame;
 use redis_cluster_proto::route::{AclCategories, CommandFlags, CommandSpec, CommandTable, Keys};
 use redis_cluster_proto::state::{Protocol, Request};
 
-use crate::db::{Db, Entry, Value, glob, integer};
+use crate::db::{Db, Entry, Fields, Value, glob, integer};
 use crate::dump::{dump, restore as undump, seal, verify};
 use crate::float::{FloatError, increment};
 use crate::node::Node;
@@ -988,39 +988,26 @@ fn keyed(db: &mut Db, client: &Client, name: &str, key: &[u8], rest: &[&[u8]], n
             }
         }
         ("hset", pairs) if !pairs.is_empty() && pairs.len() % 2 == 0 => {
-            let Value::Hash(fields) = db.value_or_insert(key, now, || Value::Hash(Vec::new()))
-            else {
+            let new = || Value::Hash(Fields::default());
+            let Value::Hash(fields) = db.value_or_insert(key, now, new) else {
                 return error(WRONGTYPE);
             };
-            let mut added = 0;
-            for pair in pairs.chunks_exact(2) {
-                match fields.iter_mut().find(|(f, _)| f.as_slice() == pair[0]) {
-                    Some((_, value)) => *value = pair[1].to_vec(),
-                    None => {
-                        fields.push((pair[0].to_vec(), pair[1].to_vec()));
-                        added += 1;
-                    }
-                }
-            }
-            Frame::Integer(added)
+            let added = pairs
+                .chunks_exact(2)
+                .filter(|pair| fields.insert(pair[0], pair[1]))
+                .count();
+            Frame::Integer(added as i64)
         }
         ("hset", _) => error("ERR wrong number of arguments for 'hset' command"),
         ("hget", [field]) => match db.get(key, now).map(|e| &e.value) {
-            Some(Value::Hash(fields)) => fields
-                .iter()
-                .find(|(f, _)| f.as_slice() == *field)
-                .map_or_else(|| client.null(), |(_, v)| bulk(v)),
+            Some(Value::Hash(fields)) => fields.get(field).map_or_else(|| client.null(), bulk),
             Some(_) => error(WRONGTYPE),
             None => client.null(),
         },
         ("hdel", names) => {
             let removed = match db.get_mut(key, now).map(|e| &mut e.value) {
                 Some(Value::Hash(fields)) => {
-                    let before = fields.len();
-                    for name in names {
-                        fields.retain(|(f, _)| f.as_slice() != *name);
-                    }
-                    before - fields.len()
+                    names.iter().filter(|name| fields.remove(name)).count()
                 }
                 Some(_) => return error(WRONGTYPE),
                 None => 0,

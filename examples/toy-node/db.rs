@@ -15,8 +15,92 @@ pub(crate) enum Value {
     Str(Vec<u8>),
     List(VecDeque<Vec<u8>>),
     /// Field–value pairs in insertion order, as the server's small (listpack) hashes reply.
-    Hash(Vec<(Vec<u8>, Vec<u8>)>),
+    Hash(Fields),
 }
+
+/// A hash's fields in insertion order (the order HGETALL gives for the server's small,
+/// listpack-encoded hashes), each found by name without a scan: HSET and HDEL of many fields
+/// cost linear time, not quadratic, whatever a client sends.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Fields {
+    /// In insertion order; a removed field leaves `None` until the next compaction.
+    order: Vec<Option<(Vec<u8>, Vec<u8>)>>,
+    /// Where each field is in `order`.
+    index: HashMap<Vec<u8>, usize>,
+}
+
+impl Fields {
+    /// The pairs in order, or `None` if a field repeats (the server refuses such a DUMP
+    /// payload).
+    pub(crate) fn from_pairs(pairs: impl IntoIterator<Item = (Vec<u8>, Vec<u8>)>) -> Option<Self> {
+        let mut fields = Self::default();
+        for (field, value) in pairs {
+            if !fields.insert(&field, &value) {
+                return None;
+            }
+        }
+        Some(fields)
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.index.len()
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.index.is_empty()
+    }
+
+    pub(crate) fn get(&self, field: &[u8]) -> Option<&[u8]> {
+        let at = *self.index.get(field)?;
+        self.order.get(at)?.as_ref().map(|(_, v)| v.as_slice())
+    }
+
+    /// Sets `field`; whether it is new.
+    pub(crate) fn insert(&mut self, field: &[u8], value: &[u8]) -> bool {
+        if let Some(&at) = self.index.get(field) {
+            if let Some(Some((_, old))) = self.order.get_mut(at) {
+                *old = value.to_vec();
+            }
+            return false;
+        }
+        self.index.insert(field.to_vec(), self.order.len());
+        self.order.push(Some((field.to_vec(), value.to_vec())));
+        true
+    }
+
+    /// Removes `field`; whether it was there.
+    pub(crate) fn remove(&mut self, field: &[u8]) -> bool {
+        let Some(at) = self.index.remove(field) else {
+            return false;
+        };
+        if let Some(slot) = self.order.get_mut(at) {
+            *slot = None;
+        }
+        // Compact once the holes outnumber the fields: amortised linear.
+        if self.order.len() > 2 * self.index.len() + 16 {
+            self.order.retain(Option::is_some);
+            for (at, (field, _)) in self.order.iter().flatten().enumerate() {
+                self.index.insert(field.clone(), at);
+            }
+        }
+        true
+    }
+
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
+        self.order
+            .iter()
+            .flatten()
+            .map(|(f, v)| (f.as_slice(), v.as_slice()))
+    }
+}
+
+impl PartialEq for Fields {
+    fn eq(&self, other: &Self) -> bool {
+        self.iter().eq(other.iter())
+    }
+}
+
+impl Eq for Fields {}
 
 impl Value {
     /// The name TYPE answers.
@@ -126,7 +210,7 @@ impl Db {
     pub(crate) fn drop_if_empty(&mut self, key: &[u8]) {
         let empty = match self.entries.get(key).map(|e| &e.value) {
             Some(Value::List(items)) => items.is_empty(),
-            Some(Value::Hash(pairs)) => pairs.is_empty(),
+            Some(Value::Hash(fields)) => fields.is_empty(),
             _ => false,
         };
         if empty {
@@ -289,7 +373,38 @@ fn one(pattern: &[u8], at: usize, c: u8) -> Option<usize> {
 
 #[cfg(test)]
 mod tests {
-    use super::glob;
+    use super::{Fields, glob};
+
+    #[test]
+    fn fields_keep_insertion_order_through_updates_and_removals() {
+        let mut fields = Fields::default();
+        for n in 0..1000u32 {
+            assert!(fields.insert(&n.to_be_bytes(), b"v"));
+        }
+        assert!(!fields.insert(&7u32.to_be_bytes(), b"new"));
+        // Remove all but every tenth, which forces compactions on the way.
+        for n in (0..1000u32).filter(|n| n % 10 != 0) {
+            assert!(fields.remove(&n.to_be_bytes()));
+        }
+        assert!(!fields.remove(&1u32.to_be_bytes()));
+        assert_eq!(fields.len(), 100);
+        let order: Vec<u32> = fields
+            .iter()
+            .map(|(f, _)| u32::from_be_bytes(f.try_into().unwrap_or_default()))
+            .collect();
+        assert_eq!(order, (0..1000).step_by(10).collect::<Vec<u32>>());
+        assert_eq!(fields.get(&990u32.to_be_bytes()), Some(&b"v"[..]));
+        assert!(fields.insert(&5u32.to_be_bytes(), b"back"));
+        assert_eq!(
+            fields.iter().last(),
+            Some((&5u32.to_be_bytes()[..], &b"back"[..]))
+        );
+        let repeated = [
+            (b"a".to_vec(), b"1".to_vec()),
+            (b"a".to_vec(), b"2".to_vec()),
+        ];
+        assert!(Fields::from_pairs(repeated).is_none());
+    }
 
     #[test]
     fn globs() {

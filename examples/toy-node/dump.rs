@@ -15,7 +15,7 @@ use std::collections::VecDeque;
 
 use crc::{CRC_64_REDIS, Crc};
 
-use crate::db::{Value, integer};
+use crate::db::{Fields, Value, integer};
 
 /// The RDB version of Redis 7.0.
 const RDB_VERSION: u16 = 10;
@@ -66,7 +66,7 @@ pub(crate) fn dump(value: &Value) -> Vec<u8> {
         Value::Hash(pairs) => {
             out.push(TYPE_HASH);
             write_length(&mut out, pairs.len() as u64);
-            for (field, value) in pairs {
+            for (field, value) in pairs.iter() {
                 write_string(&mut out, field);
                 write_string(&mut out, value);
             }
@@ -238,7 +238,8 @@ impl<'a> Reader<'a> {
                     let value = self.string()?;
                     pairs.push((field, value));
                 }
-                Some(Value::Hash(pairs))
+                // The server refuses a payload whose fields repeat.
+                Fields::from_pairs(pairs).map(Value::Hash)
             }
             TYPE_HASH_LISTPACK => {
                 let entries = listpack(&self.string()?)?;
@@ -250,7 +251,7 @@ impl<'a> Reader<'a> {
                 while let (Some(field), Some(value)) = (entries.next(), entries.next()) {
                     pairs.push((field, value));
                 }
-                Some(Value::Hash(pairs))
+                Fields::from_pairs(pairs).map(Value::Hash)
             }
             TYPE_LIST_QUICKLIST_2 => {
                 let nodes = self.count()?;
@@ -403,7 +404,8 @@ mod tests {
             (b"f".to_vec(), b"v".to_vec()),
             (b"n".to_vec(), b"1".to_vec()),
         ];
-        assert_eq!(restore(hash), Ok(Value::Hash(pairs)));
+        let fields = Fields::from_pairs(pairs).expect("distinct fields");
+        assert_eq!(restore(hash), Ok(Value::Hash(fields)));
         let mut bad = hex("0001760a009108ceb219388ace");
         bad[2] = b'w';
         assert_eq!(restore(&bad), Err(DumpError::VersionOrChecksum));
@@ -415,7 +417,7 @@ mod tests {
             Value::Str(Vec::new()),
             Value::Str(vec![b'z'; 70_000]),
             Value::List(["1", "-300", "x"].map(|s| s.as_bytes().to_vec()).into()),
-            Value::Hash(vec![(b"k".to_vec(), vec![7; 200])]),
+            Value::Hash(Fields::from_pairs([(b"k".to_vec(), vec![7; 200])]).expect("one field")),
         ];
         for value in values {
             assert_eq!(restore(&dump(&value)), Ok(value));
