@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use redis_cluster_proto::state::rebalance::{Plan, SlotLoad};
 use serde_json::{Value, json};
 
-use crate::survey::Survey;
+use crate::survey::{BigKey, Master, Survey};
 use crate::{Options, Weight};
 
 /// max / mean, or 0 when everything is 0.
@@ -29,6 +29,19 @@ fn bytes(n: u64) -> String {
 
 fn short(id: &str) -> &str {
     id.get(..8).unwrap_or(id)
+}
+
+/// `name (type, length N, size) in slot S on host:port`.
+fn describe(key: &BigKey, masters: &[Master]) -> String {
+    format!(
+        "{} ({}, length {}, {}) in slot {} on {}",
+        String::from_utf8_lossy(&key.key),
+        key.kind,
+        key.length,
+        bytes(key.bytes),
+        key.slot,
+        masters[key.master].addr
+    )
 }
 
 struct Findings {
@@ -81,14 +94,9 @@ fn findings(survey: &Survey, loads: &[SlotLoad], plan: &Plan, options: &Options)
             continue;
         }
         advice.push(format!(
-            "big key {} ({}, length {}, {}) in slot {} on {}: a key moves whole with its slot, \
-             so no rebalance makes it smaller; split it or let it expire",
-            String::from_utf8_lossy(&key.key),
-            key.kind,
-            key.length,
-            bytes(key.bytes),
-            key.slot,
-            masters[key.master].addr
+            "big key {}: a key moves whole with its slot, so no rebalance makes it smaller; \
+             split it or let it expire",
+            describe(key, masters)
         ));
     }
     for &slot in &plan.stuck {
@@ -189,15 +197,19 @@ pub(crate) struct Report<'a> {
     pub(crate) applied: Option<(usize, u64)>,
 }
 
+impl Report<'_> {
+    fn findings(&self) -> Findings {
+        findings(self.survey, self.loads, self.plan, self.options)
+    }
+
+    fn parts(&self) -> (&Survey, &Plan, &Options, Option<(usize, u64)>) {
+        (self.survey, self.plan, self.options, self.applied)
+    }
+}
+
 pub(crate) fn text(report: &Report<'_>) -> String {
-    let Report {
-        survey,
-        loads,
-        plan,
-        options,
-        applied,
-    } = *report;
-    let f = findings(survey, loads, plan, options);
+    let (survey, plan, options, applied) = report.parts();
+    let f = report.findings();
     let masters = &survey.masters;
     let mut out = String::new();
     let keys: u64 = masters.iter().map(|m| m.keys).sum();
@@ -246,16 +258,7 @@ pub(crate) fn text(report: &Report<'_>) -> String {
     let _ = writeln!(out, "its heaviest slots: {}", driving.join(", "));
     let _ = writeln!(out, "\nlargest keys (of {} scanned):", survey.scanned);
     for key in &survey.big {
-        let _ = writeln!(
-            out,
-            "  {} {} length {} {} slot {} on {}",
-            String::from_utf8_lossy(&key.key),
-            key.kind,
-            key.length,
-            bytes(key.bytes),
-            key.slot,
-            masters[key.master].addr
-        );
+        let _ = writeln!(out, "  {}", describe(key, masters));
     }
     let _ = writeln!(out, "hash tags gathering keys:");
     for tag in &survey.tags {
@@ -325,14 +328,8 @@ fn pairs(plan: &Plan) -> Vec<(usize, usize, usize)> {
 }
 
 pub(crate) fn json(report: &Report<'_>) -> Value {
-    let Report {
-        survey,
-        loads,
-        plan,
-        options,
-        applied,
-    } = *report;
-    let f = findings(survey, loads, plan, options);
+    let (survey, plan, options, applied) = report.parts();
+    let f = report.findings();
     let masters = &survey.masters;
     let addr = |m: usize| masters[m].addr.clone();
     json!({
