@@ -2,20 +2,17 @@
 //! in the server): the binding stays, any claimant may take the slot, and it is no evidence
 //! for an UPDATE.
 
-use redis_cluster_bus::{Message, MessageType, NodeId, OwnedMessage, OwnedPing};
-use redis_cluster_state::{ClusterNode, Config, Link, Output};
-mod support;
-
+use redis_cluster_bus::{Message, MessageType, NodeId};
+use redis_cluster_state::{ClusterNode, Link, Output};
 use redis_hash_slot::{Slot, SlotSet};
+use support::id;
+
+mod support;
 
 const ME: &str = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
 const B: &str = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
 const C: &str = "cccccccccccccccccccccccccccccccccccccccc";
 const D: &str = "dddddddddddddddddddddddddddddddddddddddd";
-
-fn id(text: &str) -> NodeId {
-    NodeId(text.as_bytes().try_into().expect("40 bytes"))
-}
 
 fn slot(n: u16) -> Slot {
     Slot::new(n).expect("a slot")
@@ -24,20 +21,13 @@ fn slot(n: u16) -> Slot {
 /// Me (no slots), B owning 0-99 at config epoch 5, C and D slotless masters at epochs 3 and 2;
 /// every link up.
 fn fixture() -> ClusterNode {
-    let text = format!(
+    support::linked(&format!(
         "{ME} 127.0.0.1:7000@17000 myself,master - 0 0 1 connected\n\
          {B} 127.0.0.1:7001@17001 master - 0 0 5 connected 0-99\n\
          {C} 127.0.0.1:7002@17002 master - 0 0 3 connected\n\
          {D} 127.0.0.1:7003@17003 master - 0 0 2 connected\n\
          vars currentEpoch 5 lastVoteEpoch 0\n"
-    );
-    let mut node =
-        ClusterNode::from_nodes_conf(Config::new("127.0.0.1", 7000), &text, 0).expect("loads");
-    for peer in [B, C, D] {
-        node.handle_link_up(&id(peer), 1);
-    }
-    while node.poll_output().is_some() {}
-    node
+    ))
 }
 
 /// A PING from master `sender` at `epoch` claiming `slots`.
@@ -46,11 +36,10 @@ fn ping(node: &mut ClusterNode, sender: &str, port: u16, epoch: u64, slots: &[u1
     for &s in slots {
         myslots.insert(slot(s));
     }
-    let header = support::master_header(id(sender), port, 5, epoch, myslots);
-    let mut wire = Vec::new();
-    OwnedMessage::new(MessageType::PING, header, OwnedPing::default()).encode(&mut wire);
-    let message = Message::decode(&wire).expect("a PING");
-    node.handle_message(Link::Inbound(u64::from(port)), "127.0.0.1", &message, 2);
+    support::ping_from(
+        node,
+        support::master_header(id(sender), port, 5, epoch, myslots),
+    );
 }
 
 /// The UPDATE messages among the outputs, as (to, about, slots described).

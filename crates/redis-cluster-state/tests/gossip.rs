@@ -2,13 +2,12 @@
 //! `clusterProcessGossipSection`): failure reports aside, it may give us a newer pong time,
 //! and for a node we see failing, a new address.
 
-use redis_cluster_bus::{
-    Message, MessageType, NodeFlags, NodeId, OwnedGossip, OwnedMessage, OwnedPing,
-};
+use redis_cluster_bus::{Message, MessageType, NodeFlags, OwnedGossip, OwnedMessage, OwnedPing};
 use redis_cluster_state::{ClusterNode, Config, Link, Output};
 mod support;
 
 use redis_hash_slot::SlotSet;
+use support::id;
 
 const ME: &str = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
 const B: &str = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
@@ -17,10 +16,6 @@ const D: &str = "dddddddddddddddddddddddddddddddddddddddd";
 
 /// Node timeout of the fixture (ms).
 const TIMEOUT: u64 = 15_000;
-
-fn id(text: &str) -> NodeId {
-    NodeId(text.as_bytes().try_into().expect("40 bytes"))
-}
 
 /// Me, and masters B (the gossip's sender), C and D, every link up and its first PING
 /// answered at 2 ms; D flagged `d_flags`.

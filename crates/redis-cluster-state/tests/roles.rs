@@ -2,36 +2,27 @@
 //! it (`clusterDoBeforeSleep(CLUSTER_TODO_SAVE_CONFIG)` when a master turns replica, when a
 //! replica changes master, and when a replica turns master).
 
-use redis_cluster_bus::{Message, MessageType, NodeFlags, NodeId, OwnedMessage, OwnedPing};
-use redis_cluster_state::{ClusterNode, Config, Link, Output};
+use redis_cluster_bus::NodeFlags;
+use redis_cluster_state::{ClusterNode, Output};
 use redis_hash_slot::{Slot, SlotSet};
 mod support;
+
+use support::id;
 
 const ME: &str = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
 const B: &str = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
 const C: &str = "cccccccccccccccccccccccccccccccccccccccc";
 const D: &str = "dddddddddddddddddddddddddddddddddddddddd";
 
-fn id(text: &str) -> NodeId {
-    NodeId(text.as_bytes().try_into().expect("40 bytes"))
-}
-
 /// Me, B owning 0-99, C owning 100-199, D a replica of C; every link up.
 fn fixture() -> ClusterNode {
-    let text = format!(
+    support::linked(&format!(
         "{ME} 127.0.0.1:7000@17000 myself,master - 0 0 1 connected\n\
          {B} 127.0.0.1:7001@17001 master - 0 0 5 connected 0-99\n\
          {C} 127.0.0.1:7002@17002 master - 0 0 3 connected 100-199\n\
          {D} 127.0.0.1:7003@17003 slave {C} 0 0 3 connected\n\
          vars currentEpoch 5 lastVoteEpoch 0\n"
-    );
-    let mut node =
-        ClusterNode::from_nodes_conf(Config::new("127.0.0.1", 7000), &text, 0).expect("loads");
-    for peer in [B, C, D] {
-        node.handle_link_up(&id(peer), 1);
-    }
-    while node.poll_output().is_some() {}
-    node
+    ))
 }
 
 /// A PING from `sender`, a replica of `master` or (None) a master claiming `slots`; whether
@@ -52,10 +43,7 @@ fn ping(
         header.replicaof = id(master);
         header.flags = NodeFlags(NodeFlags::REPLICA.0 | NodeFlags::MYSELF.0);
     }
-    let mut wire = Vec::new();
-    OwnedMessage::new(MessageType::PING, header, OwnedPing::default()).encode(&mut wire);
-    let message = Message::decode(&wire).expect("a PING");
-    node.handle_message(Link::Inbound(u64::from(port)), "127.0.0.1", &message, 2);
+    support::ping_from(node, header);
     let mut saved = false;
     while let Some(output) = node.poll_output() {
         saved |= matches!(output, Output::SaveConfig);

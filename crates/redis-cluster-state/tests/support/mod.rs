@@ -61,6 +61,35 @@ pub fn master_header(
     }
 }
 
+/// A node id from its 40 hex characters.
+pub fn id(text: &str) -> NodeId {
+    NodeId(text.as_bytes().try_into().expect("40 bytes"))
+}
+
+/// The node at 127.0.0.1:7000 that nodes.conf `text` describes, every link to the others up
+/// (at 1 ms) and its outputs drained.
+pub fn linked(text: &str) -> ClusterNode {
+    let mut node =
+        ClusterNode::from_nodes_conf(Config::new("127.0.0.1", 7000), text, 0).expect("loads");
+    let me = node.myself().id;
+    let peers: Vec<NodeId> = node.nodes().map(|n| n.id).filter(|id| *id != me).collect();
+    for peer in &peers {
+        node.handle_link_up(peer, 1);
+    }
+    while node.poll_output().is_some() {}
+    node
+}
+
+/// `header`'s PING, encoded and decoded as the bus carries it, arriving at 2 ms on the
+/// inbound link numbered by the sender's port.
+pub fn ping_from(node: &mut ClusterNode, header: OwnedHeader) {
+    let port = header.port;
+    let mut wire = Vec::new();
+    OwnedMessage::new(MessageType::PING, header, OwnedPing::default()).encode(&mut wire);
+    let message = Message::decode(&wire).expect("a PING");
+    node.handle_message(Link::Inbound(u64::from(port)), "127.0.0.1", &message, 2);
+}
+
 /// The PONG `id` would send: its own view of itself, as the table records it.
 fn pong_of(node: &ClusterNode, id: &NodeId) -> Vec<u8> {
     let peer = node.node(id).expect("known");
