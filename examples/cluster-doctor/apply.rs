@@ -24,7 +24,7 @@ impl Mover<'_> {
     pub(crate) fn new(masters: &[Master], batch: usize, timeout_ms: u64) -> io::Result<Mover<'_>> {
         let conns = masters
             .iter()
-            .map(|m| Conn::connect(&m.addr))
+            .map(|m| Conn::connect(&m.addr()))
             .collect::<io::Result<Vec<_>>>()?;
         Ok(Mover {
             masters,
@@ -72,12 +72,8 @@ impl Mover<'_> {
     /// it left half moved.
     pub(crate) fn migrate(&mut self, slot: u16, from: usize, to: usize) -> io::Result<u64> {
         let ids: Vec<&str> = self.masters.iter().map(|m| m.id.as_str()).collect();
-        let (host, port) = self.masters[to]
-            .addr
-            .rsplit_once(':')
-            .unwrap_or((self.masters[to].addr.as_str(), "6379"));
-        let port = port.parse().unwrap_or(6379);
-        let mut mv = SlotMove::new(slot, from, to, &ids, (host, port))
+        let target = (self.masters[to].host.as_str(), self.masters[to].port);
+        let mut mv = SlotMove::new(slot, from, to, &ids, target)
             .with_batch(self.batch)
             .with_timeout(self.timeout_ms);
         let mut step = mv.start();
@@ -87,7 +83,7 @@ impl Mover<'_> {
                 Step::Send { master, argv } => {
                     let reply = self.conns[master].call(&argv)?;
                     step = mv.reply(&reply).map_err(|e| {
-                        io::Error::other(format!("{e} ({})", self.masters[master].addr))
+                        io::Error::other(format!("{e} ({})", self.masters[master].addr()))
                     })?;
                 }
             }

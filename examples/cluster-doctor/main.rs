@@ -212,7 +212,7 @@ fn capacities(survey: &Survey, options: &Options) -> Result<Vec<u32>, String> {
         let found = survey
             .masters
             .iter()
-            .position(|m| &m.addr == node || m.id.starts_with(node.as_str()))
+            .position(|m| m.addr() == *node || m.id.starts_with(node.as_str()))
             .ok_or(format!("--capacity: no master {node}"))?;
         capacities[found] = *weight;
     }
@@ -246,7 +246,8 @@ fn run(options: &Options) -> Result<(), String> {
             let what = match closing {
                 Closing::Finish { from, to } => format!(
                     "finishing its move from {} to {}",
-                    survey.masters[from].addr, survey.masters[to].addr
+                    survey.masters[from].addr(),
+                    survey.masters[to].addr()
                 ),
                 Closing::RollBack => "rolling it back (no key had moved)".into(),
             };

@@ -40,7 +40,7 @@ fn describe(key: &BigKey, masters: &[Master]) -> String {
         key.length,
         bytes(key.bytes),
         key.slot,
-        masters[key.master].addr
+        masters[key.master].addr()
     )
 }
 
@@ -85,7 +85,7 @@ fn findings(survey: &Survey, loads: &[SlotLoad], plan: &Plan, options: &Options)
             tag.keys,
             tag.keys as f64 * 100.0 / total_keys.max(1) as f64,
             tag.slot,
-            masters[tag.master].addr
+            masters[tag.master].addr()
         ));
     }
     for key in &survey.big {
@@ -127,7 +127,7 @@ fn findings(survey: &Survey, loads: &[SlotLoad], plan: &Plan, options: &Options)
                      from replicas (READONLY) or cache it, moving its slot only moves the heat",
                     String::from_utf8_lossy(&top.key),
                     top.freq,
-                    masters[top.master].addr
+                    masters[top.master].addr()
                 ));
             }
         }
@@ -231,7 +231,7 @@ pub(crate) fn text(report: &Report<'_>) -> String {
             out,
             "{:<10} {:<22} {:>6} {:>9} {:>11} {:>9.0} {:>12} {:>12}",
             short(&master.id),
-            master.addr,
+            master.addr(),
             master.slots.len(),
             master.keys,
             bytes(master.memory),
@@ -247,7 +247,9 @@ pub(crate) fn text(report: &Report<'_>) -> String {
         f.skew_memory,
         f.skew_ops,
         options.weight.name(),
-        masters.get(f.overloaded).map_or("", |m| m.addr.as_str()),
+        masters
+            .get(f.overloaded)
+            .map_or(String::new(), Master::addr),
         masters.get(f.overloaded).map_or("", |m| short(&m.id))
     );
     let driving: Vec<String> = f
@@ -265,7 +267,10 @@ pub(crate) fn text(report: &Report<'_>) -> String {
         let _ = writeln!(
             out,
             "  {{{}}} {} keys in slot {} on {}",
-            tag.tag, tag.keys, tag.slot, masters[tag.master].addr
+            tag.tag,
+            tag.keys,
+            tag.slot,
+            masters[tag.master].addr()
         );
     }
     match &survey.hot {
@@ -277,7 +282,7 @@ pub(crate) fn text(report: &Report<'_>) -> String {
                     "  {} counter {} on {}",
                     String::from_utf8_lossy(&key.key),
                     key.freq,
-                    masters[key.master].addr
+                    masters[key.master].addr()
                 );
             }
         }
@@ -300,7 +305,9 @@ pub(crate) fn text(report: &Report<'_>) -> String {
         let _ = writeln!(
             out,
             "  {} slots {} -> {}",
-            count, masters[from].addr, masters[to].addr
+            count,
+            masters[from].addr(),
+            masters[to].addr()
         );
     }
     if let Some((moves, keys)) = applied {
@@ -331,13 +338,13 @@ pub(crate) fn json(report: &Report<'_>) -> Value {
     let (survey, plan, options, applied) = report.parts();
     let f = report.findings();
     let masters = &survey.masters;
-    let addr = |m: usize| masters[m].addr.clone();
+    let addr = |m: usize| masters[m].addr();
     json!({
         "weight": options.weight.name(),
         "ratio": options.ratio,
         "masters": masters.iter().enumerate().map(|(m, master)| json!({
             "id": master.id,
-            "addr": master.addr,
+            "addr": master.addr(),
             "slots": master.slots.len(),
             "keys": master.keys,
             "memory": master.memory,
@@ -349,7 +356,7 @@ pub(crate) fn json(report: &Report<'_>) -> Value {
         })).collect::<Vec<_>>(),
         "skew": { "keys": f.skew_keys, "memory": f.skew_memory, "ops": f.skew_ops },
         "overloaded": { "id": masters.get(f.overloaded).map(|m| m.id.clone()),
-                        "addr": masters.get(f.overloaded).map(|m| m.addr.clone()) },
+                        "addr": masters.get(f.overloaded).map(Master::addr) },
         "driving_slots": f.driving.iter().map(|&(slot, load)| json!({
             "slot": slot, "load": load, "keys": survey.slot_keys[slot],
         })).collect::<Vec<_>>(),
@@ -441,7 +448,7 @@ pub(crate) fn svg(survey: &Survey, plan: &Plan, options: &Options) -> String {
             "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>",
             x + bar,
             top + height + 16.0,
-            master.addr
+            master.addr()
         );
         let _ = writeln!(
             out,

@@ -17,7 +17,8 @@ pub(crate) const SLOTS: usize = 16384;
 
 pub(crate) struct Master {
     pub(crate) id: String,
-    pub(crate) addr: String,
+    pub(crate) host: String,
+    pub(crate) port: u16,
     pub(crate) slots: Vec<u16>,
     pub(crate) keys: u64,
     /// `used_memory`.
@@ -134,7 +135,16 @@ impl Progress {
 pub(crate) fn topology(addr: &str) -> io::Result<(Vec<Master>, Vec<Option<usize>>)> {
     let mut conn = Conn::connect(addr)?;
     let nodes = text(&conn.ok(&["CLUSTER", "NODES"])?);
-    let view = parse_view(addr, &nodes)?;
+    let (host, port) = addr
+        .rsplit_once(':')
+        .and_then(|(host, port)| Some((host, port.parse().ok()?)))
+        .ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{addr}: not HOST:PORT"),
+            )
+        })?;
+    let view = parse_view(host, port, &nodes)?;
     let mut masters = Vec::new();
     for node in view.nodes() {
         if !node.is_master() || node.is_failed() || node.in_handshake() || node.port == 0 {
@@ -143,7 +153,8 @@ pub(crate) fn topology(addr: &str) -> io::Result<(Vec<Master>, Vec<Option<usize>
         let slots: Vec<u16> = node.slots.iter().map(u16::from).collect();
         masters.push(Master {
             id: node.id.to_string(),
-            addr: format!("{}:{}", node.ip.as_str(), node.port),
+            host: node.ip.as_str().to_owned(),
+            port: node.port,
             slots,
             keys: 0,
             memory: 0,
@@ -153,7 +164,7 @@ pub(crate) fn topology(addr: &str) -> io::Result<(Vec<Master>, Vec<Option<usize>
         });
     }
     // A stable order: by address.
-    masters.sort_by(|a, b| a.addr.cmp(&b.addr));
+    masters.sort_by(|a, b| (&a.host, a.port).cmp(&(&b.host, b.port)));
     let mut owner = vec![None; SLOTS];
     for (m, master) in masters.iter().enumerate() {
         for &slot in &master.slots {
@@ -164,11 +175,16 @@ pub(crate) fn topology(addr: &str) -> io::Result<(Vec<Master>, Vec<Option<usize>
 }
 
 /// A node's `CLUSTER NODES` read as the state crate reads a nodes.conf.
-fn parse_view(addr: &str, nodes: &str) -> io::Result<ClusterNode> {
-    let (host, port) = addr.rsplit_once(':').unwrap_or((addr, "6379"));
-    let port = port.parse().unwrap_or(6379);
+fn parse_view(host: &str, port: u16, nodes: &str) -> io::Result<ClusterNode> {
     ClusterNode::from_nodes_conf(Config::new(host, port), nodes, 0)
-        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("{addr}: {e}")))
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("{host}:{port}: {e}")))
+}
+
+impl Master {
+    /// `host:port`.
+    pub(crate) fn addr(&self) -> String {
+        format!("{}:{}", self.host, self.port)
+    }
 }
 
 /// The slots each master marks as migrating or importing, in its own view.
@@ -180,8 +196,9 @@ pub(crate) fn open_slots(masters: &[Master], owner: &[Option<usize>]) -> io::Res
         .collect();
     let mut open: HashMap<u16, OpenSlot> = HashMap::new();
     for (m, master) in masters.iter().enumerate() {
-        let mut conn = Conn::connect(&master.addr)?;
-        let view = parse_view(&master.addr, &text(&conn.ok(&["CLUSTER", "NODES"])?))?;
+        let mut conn = Conn::connect(&master.addr())?;
+        let nodes = text(&conn.ok(&["CLUSTER", "NODES"])?);
+        let view = parse_view(&master.host, master.port, &nodes)?;
         for slot in 0..SLOTS as u16 {
             let Some(s) = Slot::new(slot) else { continue };
             let known = |id: Option<&_>| -> Option<usize> {
@@ -233,7 +250,7 @@ pub(crate) fn survey(addr: &str, options: &SurveyOptions) -> io::Result<Survey> 
     let open = open_slots(&masters, &owner)?;
     let mut conns = masters
         .iter()
-        .map(|m| Conn::connect(&m.addr))
+        .map(|m| Conn::connect(&m.addr()))
         .collect::<io::Result<Vec<_>>>()?;
 
     // Keys per slot.
