@@ -11,7 +11,7 @@
 use std::collections::VecDeque;
 
 use redis_cluster_proto::hash_slot::Slot;
-use redis_cluster_proto::resp::Frame;
+use redis_cluster_proto::resp::{Frame, errors};
 use redis_cluster_proto::route::{AclCategories, CommandFlags, CommandSpec, CommandTable, Keys};
 use redis_cluster_proto::state::{Protocol, Request};
 
@@ -171,9 +171,7 @@ pub(crate) fn run(node: &mut Node, client: &mut Client, args: &[&[u8]], now: u64
     let write = spec.flags.contains(CommandFlags::WRITE);
     if write && !node.cluster.myself().is_master() {
         client.dirty |= client.multi.is_some();
-        return Outcome::Reply(error(
-            "READONLY You can't write against a read only replica.",
-        ));
+        return Outcome::Reply(error(errors::READONLY));
     }
     if queueing {
         if let Some(queue) = client.multi.as_mut() {

@@ -4,6 +4,7 @@
 use core::fmt;
 
 use redis_hash_slot::{Slot, key_slot};
+use redis_resp::errors;
 
 use crate::{cluster::ClusterNode, config::EndpointType, node::Node};
 
@@ -91,15 +92,11 @@ impl fmt::Display for Decision<'_> {
                 write!(f, "ASK {} ", u16::from(slot))?;
                 endpoint(f, node, kind)
             }
-            Self::TryAgain => {
-                f.write_str("TRYAGAIN Multiple keys request during rehashing of slot")
-            }
-            Self::CrossSlot => f.write_str("CROSSSLOT Keys in request don't hash to the same slot"),
-            Self::Unbound => f.write_str("CLUSTERDOWN Hash slot not served"),
-            Self::Down => f.write_str("CLUSTERDOWN The cluster is down"),
-            Self::DownReadOnly => {
-                f.write_str("CLUSTERDOWN The cluster is down and only accepts read commands")
-            }
+            Self::TryAgain => f.write_str(errors::TRYAGAIN),
+            Self::CrossSlot => f.write_str(errors::CROSSSLOT),
+            Self::Unbound => f.write_str(errors::CLUSTERDOWN_UNBOUND),
+            Self::Down => f.write_str(errors::CLUSTERDOWN),
+            Self::DownReadOnly => f.write_str(errors::CLUSTERDOWN_READONLY),
         }
     }
 }

@@ -58,6 +58,7 @@ mod command;
 mod decoder;
 mod encode;
 mod error;
+pub mod errors;
 mod frame;
 mod limits;
 mod parse;
