@@ -2,8 +2,9 @@
 //!
 //! Each module is a re-export of one crate of the workspace, which can also be depended on
 //! alone: [`hash_slot`] is `redis-hash-slot`, [`resp`] is `redis-resp`, [`bus`] is
-//! `redis-cluster-bus`, [`route`] is `redis-cluster-route`, [`state`] is `redis-cluster-state`.
-//! None of them does I/O.
+//! `redis-cluster-bus`, [`route`] is `redis-cluster-route`, [`state`] is `redis-cluster-state`,
+//! and with the `std` feature (the default) `client` is `redis-cluster-client`, the engine of a
+//! cluster client or proxy. None of them does I/O.
 //!
 //! ```
 //! use redis_cluster_proto::hash_slot::key_slot;
@@ -14,6 +15,8 @@
 #![forbid(unsafe_code)]
 
 pub use redis_cluster_bus as bus;
+#[cfg(feature = "std")]
+pub use redis_cluster_client as client;
 pub use redis_cluster_route as route;
 pub use redis_cluster_state as state;
 pub use redis_hash_slot as hash_slot;

@@ -189,6 +189,18 @@ impl SlotMap {
         })
     }
 
+    /// Gives every node listed without a host (CLUSTER SLOTS' empty endpoint, or `?`) the
+    /// host of the node that gave the map, as a client must read them.
+    pub fn fill_unknown_hosts(&mut self, host: &str) {
+        for shard in &mut self.shards {
+            for node in core::iter::once(&mut shard.master).chain(&mut shard.replicas) {
+                if node.host.is_empty() || node.host == "?" {
+                    node.host = String::from(host);
+                }
+            }
+        }
+    }
+
     /// Gives `slot` to the shard whose master is `master` (added when new).
     pub fn assign(&mut self, slot: Slot, master: Endpoint) {
         let index = self.shard_of(master);

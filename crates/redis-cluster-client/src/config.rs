@@ -1,0 +1,75 @@
+//! [`Config`]: what an [`Engine`](crate::Engine) is told once, at its start.
+
+use std::time::Duration;
+
+use redis_cluster_route::{CommandTable, Endpoint, ReadFrom};
+
+/// How an [`Engine`](crate::Engine) finds its cluster and how patient it is.
+///
+/// ```
+/// use redis_cluster_client::Config;
+/// use redis_cluster_route::Endpoint;
+///
+/// let config = Config::new(vec![Endpoint { host: "127.0.0.1".into(), port: 7000, ..Endpoint::default() }]);
+/// assert_eq!(config.max_attempts, 16);
+/// ```
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct Config {
+    /// Nodes to ask for the slot map when no known master answers.
+    pub seeds: Vec<Endpoint>,
+    /// Where reads go. Anything but [`ReadFrom::Master`] sends `READONLY` on every backend
+    /// connection first.
+    pub read_from: ReadFrom,
+    /// The command table used until the cluster says what it runs (`INFO server` of the first
+    /// node asked), and for good when [`Config::fixed_table`] is set.
+    pub table: CommandTable,
+    /// Keep [`Config::table`] whatever the cluster runs.
+    pub fixed_table: bool,
+    /// How often one command is sent (redirects and retries included) before the client gets
+    /// the last error.
+    pub max_attempts: u32,
+    /// The first pause before a retry (TRYAGAIN, CLUSTERDOWN, LOADING, MASTERDOWN, a lost
+    /// connection); each further retry of the same command waits twice as long.
+    pub retry_base: Duration,
+    /// The longest pause between two retries.
+    pub retry_max: Duration,
+    /// How often the slot map is reloaded when nothing asked for it.
+    pub refresh_interval: Duration,
+    /// The shortest time between two reloads of the slot map (a burst of MOVED costs one).
+    pub refresh_min_interval: Duration,
+    /// How long a backend may keep a reply owed before its connection is closed and what was
+    /// on it retried. Connections of blocking commands are not timed.
+    pub timeout: Duration,
+    /// Sent on every backend connection first: `AUTH [user] password` (or in `HELLO 3`).
+    pub auth: Option<(Option<String>, String)>,
+}
+
+impl Config {
+    /// The defaults, with these seeds: reads from masters, the Redis 7.0 table until the
+    /// cluster says otherwise, 16 attempts, retries from 5 ms doubling to 500 ms, a reload
+    /// every 2 s and at most every 100 ms, replies owed for at most 2 s.
+    pub fn new(seeds: Vec<Endpoint>) -> Self {
+        Self {
+            seeds,
+            read_from: ReadFrom::Master,
+            table: CommandTable::REDIS_7_0,
+            fixed_table: false,
+            max_attempts: 16,
+            retry_base: Duration::from_millis(5),
+            retry_max: Duration::from_millis(500),
+            refresh_interval: Duration::from_secs(2),
+            refresh_min_interval: Duration::from_millis(100),
+            timeout: Duration::from_secs(2),
+            auth: None,
+        }
+    }
+
+    /// The pause before the `attempt`-th retry (from 1) of one command.
+    pub(crate) fn backoff(&self, attempt: u32) -> Duration {
+        let shift = attempt.saturating_sub(1).min(16);
+        self.retry_base
+            .saturating_mul(1u32 << shift)
+            .min(self.retry_max)
+    }
+}

@@ -1,0 +1,76 @@
+//! One backend connection as the engine sees it: bytes owed to it, the replies it owes, and
+//! what each of those replies is for.
+
+use std::collections::VecDeque;
+use std::time::Instant;
+
+use bytes::BytesMut;
+use redis_resp::{Decoder, encode_command};
+
+use crate::request::CallKey;
+
+/// What a reply on a connection is for, in the order the commands were written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Expect {
+    /// A client's command (or a part of one).
+    Call(CallKey),
+    /// A set-up command (AUTH, HELLO, READONLY) or ASKING: an error is reported, the reply
+    /// dropped.
+    Setup,
+    /// The slot map: `CLUSTER SHARDS` (`true`) or `CLUSTER SLOTS`.
+    Refresh { shards: bool },
+    /// `INFO server`: what the cluster runs.
+    Info,
+}
+
+/// A backend connection.
+#[derive(Debug)]
+pub(crate) struct Conn {
+    /// `host:port`, as [`Endpoint`](redis_cluster_route::Endpoint) prints it.
+    pub(crate) addr: String,
+    /// The host alone, for a redirect that names none.
+    pub(crate) host: String,
+    /// The RESP version it was switched to (2 unless `HELLO 3` was sent).
+    pub(crate) proto: u8,
+    /// A connection of one blocking command, closed after its reply.
+    pub(crate) dedicated: bool,
+    /// Whether the driver reported it open; bytes wait until then.
+    pub(crate) open: bool,
+    /// Bytes not yet handed to the driver.
+    pub(crate) out: Vec<u8>,
+    /// Replies owed, oldest first, with when each was asked.
+    pub(crate) owed: VecDeque<(Expect, Instant)>,
+    /// Bytes received and not yet decoded.
+    pub(crate) input: BytesMut,
+    pub(crate) decoder: Decoder,
+}
+
+impl Conn {
+    pub(crate) fn new(addr: String, host: String, proto: u8, dedicated: bool) -> Self {
+        Self {
+            addr,
+            host,
+            proto,
+            dedicated,
+            open: false,
+            out: Vec::new(),
+            owed: VecDeque::new(),
+            input: BytesMut::new(),
+            decoder: Decoder::new(),
+        }
+    }
+
+    /// Queues one command whose reply is for `expect`.
+    pub(crate) fn write<A: AsRef<[u8]>>(&mut self, argv: &[A], expect: Expect, now: Instant) {
+        encode_command(argv, &mut self.out);
+        self.owed.push_back((expect, now));
+    }
+
+    /// When the oldest reply owed is late, for a timed connection.
+    pub(crate) fn deadline(&self, timeout: std::time::Duration) -> Option<Instant> {
+        if self.dedicated {
+            return None;
+        }
+        self.owed.front().map(|(_, at)| *at + timeout)
+    }
+}

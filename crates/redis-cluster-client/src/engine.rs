@@ -1,0 +1,922 @@
+//! [`Engine`]: inputs, outputs, and the routing of calls to connections.
+
+use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::time::Instant;
+
+use bytes::Bytes;
+use redis_cluster_route::{
+    ClusterError, CommandFlags, CommandTable, Endpoint, Redirect, Route, SlotMap,
+};
+use redis_hash_slot::Slot;
+use redis_resp::{Frame, errors};
+
+use crate::conn::{Conn, Expect};
+use crate::hello;
+use crate::refresh::Refresh;
+use crate::request::{Call, CallKey, CallState, Combine, Request, Target, scan_cursor, scan_step};
+use crate::{ClientId, Config, ConnId, Event, Output, RequestId, error_frame};
+
+/// One client's state: its requests in the order it sent them, and per slot its calls not
+/// yet answered, oldest first.
+#[derive(Debug, Default)]
+struct ClientState {
+    order: VecDeque<RequestId>,
+    slots: HashMap<u16, VecDeque<CallKey>>,
+    proto: u8,
+}
+
+/// The engine of a cluster client or proxy: no sockets, no clock, no runtime.
+///
+/// Feed it inputs (`handle_*`, each with `now`), then drain its outputs until each is empty:
+/// [`Engine::poll_transmit`] for bytes to write, [`Engine::poll_output`] for connections to
+/// open or close, replies and events, and [`Engine::poll_timeout`] for when to call
+/// [`Engine::handle_timeout`]. The crate docs show the loop.
+#[derive(Debug)]
+pub struct Engine {
+    pub(crate) config: Config,
+    pub(crate) table: CommandTable,
+    pub(crate) map: Option<SlotMap>,
+    pub(crate) conns: HashMap<ConnId, Conn>,
+    /// The shared (pipelined) connection of each node and RESP version.
+    shared: HashMap<(String, u8), ConnId>,
+    next_id: u64,
+    clients: HashMap<ClientId, ClientState>,
+    requests: HashMap<RequestId, Request>,
+    /// Calls waiting to be retried, by when.
+    retries: BTreeSet<(Instant, CallKey)>,
+    /// Requests waiting for a first slot map.
+    unrouted: Vec<RequestId>,
+    outputs: VecDeque<Output>,
+    /// Connections with bytes to write, each once.
+    writable: VecDeque<ConnId>,
+    pub(crate) refresh: Refresh,
+    /// Whether `INFO server` was asked (the table is chosen from its answer).
+    info_asked: bool,
+    /// What the cluster said it runs (`redis_version` and friends), for HELLO.
+    pub(crate) server: hello::Server,
+    turn: usize,
+}
+
+impl Engine {
+    /// An engine that starts by loading the slot map from `config`'s seeds.
+    pub fn new(config: Config, now: Instant) -> Self {
+        let table = config.table;
+        let config_refresh = (config.refresh_interval, config.refresh_min_interval);
+        let mut engine = Self {
+            config,
+            table,
+            map: None,
+            conns: HashMap::new(),
+            shared: HashMap::new(),
+            next_id: 0,
+            clients: HashMap::new(),
+            requests: HashMap::new(),
+            retries: BTreeSet::new(),
+            unrouted: Vec::new(),
+            outputs: VecDeque::new(),
+            writable: VecDeque::new(),
+            refresh: Refresh::new(now, config_refresh.0, config_refresh.1),
+            info_asked: false,
+            server: hello::Server::default(),
+            turn: 0,
+        };
+        engine.drive_refresh(now);
+        engine
+    }
+
+    /// The slot map, once one was loaded.
+    pub fn slot_map(&self) -> Option<&SlotMap> {
+        self.map.as_ref()
+    }
+
+    /// The command table in use: the cluster's own once it answered `INFO server`.
+    pub fn table(&self) -> &CommandTable {
+        &self.table
+    }
+
+    // ---------------------------------------------------------------- inputs: clients
+
+    /// A new client (a proxy's client connection; a library's one user). Its requests are
+    /// answered in the order it sends them.
+    pub fn open_client(&mut self) -> ClientId {
+        let id = ClientId(self.id());
+        self.clients.insert(
+            id,
+            ClientState {
+                proto: 2,
+                ..ClientState::default()
+            },
+        );
+        id
+    }
+
+    /// The client is gone: its requests still in flight finish, their replies are dropped.
+    pub fn close_client(&mut self, client: ClientId) {
+        if let Some(state) = self.clients.remove(&client) {
+            for id in state.order {
+                let done = self.requests.get(&id).is_some_and(|r| r.reply.is_some());
+                if done {
+                    self.requests.remove(&id);
+                }
+            }
+        }
+    }
+
+    /// The RESP version a client speaks (2 until its `HELLO 3`).
+    pub fn protocol(&self, client: ClientId) -> Option<u8> {
+        self.clients.get(&client).map(|c| c.proto)
+    }
+
+    /// How many of the client's requests are not answered yet (a driver stops reading a
+    /// client whose count, or whose unwritten replies, pass its bound).
+    pub fn pending(&self, client: ClientId) -> usize {
+        self.clients.get(&client).map_or(0, |c| c.order.len())
+    }
+
+    /// How many requests, of every client, are not answered yet (a driver that shuts down
+    /// waits for none).
+    pub fn requests_pending(&self) -> usize {
+        self.requests.len()
+    }
+
+    /// A client's command. Its reply comes out of [`Engine::poll_output`] as
+    /// [`Output::Reply`], after the replies of the client's earlier requests.
+    pub fn handle_request(
+        &mut self,
+        now: Instant,
+        client: ClientId,
+        argv: Vec<Bytes>,
+    ) -> RequestId {
+        let id = RequestId(self.id());
+        let request = Request {
+            client,
+            unrouted: Some(argv),
+            calls: Vec::new(),
+            combine: Combine::One,
+            reply: None,
+        };
+        self.requests.insert(id, request);
+        match self.clients.get_mut(&client) {
+            Some(state) => state.order.push_back(id),
+            None => {
+                // A client that was closed (or never opened): nobody reads the reply.
+                self.requests.remove(&id);
+                return id;
+            }
+        }
+        self.route(now, id);
+        id
+    }
+
+    // ---------------------------------------------------------------- inputs: backends
+
+    /// The connection the engine asked for is open: what was queued on it can be written.
+    pub fn handle_connected(&mut self, _now: Instant, conn: ConnId) {
+        if let Some(c) = self.conns.get_mut(&conn) {
+            c.open = true;
+            if !c.out.is_empty() {
+                self.writable.push_back(conn);
+            }
+        }
+    }
+
+    /// Bytes a backend sent on `conn`.
+    pub fn handle_data(&mut self, now: Instant, conn: ConnId, data: &[u8]) {
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        c.input.extend_from_slice(data);
+        loop {
+            let Some(c) = self.conns.get_mut(&conn) else {
+                return;
+            };
+            let frame = match c.decoder.decode(&mut c.input) {
+                Ok(Some(frame)) => frame,
+                Ok(None) => return,
+                Err(e) => {
+                    let why = format!("not RESP: {e}");
+                    self.outputs.push_back(Output::Close { conn });
+                    self.lost(now, conn, &why);
+                    return;
+                }
+            };
+            if matches!(frame, Frame::Push(_)) {
+                continue; // out of band: nothing owed is answered by it
+            }
+            let Some((expect, _)) = c.owed.pop_front() else {
+                let why = "a reply nobody asked for";
+                self.outputs.push_back(Output::Close { conn });
+                self.lost(now, conn, why);
+                return;
+            };
+            let dedicated = c.dedicated && c.owed.is_empty();
+            self.answer(now, conn, expect, frame);
+            if dedicated {
+                self.outputs.push_back(Output::Close { conn });
+                self.forget(conn);
+            }
+        }
+    }
+
+    /// The connection could not be opened, or was lost: what it owed is retried elsewhere or
+    /// later.
+    pub fn handle_closed(&mut self, now: Instant, conn: ConnId, reason: &str) {
+        self.lost(now, conn, reason);
+    }
+
+    /// Time passed: retries whose pause is over are sent, late backends are dropped, the
+    /// slot map is reloaded when due. Calling it early is harmless.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        while let Some(&(at, key)) = self.retries.first() {
+            if at > now {
+                break;
+            }
+            self.retries.pop_first();
+            if let Some(call) = self.call_mut(key) {
+                if call.state == CallState::Retry(at) {
+                    call.state = CallState::Queued;
+                    self.dispatch(now, key);
+                }
+            }
+        }
+        let timeout = self.config.timeout;
+        let late: Vec<ConnId> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| c.deadline(timeout).is_some_and(|d| d <= now))
+            .map(|(id, _)| *id)
+            .collect();
+        for conn in late {
+            self.outputs.push_back(Output::Close { conn });
+            self.lost(now, conn, "timed out");
+        }
+        self.drive_refresh(now);
+    }
+
+    // ---------------------------------------------------------------- outputs
+
+    /// Writes the bytes owed to one connection into `out` (appended) and names it; `None`
+    /// when no open connection has bytes to write.
+    pub fn poll_transmit(&mut self, out: &mut Vec<u8>) -> Option<ConnId> {
+        while let Some(conn) = self.writable.pop_front() {
+            let Some(c) = self.conns.get_mut(&conn) else {
+                continue;
+            };
+            if !c.open || c.out.is_empty() {
+                continue;
+            }
+            if out.is_empty() {
+                std::mem::swap(out, &mut c.out);
+            } else {
+                out.append(&mut c.out);
+            }
+            return Some(conn);
+        }
+        None
+    }
+
+    /// The next connection to open or close, reply, or event.
+    pub fn poll_output(&mut self) -> Option<Output> {
+        self.outputs.pop_front()
+    }
+
+    /// When [`Engine::handle_timeout`] is next due.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let retry = self.retries.first().map(|(at, _)| *at);
+        let late = self
+            .conns
+            .values()
+            .filter_map(|c| c.deadline(self.config.timeout))
+            .min();
+        [retry, late, self.refresh.due()]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
+    // ---------------------------------------------------------------- routing
+
+    fn id(&mut self) -> u64 {
+        self.next_id += 1;
+        self.next_id
+    }
+
+    fn call_mut(&mut self, (id, index): CallKey) -> Option<&mut Call> {
+        self.requests.get_mut(&id)?.calls.get_mut(index)
+    }
+
+    /// Routes a request whose command is still as the client sent it, once there is a map.
+    fn route(&mut self, now: Instant, id: RequestId) {
+        let Some(request) = self.requests.get_mut(&id) else {
+            return;
+        };
+        let client = request.client;
+        let Some(argv) = request.unrouted.take() else {
+            return;
+        };
+        if let Some(reply) = self.local(client, &argv) {
+            self.finish(id, reply);
+            return;
+        }
+        let Some(map) = &self.map else {
+            if let Some(request) = self.requests.get_mut(&id) {
+                request.unrouted = Some(argv);
+            }
+            self.unrouted.push(id);
+            return;
+        };
+        let table = self.table;
+        let spec = table.lookup(&argv);
+        let read = spec.is_some_and(|s| s.flags.contains(CommandFlags::READONLY));
+        let blocking = spec.is_some_and(|s| s.flags.contains(CommandFlags::BLOCKING));
+        let several = table.keys(&argv).is_ok_and(|k| k.len() > 1);
+        let (combine, mut calls) = match table.route(&argv) {
+            Ok(Route::Slot(slot)) => {
+                let mut call = Call::new(argv, Target::Slot { slot, read });
+                call.barrier = several || blocking;
+                (Combine::One, vec![call])
+            }
+            Ok(Route::Any) | Err(_) => (Combine::One, vec![Call::new(argv, Target::Any)]),
+            // MSETNX split by slot could set some keys and report that it set none: only one
+            // node can give its all-or-nothing answer.
+            Ok(Route::Split(_)) if argv[0].eq_ignore_ascii_case(b"MSETNX") => {
+                self.finish(id, error_frame(errors::CROSSSLOT));
+                return;
+            }
+            Ok(Route::Split(split)) => {
+                let calls = (0..split.parts().len())
+                    .map(|i| {
+                        let part = &split.parts()[i];
+                        let sub: Vec<Bytes> = split.argv(i, &argv).cloned().collect();
+                        let mut call = Call::new(
+                            sub,
+                            Target::Slot {
+                                slot: part.slot,
+                                read,
+                            },
+                        );
+                        call.barrier = part.groups.len() > 1;
+                        call
+                    })
+                    .collect();
+                (Combine::Split(split), calls)
+            }
+            Ok(Route::AllShards(merge)) => {
+                let calls = masters(map)
+                    .into_iter()
+                    .map(|node| Call::new(argv.clone(), Target::Node(node)))
+                    .collect();
+                (Combine::Fan(merge), calls)
+            }
+            Ok(Route::AllNodes(merge)) => {
+                let calls = all_nodes(map)
+                    .into_iter()
+                    .map(|node| Call::new(argv.clone(), Target::Node(node)))
+                    .collect();
+                (Combine::Fan(merge), calls)
+            }
+            Ok(Route::Special) => {
+                let masters = masters(map);
+                let start = argv.get(1).and_then(|c| scan_cursor(c));
+                match start {
+                    Some((node, inner)) if node < masters.len() => {
+                        let mut argv = argv;
+                        argv[1] = Bytes::from(inner.to_string());
+                        let call = Call::new(argv, Target::Node(masters[node].clone()));
+                        (Combine::Scan { masters, node }, vec![call])
+                    }
+                    _ => {
+                        self.finish(id, error_frame("ERR invalid cursor"));
+                        return;
+                    }
+                }
+            }
+            Ok(Route::CrossSlot) => {
+                self.finish(id, error_frame(errors::CROSSSLOT));
+                return;
+            }
+        };
+        if calls.is_empty() {
+            self.finish(id, error_frame(errors::CLUSTERDOWN_UNBOUND));
+            return;
+        }
+        for call in &mut calls {
+            call.dedicated = blocking;
+        }
+        let count = calls.len();
+        if let Some(request) = self.requests.get_mut(&id) {
+            request.calls = calls;
+            request.combine = combine;
+        }
+        for index in 0..count {
+            let key = (id, index);
+            self.enqueue(key);
+            self.dispatch(now, key);
+        }
+    }
+
+    /// Commands the engine answers itself (HELLO), with the reply.
+    fn local(&mut self, client: ClientId, argv: &[Bytes]) -> Option<Frame> {
+        let name = argv.first()?;
+        if !name.eq_ignore_ascii_case(b"HELLO") {
+            return None;
+        }
+        let state = self.clients.get_mut(&client)?;
+        let reply = hello::answer(argv, &mut state.proto, client, &self.server);
+        Some(reply)
+    }
+
+    /// Puts a call of a slot at the end of its client's queue for that slot.
+    fn enqueue(&mut self, key: CallKey) {
+        let Some(request) = self.requests.get(&key.0) else {
+            return;
+        };
+        let Some(slot) = request.calls.get(key.1).and_then(Call::slot) else {
+            return;
+        };
+        if let Some(state) = self.clients.get_mut(&request.client) {
+            state
+                .slots
+                .entry(u16::from(slot))
+                .or_default()
+                .push_back(key);
+        }
+    }
+
+    /// Sends a queued call if nothing of its client's slot must go before it.
+    fn dispatch(&mut self, now: Instant, key: CallKey) {
+        let Some(request) = self.requests.get(&key.0) else {
+            return;
+        };
+        match request.calls.get(key.1).and_then(Call::slot) {
+            Some(slot) => {
+                let client = request.client;
+                self.pump(now, client, slot);
+            }
+            None => self.send(now, key),
+        }
+    }
+
+    /// Sends what can go of one client's calls for one slot, oldest first. A call goes only
+    /// when every older one is on the connection it would take (a connection keeps order)
+    /// and none of them is a barrier; so a redirect or a retry never lets a later command of
+    /// the slot overtake an earlier one.
+    fn pump(&mut self, now: Instant, client: ClientId, slot: Slot) {
+        let Some(queue) = self
+            .clients
+            .get(&client)
+            .and_then(|c| c.slots.get(&u16::from(slot)))
+        else {
+            return;
+        };
+        let keys: Vec<CallKey> = queue.iter().copied().collect();
+        let mut on: Option<ConnId> = None;
+        for key in keys {
+            let Some(call) = self.requests.get(&key.0).and_then(|r| r.calls.get(key.1)) else {
+                continue;
+            };
+            let barrier = call.barrier;
+            match call.state {
+                CallState::Done => continue,
+                CallState::Retry(_) => return,
+                CallState::Sent(conn) => {
+                    if on.is_some_and(|o| o != conn) || barrier {
+                        return;
+                    }
+                    on = Some(conn);
+                }
+                CallState::Queued => {
+                    if on.is_some() && call.dedicated {
+                        return;
+                    }
+                    if let Some(o) = on {
+                        let proto = self.clients.get(&client).map_or(2, |c| c.proto);
+                        match self.target_addr(call) {
+                            Some(addr) if self.shared.get(&(addr.clone(), proto)) == Some(&o) => {}
+                            _ => return,
+                        }
+                    }
+                    self.send(now, key);
+                    match self.call_mut(key).map(|c| c.state) {
+                        Some(CallState::Sent(conn)) if !barrier => on = Some(conn),
+                        _ => return,
+                    }
+                }
+            }
+        }
+    }
+
+    /// Where a call would go now, as `host:port`.
+    fn target_addr(&self, call: &Call) -> Option<String> {
+        if let Some(addr) = &call.asking {
+            return Some(addr.clone());
+        }
+        let map = self.map.as_ref();
+        match &call.target {
+            Target::Node(addr) => Some(addr.clone()),
+            Target::Slot { slot, read } => map?
+                .node_for(*slot, *read, self.config.read_from, self.turn)
+                .map(ToString::to_string),
+            Target::Any => {
+                let masters = map.map(masters).unwrap_or_default();
+                match masters.len() {
+                    0 => self.config.seeds.first().map(ToString::to_string),
+                    n => masters.get(self.turn % n).cloned(),
+                }
+            }
+        }
+    }
+
+    /// Writes a call on the connection of its node.
+    fn send(&mut self, now: Instant, key: CallKey) {
+        let Some(request) = self.requests.get(&key.0) else {
+            return;
+        };
+        let proto = self.clients.get(&request.client).map_or(2, |c| c.proto);
+        let Some(call) = request.calls.get(key.1) else {
+            return;
+        };
+        self.turn = self.turn.wrapping_add(1);
+        let Some(addr) = self.target_addr(call) else {
+            // No node serves the slot: the map may be stale.
+            self.refresh.want(now);
+            self.retry(now, key, error_frame(errors::CLUSTERDOWN_UNBOUND));
+            return;
+        };
+        let dedicated = call.dedicated;
+        let asking = call.asking.is_some();
+        let argv = call.argv.clone();
+        let conn = if dedicated {
+            self.open(now, &addr, proto, true)
+        } else {
+            self.connection(now, &addr, proto)
+        };
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        if asking {
+            c.write(&[&b"ASKING"[..]], Expect::Setup, now);
+        }
+        c.write(&argv, Expect::Call(key), now);
+        if c.open {
+            self.writable.push_back(conn);
+        }
+        if let Some(call) = self.call_mut(key) {
+            call.attempts += 1;
+            call.asking = None;
+            call.state = CallState::Sent(conn);
+        }
+    }
+
+    /// The shared connection to `addr` for RESP `proto`, opened when there is none.
+    pub(crate) fn connection(&mut self, now: Instant, addr: &str, proto: u8) -> ConnId {
+        if let Some(conn) = self.shared.get(&(addr.to_string(), proto)) {
+            return *conn;
+        }
+        let conn = self.open(now, addr, proto, false);
+        self.shared.insert((addr.to_string(), proto), conn);
+        conn
+    }
+
+    /// A new connection to `addr`, its set-up commands queued first.
+    fn open(&mut self, now: Instant, addr: &str, proto: u8, dedicated: bool) -> ConnId {
+        let conn = ConnId(self.id());
+        let endpoint = endpoint(addr);
+        let mut c = Conn::new(addr.to_string(), endpoint.host.clone(), proto, dedicated);
+        let auth = self.config.auth.clone();
+        if proto == 3 {
+            let mut hello: Vec<Bytes> =
+                vec![Bytes::from_static(b"HELLO"), Bytes::from_static(b"3")];
+            if let Some((user, password)) = &auth {
+                hello.push(Bytes::from_static(b"AUTH"));
+                hello.push(Bytes::from(
+                    user.clone().unwrap_or_else(|| "default".into()),
+                ));
+                hello.push(Bytes::from(password.clone()));
+            }
+            c.write(&hello, Expect::Setup, now);
+        } else if let Some((user, password)) = &auth {
+            let mut argv = vec![Bytes::from_static(b"AUTH")];
+            argv.extend(user.clone().map(Bytes::from));
+            argv.push(Bytes::from(password.clone()));
+            c.write(&argv, Expect::Setup, now);
+        }
+        if self.config.read_from != redis_cluster_route::ReadFrom::Master {
+            c.write(&[&b"READONLY"[..]], Expect::Setup, now);
+        }
+        if !self.info_asked && !self.config.fixed_table {
+            self.info_asked = true;
+            c.write(&[&b"INFO"[..], b"server"], Expect::Info, now);
+        }
+        self.conns.insert(conn, c);
+        self.outputs.push_back(Output::Connect { conn, endpoint });
+        conn
+    }
+
+    /// Drops a connection from the tables (its owed replies are the caller's business).
+    fn forget(&mut self, conn: ConnId) -> Option<Conn> {
+        let c = self.conns.remove(&conn)?;
+        if !c.dedicated {
+            self.shared.remove(&(c.addr.clone(), c.proto));
+        }
+        Some(c)
+    }
+
+    /// A connection failed: its calls are retried, its refresh moves to another node.
+    fn lost(&mut self, now: Instant, conn: ConnId, reason: &str) {
+        let Some(c) = self.forget(conn) else {
+            return;
+        };
+        self.outputs.push_back(Output::Event(Event::ConnectionLost {
+            endpoint: endpoint(&c.addr),
+            reason: reason.to_string(),
+        }));
+        let text = format!("ERR connection to {} lost: {reason}", c.addr);
+        for (expect, _) in c.owed {
+            match expect {
+                Expect::Call(key) => self.retry(now, key, error_frame(&text)),
+                Expect::Refresh { .. } => self.refresh_failed(now, &text),
+                Expect::Info => self.info_asked = false,
+                Expect::Setup => {}
+            }
+        }
+        self.refresh.want(now);
+        self.drive_refresh(now);
+    }
+
+    /// A call to send again after a pause, or, its attempts spent, answered with `error`.
+    fn retry(&mut self, now: Instant, key: CallKey, error: Frame) {
+        let max = self.config.max_attempts;
+        let config = self.config.clone();
+        let Some(call) = self.call_mut(key) else {
+            return;
+        };
+        if call.attempts >= max {
+            let last = call.last_error.take().unwrap_or(error);
+            self.complete(now, key, last);
+            return;
+        }
+        let pause = config.backoff(call.attempts.max(1));
+        let at = now + pause;
+        call.last_error = Some(error);
+        call.state = CallState::Retry(at);
+        self.retries.insert((at, key));
+    }
+
+    /// What a reply on `conn` answers.
+    fn answer(&mut self, now: Instant, conn: ConnId, expect: Expect, frame: Frame) {
+        match expect {
+            Expect::Call(key) => self.answer_call(now, conn, key, frame),
+            Expect::Setup => {
+                if let Frame::SimpleError(text) | Frame::BulkError(text) = &frame {
+                    let addr = self
+                        .conns
+                        .get(&conn)
+                        .map(|c| c.addr.clone())
+                        .unwrap_or_default();
+                    self.outputs.push_back(Output::Event(Event::SetupRefused {
+                        endpoint: endpoint(&addr),
+                        error: String::from_utf8_lossy(text).into_owned(),
+                    }));
+                }
+            }
+            Expect::Refresh { shards } => self.answer_refresh(now, conn, shards, frame),
+            Expect::Info => self.answer_info(frame),
+        }
+    }
+
+    fn answer_call(&mut self, now: Instant, conn: ConnId, key: CallKey, frame: Frame) {
+        let text = match &frame {
+            Frame::SimpleError(text) => text.clone(),
+            _ => return self.complete(now, key, frame),
+        };
+        let host = self
+            .conns
+            .get(&conn)
+            .map(|c| c.host.clone())
+            .unwrap_or_default();
+        let max = self.config.max_attempts;
+        let attempts_left = self.call_mut(key).is_some_and(|c| c.attempts < max);
+        match ClusterError::parse(&text) {
+            ClusterError::Redirect(redirect) if attempts_left => {
+                let (slot, to_host, port, moved) = match redirect {
+                    Redirect::Moved { slot, host, port } => (slot, host, port, true),
+                    Redirect::Ask { slot, host, port } => (slot, host, port, false),
+                };
+                let to_host = if to_host.is_empty() || to_host == b"?" {
+                    host
+                } else {
+                    String::from_utf8_lossy(to_host).into_owned()
+                };
+                let to = Endpoint {
+                    host: to_host,
+                    port,
+                    ..Endpoint::default()
+                };
+                let addr = to.to_string();
+                if moved {
+                    self.moved(now, slot, to);
+                }
+                let Some(call) = self.call_mut(key) else {
+                    return;
+                };
+                call.state = CallState::Queued;
+                if !moved {
+                    call.asking = Some(addr);
+                }
+                self.dispatch(now, key);
+            }
+            ClusterError::TryAgain
+            | ClusterError::Loading
+            | ClusterError::MasterDown
+            | ClusterError::ClusterDown(_) => {
+                if matches!(ClusterError::parse(&text), ClusterError::ClusterDown(_)) {
+                    self.refresh.want(now);
+                    self.drive_refresh(now);
+                }
+                self.retry(now, key, frame);
+                let slot = self.call_mut(key).and_then(|c| c.slot());
+                let client = self.requests.get(&key.0).map(|r| r.client);
+                if let (Some(slot), Some(client)) = (slot, client) {
+                    self.pump(now, client, slot);
+                }
+            }
+            _ => self.complete(now, key, frame),
+        }
+    }
+
+    /// A MOVED: the slot is the named node's from now on, and the map is reloaded soon.
+    fn moved(&mut self, now: Instant, slot: Slot, to: Endpoint) {
+        self.refresh.moved(slot, to.clone());
+        if let Some(map) = &mut self.map {
+            map.assign(slot, to);
+        }
+        self.refresh.want(now);
+        self.drive_refresh(now);
+    }
+
+    /// A call has its final reply.
+    fn complete(&mut self, now: Instant, key: CallKey, frame: Frame) {
+        let Some(request) = self.requests.get_mut(&key.0) else {
+            return;
+        };
+        let client = request.client;
+        if let Combine::Scan { masters, node } = &mut request.combine {
+            match scan_step(frame, *node, masters.len()) {
+                Ok(reply) => {
+                    if let Some(call) = request.calls.get_mut(key.1) {
+                        call.reply = Some(reply);
+                        call.state = CallState::Done;
+                    }
+                }
+                Err(next) => {
+                    *node = next;
+                    let addr = masters[next].clone();
+                    if let Some(call) = request.calls.get_mut(key.1) {
+                        call.argv[1] = Bytes::from_static(b"0");
+                        call.target = Target::Node(addr);
+                        call.state = CallState::Queued;
+                        call.attempts = 0;
+                    }
+                    self.send(now, key);
+                    return;
+                }
+            }
+        } else if let Some(call) = request.calls.get_mut(key.1) {
+            call.reply = Some(frame);
+            call.state = CallState::Done;
+        }
+        let slot = request.calls.get(key.1).and_then(Call::slot);
+        let merged = request.combined();
+        if let Some(slot) = slot {
+            if let Some(state) = self.clients.get_mut(&client) {
+                let raw = u16::from(slot);
+                if let Some(queue) = state.slots.get_mut(&raw) {
+                    queue.retain(|k| *k != key);
+                    if queue.is_empty() {
+                        state.slots.remove(&raw);
+                    }
+                }
+            }
+            self.pump(now, client, slot);
+        }
+        if let Some(reply) = merged {
+            self.finish(key.0, reply);
+        }
+    }
+
+    /// A request has its reply: it goes out when every earlier one of its client has.
+    fn finish(&mut self, id: RequestId, reply: Frame) {
+        let Some(request) = self.requests.get_mut(&id) else {
+            return;
+        };
+        request.reply = Some(reply);
+        let client = request.client;
+        let Some(state) = self.clients.get_mut(&client) else {
+            // Its client is gone: nobody reads the reply.
+            self.requests.remove(&id);
+            return;
+        };
+        while let Some(front) = state.order.front().copied() {
+            let ready = self.requests.get(&front).is_some_and(|r| r.reply.is_some());
+            if !ready {
+                break;
+            }
+            state.order.pop_front();
+            if let Some(request) = self.requests.remove(&front) {
+                if let Some(frame) = request.reply {
+                    self.outputs.push_back(Output::Reply {
+                        client,
+                        request: front,
+                        frame,
+                    });
+                }
+            }
+        }
+    }
+
+    /// A slot map arrived: requests that waited for one are routed, and calls of slots the
+    /// map did not serve are sent again.
+    pub(crate) fn map_installed(&mut self, now: Instant) {
+        for id in std::mem::take(&mut self.unrouted) {
+            self.route(now, id);
+        }
+    }
+
+    /// Requests that waited for a first map get `error`.
+    pub(crate) fn fail_unrouted(&mut self, error: &Frame) {
+        for id in std::mem::take(&mut self.unrouted) {
+            if let Some(request) = self.requests.get_mut(&id) {
+                request.unrouted = None;
+            }
+            self.finish(id, error.clone());
+        }
+    }
+
+    /// Chooses the command table from `INFO server`.
+    fn answer_info(&mut self, frame: Frame) {
+        let Some(text) = frame.as_bytes() else {
+            return;
+        };
+        self.server = hello::Server::from_info(text);
+        if self.config.fixed_table {
+            return;
+        }
+        let table = if self.server.name == "valkey" {
+            CommandTable::VALKEY_8_1
+        } else {
+            CommandTable::REDIS_7_0
+        };
+        self.table = table;
+        self.outputs
+            .push_back(Output::Event(Event::ServerIdentified {
+                name: self.server.name.clone(),
+                version: self.server.version.clone(),
+                table: table.server,
+            }));
+    }
+
+    pub(crate) fn push_event(&mut self, event: Event) {
+        self.outputs.push_back(Output::Event(event));
+    }
+
+    pub(crate) fn mark_writable(&mut self, conn: ConnId) {
+        if self.conns.get(&conn).is_some_and(|c| c.open) {
+            self.writable.push_back(conn);
+        }
+    }
+}
+
+/// The masters of a map, sorted by address, each once.
+pub(crate) fn masters(map: &SlotMap) -> Vec<String> {
+    let mut out: Vec<String> = map.shards().iter().map(|s| s.master.to_string()).collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// Every node of a map, replicas included, sorted, each once.
+fn all_nodes(map: &SlotMap) -> Vec<String> {
+    let mut out: Vec<String> = map
+        .shards()
+        .iter()
+        .flat_map(|s| std::iter::once(&s.master).chain(&s.replicas))
+        .map(ToString::to_string)
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// `host:port` (with `[v6]:port`) back into an endpoint.
+pub(crate) fn endpoint(addr: &str) -> Endpoint {
+    let (host, port) = addr.rsplit_once(':').unwrap_or((addr, "0"));
+    Endpoint {
+        host: host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_string(),
+        port: port.parse().unwrap_or(0),
+        ..Endpoint::default()
+    }
+}

@@ -1,0 +1,177 @@
+//! The engine of a Redis Cluster client or proxy, without I/O.
+//!
+//! [`Engine`] takes a client's commands and gives back, for each, the reply one standalone
+//! server would have sent, in the order the client asked. In between it does what every
+//! cluster client writes again: it keeps the slot map (`CLUSTER SHARDS`, or `CLUSTER SLOTS` on
+//! a node without it, reloaded after a MOVED, a lost connection or CLUSTERDOWN, and on a
+//! period), sends each command to the node of its slot on one pipelined connection per node,
+//! follows MOVED (the map is updated, the command sent again) and ASK (ASKING and the command,
+//! once, the map untouched), retries TRYAGAIN, CLUSTERDOWN, LOADING, MASTERDOWN and lost
+//! connections at deadlines it computes, a bounded number of times, then gives the last error.
+//! Multi-key commands over several slots are split per slot (a node refuses keys of two slots
+//! in one command even when it owns both, so the parts for one node are batched on its
+//! connection instead) and merged by the command's own response policy from
+//! `redis-cluster-route`'s table, which the engine picks from what the cluster runs
+//! (`INFO server`). All-shards commands fan out; SCAN walks the masters with one cursor;
+//! blocking commands get a connection of their own; `HELLO 2` / `HELLO 3` switch a client's
+//! RESP version, and its commands then travel on backend connections of that version.
+//!
+//! Later commands of a client's slot never overtake earlier ones: a command is sent only when
+//! every earlier unanswered command of that slot is on the same connection, and none of them
+//! can meet TRYAGAIN (a multi-key command) or blocks.
+//!
+//! # What it is not
+//! No sockets, no clock, no threads, no runtime: the caller opens the connections the engine
+//! names ([`ConnId`]), writes the bytes it hands out, feeds back what backends send, and tells
+//! it the time. A tokio proxy, a blocking `std::net` client and a test harness drive the same
+//! code. It does not authenticate clients, and it has no transactions or Pub/Sub yet.
+//!
+//! # The run loop
+//! Inputs are `handle_*` calls, each with `now`; after each, drain [`Engine::poll_transmit`],
+//! [`Engine::poll_output`], then sleep until [`Engine::poll_timeout`] or the next input. Here
+//! a one-node "cluster" is played by hand:
+//!
+//! ```
+//! use std::time::Instant;
+//! use bytes::Bytes;
+//! use redis_cluster_client::{Config, Engine, Output};
+//! use redis_cluster_route::Endpoint;
+//! use redis_resp::Frame;
+//!
+//! let seed = Endpoint { host: "127.0.0.1".into(), port: 7000, ..Endpoint::default() };
+//! let now = Instant::now();
+//! let mut engine = Engine::new(Config::new(vec![seed]), now);
+//! let client = engine.open_client();
+//! engine.handle_request(now, client, vec![Bytes::from("GET"), Bytes::from("foo")]);
+//!
+//! // The driver's loop, with a scripted node instead of a socket.
+//! let mut wire = Vec::new();
+//! let mut replies = Vec::new();
+//! loop {
+//!     while let Some(output) = engine.poll_output() {
+//!         match output {
+//!             // A real driver connects a socket here.
+//!             Output::Connect { conn, .. } => engine.handle_connected(now, conn),
+//!             Output::Reply { frame, .. } => replies.push(frame),
+//!             _ => {}
+//!         }
+//!     }
+//!     let Some(conn) = engine.poll_transmit(&mut wire) else { break };
+//!     // The node answers INFO server, CLUSTER SHARDS, then the GET.
+//!     let answer: &[u8] = if wire.windows(6).any(|w| w == b"SHARDS") {
+//!         b"$32\r\n# Server\r\nredis_version:7.0.15\r\n\r\n\
+//!           *1\r\n*4\r\n$5\r\nslots\r\n*2\r\n:0\r\n:16383\r\n$5\r\nnodes\r\n*1\r\n\
+//!           *6\r\n$8\r\nendpoint\r\n$9\r\n127.0.0.1\r\n$4\r\nport\r\n:7000\r\n$4\r\nrole\r\n$6\r\nmaster\r\n"
+//!     } else {
+//!         b"$3\r\nbar\r\n"
+//!     };
+//!     wire.clear();
+//!     engine.handle_data(now, conn, answer);
+//! }
+//! assert_eq!(replies, [Frame::BulkString(Bytes::from("bar"))]);
+//! ```
+//!
+//! The two central types are [`Engine`] (inputs) and [`Output`] (what it asks of its driver).
+#![forbid(unsafe_code)]
+
+mod config;
+mod conn;
+mod engine;
+mod hello;
+mod refresh;
+mod request;
+
+use bytes::Bytes;
+use redis_cluster_route::Endpoint;
+use redis_resp::Frame;
+
+pub use config::Config;
+pub use engine::Engine;
+
+/// A backend connection, named by the engine when it asks for it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ConnId(pub u64);
+
+/// A client of the engine (a proxy's client connection, or a library's user).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ClientId(pub u64);
+
+/// One request of a client.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RequestId(pub u64);
+
+/// What the engine asks of its driver, drained with [`Engine::poll_output`].
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum Output {
+    /// Open a TCP connection to this node under this name, then report
+    /// [`Engine::handle_connected`] or [`Engine::handle_closed`].
+    Connect {
+        /// The name the engine gives it.
+        conn: ConnId,
+        /// Where.
+        endpoint: Endpoint,
+    },
+    /// Close this connection (the engine forgot it already: report nothing more about it).
+    Close {
+        /// Which.
+        conn: ConnId,
+    },
+    /// The reply to a request, after those of every earlier request of its client.
+    Reply {
+        /// Whose.
+        client: ClientId,
+        /// Which.
+        request: RequestId,
+        /// The reply, in the client's RESP version.
+        frame: Frame,
+    },
+    /// Something the driver may log or count.
+    Event(Event),
+}
+
+/// What happened, for logs and counters.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Event {
+    /// A new slot map is in use.
+    SlotMapChanged {
+        /// Masters serving slots.
+        masters: usize,
+        /// Slots with a master.
+        assigned: usize,
+    },
+    /// No node asked in a whole round gave a slot map.
+    RefreshFailed {
+        /// The last node's reason.
+        reason: String,
+    },
+    /// A connection failed or was dropped; what it owed is retried.
+    ConnectionLost {
+        /// The node.
+        endpoint: Endpoint,
+        /// Why.
+        reason: String,
+    },
+    /// A node refused a set-up command (AUTH, HELLO, READONLY).
+    SetupRefused {
+        /// The node.
+        endpoint: Endpoint,
+        /// Its error.
+        error: String,
+    },
+    /// The cluster said what it runs; the command table follows.
+    ServerIdentified {
+        /// `redis` or `valkey`.
+        name: String,
+        /// Its version.
+        version: String,
+        /// The table now in use.
+        table: &'static str,
+    },
+}
+
+/// An error reply, as a node would send it.
+pub(crate) fn error_frame(text: &str) -> Frame {
+    Frame::SimpleError(Bytes::copy_from_slice(text.as_bytes()))
+}

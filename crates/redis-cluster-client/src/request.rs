@@ -1,0 +1,179 @@
+//! A client's request in flight: the calls it was routed into, and how their replies become
+//! the one reply a standalone server would have sent.
+
+use std::time::Instant;
+
+use bytes::Bytes;
+use redis_cluster_route::{Merge, Split};
+use redis_hash_slot::Slot;
+use redis_resp::Frame;
+
+use crate::{ClientId, ConnId, RequestId, error_frame};
+
+/// A call of a request: the request and the call's index in it.
+pub(crate) type CallKey = (RequestId, usize);
+
+/// Where a call goes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Target {
+    /// The node serving the slot (a replica for a read when configured).
+    Slot { slot: Slot, read: bool },
+    /// This node, whatever the map says (a fan-out's part, a SCAN step).
+    Node(String),
+    /// Any master (a command without keys).
+    Any,
+}
+
+/// Where a call is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum CallState {
+    /// Waiting to be sent: for a map, for an earlier command of its slot, or just routed.
+    Queued,
+    /// Written on this connection; its reply is owed.
+    Sent(ConnId),
+    /// Waiting for this moment to be sent again.
+    Retry(Instant),
+    /// Answered.
+    Done,
+}
+
+/// One command to one node.
+#[derive(Debug)]
+pub(crate) struct Call {
+    pub(crate) argv: Vec<Bytes>,
+    pub(crate) target: Target,
+    /// Times sent so far.
+    pub(crate) attempts: u32,
+    pub(crate) state: CallState,
+    /// The node of an ASK: the next send goes there, after ASKING.
+    pub(crate) asking: Option<String>,
+    /// Later commands of its slot wait for its reply (it has several keys, so it can meet
+    /// TRYAGAIN, or it blocks).
+    pub(crate) barrier: bool,
+    /// A blocking command: a connection of its own.
+    pub(crate) dedicated: bool,
+    /// The last error a retry answered, given to the client when attempts run out.
+    pub(crate) last_error: Option<Frame>,
+    pub(crate) reply: Option<Frame>,
+}
+
+impl Call {
+    pub(crate) fn new(argv: Vec<Bytes>, target: Target) -> Self {
+        Self {
+            argv,
+            target,
+            attempts: 0,
+            state: CallState::Queued,
+            asking: None,
+            barrier: false,
+            dedicated: false,
+            last_error: None,
+            reply: None,
+        }
+    }
+
+    pub(crate) fn slot(&self) -> Option<Slot> {
+        match self.target {
+            Target::Slot { slot, .. } => Some(slot),
+            _ => None,
+        }
+    }
+}
+
+/// How a request's replies become its one reply.
+#[derive(Debug)]
+pub(crate) enum Combine {
+    /// One call: its reply.
+    One,
+    /// A split multi-key command: [`Split::merge`] over the parts in order.
+    Split(Split),
+    /// A fan-out: [`Merge::merge`] over the nodes' replies.
+    Fan(Merge),
+    /// SCAN over the masters (sorted by address) one after the other; the cursor the
+    /// client sees is the node's cursor times [`SCAN_NODES`] plus the node's index.
+    Scan { masters: Vec<String>, node: usize },
+}
+
+/// How many masters a composite SCAN cursor can name.
+pub(crate) const SCAN_NODES: u64 = 1024;
+
+/// A client's request.
+#[derive(Debug)]
+pub(crate) struct Request {
+    pub(crate) client: ClientId,
+    /// The command as the client sent it, until it is routed (it waits for a slot map).
+    pub(crate) unrouted: Option<Vec<Bytes>>,
+    pub(crate) calls: Vec<Call>,
+    pub(crate) combine: Combine,
+    pub(crate) reply: Option<Frame>,
+}
+
+impl Request {
+    /// The one reply, once every call has one.
+    pub(crate) fn combined(&mut self) -> Option<Frame> {
+        if self.unrouted.is_some() || self.calls.iter().any(|c| c.reply.is_none()) {
+            return None;
+        }
+        let replies: Vec<Frame> = self
+            .calls
+            .iter_mut()
+            .filter_map(|c| c.reply.take())
+            .collect();
+        let merged = match &self.combine {
+            Combine::One | Combine::Scan { .. } => replies.into_iter().next(),
+            Combine::Split(split) => Some(split.merge(replies).unwrap_or_else(cannot_merge)),
+            Combine::Fan(merge) => Some(merge.merge(replies).unwrap_or_else(cannot_merge)),
+        };
+        Some(merged.unwrap_or_else(|| error_frame("ERR no reply")))
+    }
+}
+
+fn cannot_merge(e: redis_cluster_route::MergeError) -> Frame {
+    error_frame(&format!("ERR cannot merge the nodes' replies: {e}"))
+}
+
+/// A SCAN cursor the client sent, as (node index, the node's cursor); `None` when it is not
+/// one this engine gave.
+pub(crate) fn scan_cursor(arg: &[u8]) -> Option<(usize, u64)> {
+    let cursor: u64 = std::str::from_utf8(arg).ok()?.parse().ok()?;
+    Some(((cursor % SCAN_NODES) as usize, cursor / SCAN_NODES))
+}
+
+/// What one node's SCAN reply means for the composite scan: the reply to give the client,
+/// or the next node to ask (its index) when this one is done and gave nothing.
+pub(crate) fn scan_step(reply: Frame, node: usize, masters: usize) -> Result<Frame, usize> {
+    let Frame::Array(mut parts) = reply else {
+        return Ok(reply);
+    };
+    let (Some(keys), Some(next), true) = (parts.pop(), parts.pop(), parts.is_empty()) else {
+        return Ok(error_frame("ERR unexpected SCAN reply"));
+    };
+    let next: Option<u64> = next
+        .as_bytes()
+        .and_then(|b| std::str::from_utf8(b).ok())
+        .and_then(|s| s.parse().ok());
+    let Some(next) = next else {
+        return Ok(error_frame("ERR unexpected SCAN reply"));
+    };
+    let (inner, at) = if next != 0 {
+        (next, node)
+    } else {
+        (0, node + 1)
+    };
+    let empty = matches!(&keys, Frame::Array(k) if k.is_empty());
+    if next == 0 && at < masters && empty {
+        return Err(at);
+    }
+    let cursor = if next == 0 && at >= masters {
+        0
+    } else {
+        match inner.checked_mul(SCAN_NODES) {
+            Some(base) => base + at as u64,
+            None => return Ok(error_frame("ERR the node's SCAN cursor is too large")),
+        }
+    };
+    Ok(Frame::Array(vec![
+        Frame::BulkString(Bytes::from(cursor.to_string())),
+        keys,
+    ]))
+}

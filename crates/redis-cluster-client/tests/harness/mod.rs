@@ -1,0 +1,452 @@
+//! A scripted cluster for the engine's tests: nodes that own slots, migrate them (ASK,
+//! TRYAGAIN), answer MOVED, go down and come back, over links the test delivers by hand. The
+//! keyspace is one map, so that the node a command runs on cannot change its answer: only
+//! the engine's routing, order and retries can.
+
+#![allow(dead_code, unreachable_pub)]
+
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use redis_cluster_client::{ClientId, Config, ConnId, Engine, Output, RequestId};
+use redis_cluster_route::{CommandTable, Endpoint};
+use redis_hash_slot::key_slot;
+use redis_resp::{Decoder, Frame, encode, errors};
+
+pub const BASE_PORT: u16 = 7000;
+
+/// A link: one engine connection to one node.
+#[derive(Debug)]
+pub struct Link {
+    pub node: usize,
+    pub asking: bool,
+    pub decoder: Decoder,
+    pub input: BytesMut,
+    /// Reply bytes not yet given to the engine.
+    pub outbox: Vec<u8>,
+    /// Commands this link ran, in order (for assertions).
+    pub seen: Vec<Vec<Bytes>>,
+    /// How many writes the engine made on it.
+    pub writes: usize,
+}
+
+/// The cluster.
+#[derive(Debug)]
+pub struct Cluster {
+    pub nodes: usize,
+    pub owner: Vec<usize>,
+    /// slot → the node it is migrating to.
+    pub migrating: HashMap<u16, usize>,
+    /// Keys of migrating slots already at the target.
+    pub moved: HashSet<Vec<u8>>,
+    pub store: HashMap<Vec<u8>, Vec<u8>>,
+    pub down: Vec<bool>,
+    /// Nodes that refuse CLUSTER SHARDS (older servers).
+    pub no_shards: Vec<bool>,
+    pub links: BTreeMap<ConnId, Link>,
+    /// Connections that refuse to open.
+    pub refuse: HashSet<usize>,
+}
+
+pub fn addr(node: usize) -> String {
+    format!("127.0.0.1:{}", BASE_PORT + node as u16)
+}
+
+pub fn bulk(s: &str) -> Frame {
+    Frame::BulkString(Bytes::copy_from_slice(s.as_bytes()))
+}
+
+pub fn err(s: &str) -> Frame {
+    Frame::SimpleError(Bytes::copy_from_slice(s.as_bytes()))
+}
+
+pub fn argv(line: &str) -> Vec<Bytes> {
+    line.split(' ')
+        .map(|a| Bytes::copy_from_slice(a.as_bytes()))
+        .collect()
+}
+
+impl Cluster {
+    /// `nodes` masters, the slots cut in equal ranges.
+    pub fn new(nodes: usize) -> Self {
+        let owner = (0..16384usize).map(|s| s * nodes / 16384).collect();
+        Self {
+            nodes,
+            owner,
+            migrating: HashMap::new(),
+            moved: HashSet::new(),
+            store: HashMap::new(),
+            down: vec![false; nodes],
+            no_shards: vec![true; nodes],
+            links: BTreeMap::new(),
+            refuse: HashSet::new(),
+        }
+    }
+
+    pub fn node_of(&self, key: &str) -> usize {
+        self.owner[usize::from(u16::from(key_slot(key.as_bytes())))]
+    }
+
+    /// Whether no reply of `node` waits to be delivered.
+    pub fn quiet(&self, node: usize) -> bool {
+        self.links
+            .values()
+            .all(|l| l.node != node || (l.outbox.is_empty() && l.input.is_empty()))
+    }
+
+    /// Bytes the engine wrote on `conn`: the node runs each whole command at once.
+    pub fn deliver(&mut self, conn: ConnId, bytes: &[u8]) {
+        let Some(mut link) = self.links.remove(&conn) else {
+            return;
+        };
+        link.writes += 1;
+        link.input.extend_from_slice(bytes);
+        while let Ok(Some(command)) = link.decoder.decode_command(&mut link.input) {
+            let args: Vec<Bytes> = (0..command.len())
+                .filter_map(|i| command.arg_bytes(i))
+                .collect();
+            let reply = self.run(&mut link, &args);
+            link.seen.push(args);
+            encode(&reply, &mut link.outbox);
+        }
+        self.links.insert(conn, link);
+    }
+
+    fn run(&mut self, link: &mut Link, args: &[Bytes]) -> Frame {
+        let node = link.node;
+        let asking = std::mem::take(&mut link.asking);
+        let name = args[0].to_ascii_uppercase();
+        match &name[..] {
+            b"ASKING" => {
+                link.asking = true;
+                return Frame::SimpleString(Bytes::from_static(b"OK"));
+            }
+            b"READONLY" | b"AUTH" => return Frame::SimpleString(Bytes::from_static(b"OK")),
+            b"INFO" => {
+                return Frame::BulkString(Bytes::from_static(
+                    b"# Server\r\nredis_version:7.0.15\r\n",
+                ));
+            }
+            b"CLUSTER" if args[1].eq_ignore_ascii_case(b"SLOTS") => return self.slots(),
+            b"CLUSTER" => return err("ERR unknown subcommand"),
+            b"SCAN" => return self.scan(node, args),
+            b"DBSIZE" => {
+                let n = self.store.keys().filter(|k| self.home(k) == node).count();
+                return Frame::Integer(n as i64);
+            }
+            _ => {}
+        }
+        if self.down[node] {
+            return err(errors::CLUSTERDOWN);
+        }
+        let table = CommandTable::REDIS_7_0;
+        let Ok(keys) = table.keys(args) else {
+            return exec(&mut self.store, args);
+        };
+        let keys: Vec<Vec<u8>> = keys.positions().map(|i| args[i].to_vec()).collect();
+        let Some(first) = keys.first() else {
+            return exec(&mut self.store, args);
+        };
+        let slot = key_slot(first);
+        if keys.iter().any(|k| key_slot(k) != slot) {
+            return err(errors::CROSSSLOT);
+        }
+        let raw = u16::from(slot);
+        let owner = self.owner[usize::from(raw)];
+        let target = self.migrating.get(&raw).copied();
+        if owner == node {
+            if let Some(target) = target {
+                let here: Vec<bool> = keys
+                    .iter()
+                    .map(|k| self.store.contains_key(k) && !self.moved.contains(k))
+                    .collect();
+                if here.iter().all(|h| !h) {
+                    return err(&format!("ASK {raw} {}", addr(target)));
+                }
+                if here.iter().any(|h| !h) {
+                    return err(errors::TRYAGAIN);
+                }
+            }
+            return exec(&mut self.store, args);
+        }
+        if target == Some(node) && asking {
+            for k in &keys {
+                self.moved.insert(k.clone());
+            }
+            return exec(&mut self.store, args);
+        }
+        err(&format!("MOVED {raw} {}", addr(owner)))
+    }
+
+    /// The node a key lives on now.
+    fn home(&self, key: &[u8]) -> usize {
+        let raw = u16::from(key_slot(key));
+        match self.migrating.get(&raw) {
+            Some(&to) if self.moved.contains(key) => to,
+            _ => self.owner[usize::from(raw)],
+        }
+    }
+
+    /// SCAN of the keys living on `node`, ten at a time, in key order.
+    fn scan(&self, node: usize, args: &[Bytes]) -> Frame {
+        let cursor: usize = std::str::from_utf8(&args[1]).unwrap().parse().unwrap();
+        let mut keys: Vec<&Vec<u8>> = self.store.keys().filter(|k| self.home(k) == node).collect();
+        keys.sort();
+        let page: Vec<Frame> = keys
+            .iter()
+            .skip(cursor)
+            .take(10)
+            .map(|k| Frame::BulkString(Bytes::copy_from_slice(k)))
+            .collect();
+        let next = if cursor + 10 >= keys.len() {
+            0
+        } else {
+            cursor + 10
+        };
+        Frame::Array(vec![bulk(&next.to_string()), Frame::Array(page)])
+    }
+
+    fn slots(&self) -> Frame {
+        let mut ranges = Vec::new();
+        let mut start = 0;
+        for slot in 1..=16384 {
+            if slot == 16384 || self.owner[slot] != self.owner[start] {
+                let node = self.owner[start];
+                ranges.push(Frame::Array(vec![
+                    Frame::Integer(start as i64),
+                    Frame::Integer(slot as i64 - 1),
+                    Frame::Array(vec![
+                        bulk("127.0.0.1"),
+                        Frame::Integer(i64::from(BASE_PORT) + node as i64),
+                    ]),
+                ]));
+                start = slot;
+            }
+        }
+        Frame::Array(ranges)
+    }
+}
+
+/// Runs a command on one keyspace as a standalone server would (the few commands the tests
+/// use).
+pub fn exec(store: &mut HashMap<Vec<u8>, Vec<u8>>, args: &[Bytes]) -> Frame {
+    let name = args[0].to_ascii_uppercase();
+    let ok = || Frame::SimpleString(Bytes::from_static(b"OK"));
+    let value = |v: Option<&Vec<u8>>| match v {
+        Some(v) => Frame::BulkString(Bytes::copy_from_slice(v)),
+        None => Frame::NullBulkString,
+    };
+    match &name[..] {
+        b"GET" => value(store.get(&args[1][..])),
+        b"SET" => {
+            store.insert(args[1].to_vec(), args[2].to_vec());
+            ok()
+        }
+        b"MSET" => {
+            for pair in args[1..].chunks(2) {
+                store.insert(pair[0].to_vec(), pair[1].to_vec());
+            }
+            ok()
+        }
+        b"MGET" => Frame::Array(args[1..].iter().map(|k| value(store.get(&k[..]))).collect()),
+        b"DEL" => Frame::Integer(
+            args[1..]
+                .iter()
+                .filter(|k| store.remove(&k[..]).is_some())
+                .count() as i64,
+        ),
+        b"EXISTS" => Frame::Integer(
+            args[1..]
+                .iter()
+                .filter(|k| store.contains_key(&k[..]))
+                .count() as i64,
+        ),
+        b"INCR" => {
+            let now = store.get(&args[1][..]).map_or(Some(0), |v| {
+                std::str::from_utf8(v).ok()?.parse::<i64>().ok()
+            });
+            match now {
+                Some(n) => {
+                    store.insert(args[1].to_vec(), (n + 1).to_string().into_bytes());
+                    Frame::Integer(n + 1)
+                }
+                None => err("ERR value is not an integer or out of range"),
+            }
+        }
+        b"PING" => Frame::SimpleString(Bytes::from_static(b"PONG")),
+        _ => err(&format!(
+            "ERR unknown command '{}'",
+            String::from_utf8_lossy(&args[0])
+        )),
+    }
+}
+
+/// The engine, the cluster, and the driver between them, with a virtual clock.
+pub struct Harness {
+    pub engine: Engine,
+    pub cluster: Cluster,
+    pub now: Instant,
+    pub replies: Vec<(ClientId, RequestId, Frame)>,
+    pub events: Vec<redis_cluster_client::Event>,
+    /// Writes taken from the engine and not yet delivered.
+    pub wire: VecDeque<(ConnId, Vec<u8>)>,
+}
+
+impl Harness {
+    pub fn new(nodes: usize, tune: impl FnOnce(&mut Config)) -> Self {
+        let seed = Endpoint {
+            host: "127.0.0.1".into(),
+            port: BASE_PORT,
+            ..Endpoint::default()
+        };
+        let mut config = Config::new(vec![seed]);
+        tune(&mut config);
+        let now = Instant::now();
+        Self {
+            engine: Engine::new(config, now),
+            cluster: Cluster::new(nodes),
+            now,
+            replies: Vec::new(),
+            events: Vec::new(),
+            wire: VecDeque::new(),
+        }
+    }
+
+    /// Drains the engine's outputs; connections open at once unless refused.
+    pub fn outputs(&mut self) {
+        while let Some(output) = self.engine.poll_output() {
+            match output {
+                Output::Connect { conn, endpoint } => {
+                    let node = usize::from(endpoint.port - BASE_PORT);
+                    if self.cluster.refuse.contains(&node) {
+                        self.engine
+                            .handle_closed(self.now, conn, "Connection refused");
+                        continue;
+                    }
+                    self.cluster.links.insert(
+                        conn,
+                        Link {
+                            node,
+                            asking: false,
+                            decoder: Decoder::new(),
+                            input: BytesMut::new(),
+                            outbox: Vec::new(),
+                            seen: Vec::new(),
+                            writes: 0,
+                        },
+                    );
+                    self.engine.handle_connected(self.now, conn);
+                }
+                Output::Close { conn } => {
+                    self.cluster.links.remove(&conn);
+                }
+                Output::Reply {
+                    client,
+                    request,
+                    frame,
+                } => self.replies.push((client, request, frame)),
+                Output::Event(event) => self.events.push(event),
+                _ => {}
+            }
+        }
+    }
+
+    /// Takes every write the engine has, onto the wire (not delivered).
+    pub fn take_writes(&mut self) {
+        self.outputs();
+        loop {
+            let mut out = Vec::new();
+            let Some(conn) = self.engine.poll_transmit(&mut out) else {
+                break;
+            };
+            self.wire.push_back((conn, out));
+            self.outputs();
+        }
+    }
+
+    /// Delivers the oldest write on the wire to its node.
+    pub fn deliver_one(&mut self) -> bool {
+        let Some((conn, bytes)) = self.wire.pop_front() else {
+            return false;
+        };
+        self.cluster.deliver(conn, &bytes);
+        true
+    }
+
+    /// Gives the engine what one link's node answered.
+    pub fn answer(&mut self, conn: ConnId) {
+        let Some(link) = self.cluster.links.get_mut(&conn) else {
+            return;
+        };
+        let bytes = std::mem::take(&mut link.outbox);
+        if !bytes.is_empty() {
+            self.engine.handle_data(self.now, conn, &bytes);
+        }
+        self.outputs();
+    }
+
+    pub fn answer_all(&mut self) {
+        let conns: Vec<ConnId> = self.cluster.links.keys().copied().collect();
+        for conn in conns {
+            self.answer(conn);
+        }
+    }
+
+    /// Everything delivered and answered until nothing moves, time advancing to each
+    /// deadline; at most `rounds` deadlines.
+    pub fn settle(&mut self, rounds: usize) {
+        for _ in 0..rounds {
+            loop {
+                self.take_writes();
+                let moved = !self.wire.is_empty();
+                while self.deliver_one() {}
+                let pending = self.cluster.links.values().any(|l| !l.outbox.is_empty());
+                self.answer_all();
+                if !moved && !pending {
+                    break;
+                }
+            }
+            if self.engine.requests_pending() == 0 {
+                return;
+            }
+            match self.engine.poll_timeout() {
+                Some(at) if at > self.now => self.now = at,
+                Some(_) => {}
+                None => return,
+            }
+            self.engine.handle_timeout(self.now);
+            self.outputs();
+        }
+    }
+
+    /// Runs until the slot map is loaded.
+    pub fn start(&mut self) {
+        while self.engine.slot_map().is_none() {
+            self.take_writes();
+            while self.deliver_one() {}
+            self.answer_all();
+            self.now += Duration::from_millis(1);
+            self.engine.handle_timeout(self.now);
+        }
+        self.outputs();
+    }
+
+    /// The reply frames of one client, in the order they came out.
+    pub fn replies_of(&self, client: ClientId) -> Vec<Frame> {
+        self.replies
+            .iter()
+            .filter(|r| r.0 == client)
+            .map(|r| r.2.clone())
+            .collect()
+    }
+
+    /// The link the engine uses for `node` (its shared connection), if any.
+    pub fn link_of(&self, node: usize) -> Option<ConnId> {
+        self.cluster
+            .links
+            .iter()
+            .find(|(_, l)| l.node == node)
+            .map(|(c, _)| *c)
+    }
+}
