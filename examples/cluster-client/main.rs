@@ -1,0 +1,287 @@
+//! A blocking Redis Cluster client on `std::net`, with no async runtime: the second driver of
+//! `redis-cluster-client`'s engine (the proxy is the first). It shows what a driver is: sockets,
+//! one reader thread per connection, a clock, and nothing of the protocol.
+//!
+//! ```text
+//! cargo run --example cluster-client -- 127.0.0.1:7000 SET foo bar
+//! cargo run --example cluster-client -- 127.0.0.1:7000 < commands.txt   # one per line
+//! ```
+//!
+//! Each reply is printed on one line: strings as they are, `(nil)`, integers, `(error) …`,
+//! arrays as `[a, b, …]`.
+
+use std::collections::HashMap;
+use std::io::{BufRead, Read, Write};
+use std::net::{Shutdown, TcpStream, ToSocketAddrs};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use redis_cluster_proto::client::{ClientId, Config, ConnId, Engine, Event, Output, RequestId};
+use redis_cluster_proto::resp::Frame;
+use redis_cluster_proto::route::Endpoint;
+
+const USAGE: &str = "usage: cluster-client HOST:PORT [COMMAND ARG...]
+  With a command: runs it and prints its reply.
+  Without: runs one command per line of standard input (arguments split on spaces).
+  -v before HOST:PORT prints the engine's events on standard error.";
+
+/// What a reader thread reports.
+enum FromNode {
+    Data(ConnId, Vec<u8>),
+    Closed(ConnId, String),
+}
+
+/// The client: the engine, its sockets, and the replies not yet asked for.
+struct Client {
+    engine: Engine,
+    me: ClientId,
+    sockets: HashMap<ConnId, TcpStream>,
+    replies: HashMap<RequestId, Frame>,
+    tx: Sender<FromNode>,
+    rx: Receiver<FromNode>,
+    verbose: bool,
+}
+
+impl Client {
+    fn new(seed: Endpoint, verbose: bool) -> Self {
+        let mut engine = Engine::new(Config::new(vec![seed]), Instant::now());
+        let me = engine.open_client();
+        let (tx, rx) = channel();
+        Self {
+            engine,
+            me,
+            sockets: HashMap::new(),
+            replies: HashMap::new(),
+            tx,
+            rx,
+            verbose,
+        }
+    }
+
+    /// Runs one command and waits for its reply.
+    fn call(&mut self, argv: Vec<Bytes>) -> Frame {
+        let id = self.engine.handle_request(Instant::now(), self.me, argv);
+        loop {
+            self.drive();
+            if let Some(frame) = self.replies.remove(&id) {
+                return frame;
+            }
+            self.wait();
+        }
+    }
+
+    /// Does what the engine asks until it asks nothing more.
+    fn drive(&mut self) {
+        let mut buf = Vec::new();
+        loop {
+            let mut busy = false;
+            while let Some(output) = self.engine.poll_output() {
+                busy = true;
+                self.output(output);
+            }
+            while let Some(conn) = self.engine.poll_transmit(&mut buf) {
+                busy = true;
+                let written = match self.sockets.get_mut(&conn) {
+                    Some(socket) => socket.write_all(&buf).map_err(|e| e.to_string()),
+                    None => Err("not connected".to_string()),
+                };
+                buf.clear();
+                if let Err(reason) = written {
+                    self.forget(conn);
+                    self.engine.handle_closed(Instant::now(), conn, &reason);
+                }
+            }
+            if !busy {
+                return;
+            }
+        }
+    }
+
+    fn output(&mut self, output: Output) {
+        match output {
+            Output::Connect { conn, endpoint } => match connect(&endpoint) {
+                Ok(socket) => {
+                    self.read_in_background(conn, &socket);
+                    self.sockets.insert(conn, socket);
+                    self.engine.handle_connected(Instant::now(), conn);
+                }
+                Err(reason) => self.engine.handle_closed(Instant::now(), conn, &reason),
+            },
+            Output::Close { conn } => self.forget(conn),
+            Output::Reply { request, frame, .. } => {
+                self.replies.insert(request, frame);
+            }
+            Output::Event(event) if self.verbose => eprintln!("{}", describe(&event)),
+            _ => {}
+        }
+    }
+
+    fn forget(&mut self, conn: ConnId) {
+        if let Some(socket) = self.sockets.remove(&conn) {
+            let _ = socket.shutdown(Shutdown::Both);
+        }
+    }
+
+    /// A thread that reads `socket` and reports what it reads.
+    fn read_in_background(&self, conn: ConnId, socket: &TcpStream) {
+        let Ok(mut socket) = socket.try_clone() else {
+            let _ = self
+                .tx
+                .send(FromNode::Closed(conn, "cannot clone the socket".into()));
+            return;
+        };
+        let tx = self.tx.clone();
+        std::thread::spawn(move || {
+            let mut buf = vec![0; 64 * 1024];
+            loop {
+                match socket.read(&mut buf) {
+                    Ok(0) => {
+                        let _ = tx.send(FromNode::Closed(conn, "closed by the server".into()));
+                        return;
+                    }
+                    Ok(n) => {
+                        if tx.send(FromNode::Data(conn, buf[..n].to_vec())).is_err() {
+                            return;
+                        }
+                    }
+                    Err(e) => {
+                        let _ = tx.send(FromNode::Closed(conn, e.to_string()));
+                        return;
+                    }
+                }
+            }
+        });
+    }
+
+    /// Waits for bytes from a node or the engine's next deadline.
+    fn wait(&mut self) {
+        let now = Instant::now();
+        let until = self
+            .engine
+            .poll_timeout()
+            .unwrap_or(now + Duration::from_secs(1));
+        let pause = until
+            .saturating_duration_since(now)
+            .min(Duration::from_secs(1));
+        match self.rx.recv_timeout(pause) {
+            Ok(FromNode::Data(conn, bytes)) if self.sockets.contains_key(&conn) => {
+                self.engine.handle_data(Instant::now(), conn, &bytes);
+            }
+            Ok(FromNode::Closed(conn, reason)) if self.sockets.contains_key(&conn) => {
+                self.forget(conn);
+                self.engine.handle_closed(Instant::now(), conn, &reason);
+            }
+            // From a connection the engine closed already.
+            Ok(_) => {}
+            Err(RecvTimeoutError::Timeout) => self.engine.handle_timeout(Instant::now()),
+            // The client holds a sender: this cannot happen.
+            Err(RecvTimeoutError::Disconnected) => {}
+        }
+    }
+}
+
+fn connect(endpoint: &Endpoint) -> Result<TcpStream, String> {
+    let text = endpoint.to_string();
+    let addrs = text.to_socket_addrs().map_err(|e| e.to_string())?;
+    let mut last = format!("{text}: no address");
+    for addr in addrs {
+        match TcpStream::connect_timeout(&addr, Duration::from_secs(1)) {
+            Ok(socket) => {
+                let _ = socket.set_nodelay(true);
+                return Ok(socket);
+            }
+            Err(e) => last = e.to_string(),
+        }
+    }
+    Err(last)
+}
+
+fn describe(event: &Event) -> String {
+    match event {
+        Event::SlotMapChanged { masters, assigned } => {
+            format!("slot map: {assigned} slots on {masters} masters")
+        }
+        Event::ConnectionLost { endpoint, reason } => format!("lost {endpoint}: {reason}"),
+        other => format!("{other:?}"),
+    }
+}
+
+/// One reply on one line.
+fn render(frame: &Frame) -> String {
+    match frame {
+        Frame::SimpleString(b) | Frame::BulkString(b) | Frame::Double(b) | Frame::BigNumber(b) => {
+            String::from_utf8_lossy(b).into_owned()
+        }
+        Frame::VerbatimString { text, .. } => String::from_utf8_lossy(text).into_owned(),
+        Frame::SimpleError(b) | Frame::BulkError(b) => {
+            format!("(error) {}", String::from_utf8_lossy(b))
+        }
+        Frame::Integer(n) => n.to_string(),
+        Frame::Boolean(b) => b.to_string(),
+        Frame::NullBulkString | Frame::NullArray | Frame::Null => "(nil)".into(),
+        Frame::Array(items) | Frame::Set(items) | Frame::Push(items) => {
+            let items: Vec<String> = items.iter().map(render).collect();
+            format!("[{}]", items.join(", "))
+        }
+        Frame::Map(pairs) => {
+            let pairs: Vec<String> = pairs
+                .iter()
+                .map(|(k, v)| format!("{}: {}", render(k), render(v)))
+                .collect();
+            format!("{{{}}}", pairs.join(", "))
+        }
+        other => format!("{other:?}"),
+    }
+}
+
+fn seed(text: &str) -> Option<Endpoint> {
+    let (host, port) = text.rsplit_once(':')?;
+    Some(Endpoint {
+        host: host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_string(),
+        port: port.parse().ok()?,
+        ..Endpoint::default()
+    })
+}
+
+fn main() {
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().is_some_and(|a| a == "-h" || a == "--help") {
+        println!("{USAGE}");
+        return;
+    }
+    let verbose = args.first().is_some_and(|a| a == "-v");
+    if verbose {
+        args.remove(0);
+    }
+    let Some(seed) = args.first().and_then(|a| seed(a)) else {
+        eprintln!("{USAGE}");
+        std::process::exit(2);
+    };
+    let mut client = Client::new(seed, verbose);
+    let words = |line: &[String]| line.iter().map(|w| Bytes::from(w.clone())).collect();
+    if args.len() > 1 {
+        let reply = client.call(words(&args[1..]));
+        println!("{}", render(&reply));
+        std::process::exit(i32::from(reply.is_error()));
+    }
+    let stdin = std::io::stdin();
+    let mut out = std::io::stdout().lock();
+    for line in stdin.lock().lines() {
+        let Ok(line) = line else { break };
+        let argv: Vec<String> = line.split_whitespace().map(str::to_string).collect();
+        if argv.is_empty() {
+            continue;
+        }
+        let reply = client.call(words(&argv));
+        if writeln!(out, "{}", render(&reply))
+            .and_then(|()| out.flush())
+            .is_err()
+        {
+            return; // the reader went away
+        }
+    }
+}

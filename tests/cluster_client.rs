@@ -1,0 +1,137 @@
+//! The blocking `std::net` client (`examples/cluster-client`), a second driver of the
+//! `redis-cluster-client` engine, against a real 3-master Redis Cluster: commands of every
+//! routing kind, then a client that keeps writing and reading while `redis-cli --cluster
+//! reshard` moves 1000 slots, with no error and every value read back.
+
+mod support;
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use support::{RealCluster, RedisServer, example_binary};
+
+fn binary() -> std::path::PathBuf {
+    example_binary(
+        "cluster-client",
+        &[
+            "examples/cluster-client",
+            "crates/redis-cluster-client/src",
+            "crates/redis-cluster-route/src",
+        ],
+    )
+}
+
+/// One command through the example, its reply line.
+fn run(seed: u16, args: &str) -> String {
+    let output = Command::new("timeout")
+        .arg("20")
+        .arg(binary())
+        .arg(format!("127.0.0.1:{seed}"))
+        .args(args.split(' '))
+        .output()
+        .expect("the example runs");
+    String::from_utf8_lossy(&output.stdout)
+        .trim_end_matches('\n')
+        .to_string()
+}
+
+#[test]
+fn commands_of_every_routing_kind_answer_as_one_server() {
+    let cluster = RealCluster::start(3, 0, &[]);
+    let seed = cluster.nodes[0].port();
+    assert_eq!(run(seed, "SET foo bar"), "OK");
+    assert_eq!(run(seed, "GET foo"), "bar");
+    assert_eq!(run(seed, "MSET a 1 b 2 c 3 d 4"), "OK");
+    assert_eq!(run(seed, "MGET a b nope c d"), "[1, 2, (nil), 3, 4]");
+    assert_eq!(run(seed, "DEL a b c nope"), "3");
+    assert_eq!(run(seed, "DBSIZE"), "2");
+    assert_eq!(
+        run(seed, "MSETNX x 1 y 2"),
+        "(error) CROSSSLOT Keys in request don't hash to the same slot"
+    );
+    assert_eq!(
+        run(seed, "NOSUCH thing"),
+        "(error) ERR unknown command 'NOSUCH', with args beginning with: 'thing' "
+    );
+    assert!(run(seed, "HELLO 3").starts_with("{server: redis, version: 7.0.15, proto: 3"));
+}
+
+#[test]
+fn a_reshard_under_the_blocking_client_shows_it_no_error() {
+    let cluster = RealCluster::start(3, 0, &[]);
+    let mut child = Command::new(binary())
+        .arg(format!("127.0.0.1:{}", cluster.nodes[0].port()))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("the example starts");
+    let mut input = child.stdin.take().expect("stdin");
+    let mut output = BufReader::new(child.stdout.take().expect("stdout"));
+    let stop = Arc::new(AtomicBool::new(false));
+    let stopper = stop.clone();
+    let client = std::thread::spawn(move || {
+        let (mut done, mut errors) = (0usize, Vec::new());
+        let mut i = 0u64;
+        while !stopper.load(Ordering::Relaxed) || i < 2000 {
+            let key = format!("reshard:{}", i % 3000);
+            writeln!(input, "SET {key} {i}\nGET {key}").expect("the client reads");
+            let mut set = String::new();
+            let mut get = String::new();
+            output.read_line(&mut set).expect("a reply");
+            output.read_line(&mut get).expect("a reply");
+            if set.trim_end() != "OK" || get.trim_end() != i.to_string() {
+                errors.push(format!("#{i}: {} / {}", set.trim_end(), get.trim_end()));
+            }
+            done += 2;
+            i += 1;
+        }
+        (done, errors)
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    let id = |node: &RedisServer| support::info(node, b"MYID").trim().to_string();
+    let reshard = support::redis_cli(
+        &[
+            "--cluster",
+            "reshard",
+            &format!("127.0.0.1:{}", cluster.nodes[0].port()),
+            "--cluster-from",
+            &id(&cluster.nodes[0]),
+            "--cluster-to",
+            &id(&cluster.nodes[1]),
+            "--cluster-slots",
+            "1000",
+            "--cluster-yes",
+            "--cluster-pipeline",
+            "10",
+        ],
+        Duration::from_secs(180),
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    stop.store(true, Ordering::Relaxed);
+    let (done, errors) = client.join().expect("the client thread");
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(
+        reshard.status.success(),
+        "reshard failed:\n{}",
+        String::from_utf8_lossy(&reshard.stdout)
+    );
+    let moved = support::info(&cluster.nodes[1], b"NODES")
+        .lines()
+        .find(|l| l.contains("myself"))
+        .map(|l| l.split(' ').skip(8).count())
+        .unwrap_or(0);
+    assert!(moved >= 2, "no slot moved");
+    println!("{done} commands through the engine during the reshard");
+    assert!(done > 1000, "the client hardly ran: {done}");
+    assert!(
+        errors.is_empty(),
+        "{} errors: {:?}",
+        errors.len(),
+        &errors[..errors.len().min(5)]
+    );
+}
