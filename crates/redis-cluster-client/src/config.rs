@@ -64,12 +64,11 @@ impl Config {
             auth: None,
         }
     }
+}
 
-    /// The pause before the `attempt`-th retry (from 1) of one command.
-    pub(crate) fn backoff(&self, attempt: u32) -> Duration {
-        let shift = attempt.saturating_sub(1).min(16);
-        self.retry_base
-            .saturating_mul(1u32 << shift)
-            .min(self.retry_max)
-    }
+/// The pause before the `attempt`-th retry (from 1) of one command: `base` doubled each
+/// time, at most `longest`.
+pub(crate) fn backoff(base: Duration, longest: Duration, attempt: u32) -> Duration {
+    let shift = attempt.saturating_sub(1).min(16);
+    base.saturating_mul(1u32 << shift).min(longest)
 }

@@ -14,6 +14,8 @@ use crate::request::CallKey;
 pub(crate) enum Expect {
     /// A client's command (or a part of one).
     Call(CallKey),
+    /// A transaction's MULTI or queued command: only an error matters.
+    Queued(CallKey),
     /// A set-up command (AUTH, HELLO, READONLY) or ASKING: an error is reported, the reply
     /// dropped.
     Setup,
@@ -34,6 +36,8 @@ pub(crate) struct Conn {
     pub(crate) proto: u8,
     /// A connection of one blocking command, closed after its reply.
     pub(crate) dedicated: bool,
+    /// A client's WATCH connection, kept until its EXEC, DISCARD or UNWATCH.
+    pub(crate) pinned: bool,
     /// Whether the driver reported it open; bytes wait until then.
     pub(crate) open: bool,
     /// Bytes not yet handed to the driver.
@@ -52,6 +56,7 @@ impl Conn {
             host,
             proto,
             dedicated,
+            pinned: false,
             open: false,
             out: Vec::new(),
             owed: VecDeque::new(),
@@ -68,7 +73,7 @@ impl Conn {
 
     /// When the oldest reply owed is late, for a timed connection.
     pub(crate) fn deadline(&self, timeout: std::time::Duration) -> Option<Instant> {
-        if self.dedicated {
+        if self.dedicated || self.pinned && self.owed.is_empty() {
             return None;
         }
         self.owed.front().map(|(_, at)| *at + timeout)

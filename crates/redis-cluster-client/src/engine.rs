@@ -14,15 +14,20 @@ use crate::conn::{Conn, Expect};
 use crate::hello;
 use crate::refresh::Refresh;
 use crate::request::{Call, CallKey, CallState, Combine, Request, Target, scan_cursor, scan_step};
+use crate::transaction::{Multi, Watch};
 use crate::{ClientId, Config, ConnId, Event, Output, RequestId, error_frame};
 
 /// One client's state: its requests in the order it sent them, and per slot its calls not
 /// yet answered, oldest first.
 #[derive(Debug, Default)]
-struct ClientState {
+pub(crate) struct ClientState {
     order: VecDeque<RequestId>,
     slots: HashMap<u16, VecDeque<CallKey>>,
-    proto: u8,
+    pub(crate) proto: u8,
+    /// Inside MULTI: the commands queued so far.
+    pub(crate) multi: Option<Multi>,
+    /// After WATCH: the connection that holds it.
+    pub(crate) watch: Option<Watch>,
 }
 
 /// The engine of a cluster client or proxy: no sockets, no clock, no runtime.
@@ -40,8 +45,8 @@ pub struct Engine {
     /// The shared (pipelined) connection of each node and RESP version.
     shared: HashMap<(String, u8), ConnId>,
     next_id: u64,
-    clients: HashMap<ClientId, ClientState>,
-    requests: HashMap<RequestId, Request>,
+    pub(crate) clients: HashMap<ClientId, ClientState>,
+    pub(crate) requests: HashMap<RequestId, Request>,
     /// Calls waiting to be retried, by when.
     retries: BTreeSet<(Instant, CallKey)>,
     /// Requests waiting for a first slot map.
@@ -113,6 +118,9 @@ impl Engine {
     /// The client is gone: its requests still in flight finish, their replies are dropped.
     pub fn close_client(&mut self, client: ClientId) {
         if let Some(state) = self.clients.remove(&client) {
+            if let Some(conn) = state.watch.and_then(|w| w.conn) {
+                self.close(conn);
+            }
             for id in state.order {
                 let done = self.requests.get(&id).is_some_and(|r| r.reply.is_some());
                 if done {
@@ -301,8 +309,12 @@ impl Engine {
         self.next_id
     }
 
-    fn call_mut(&mut self, (id, index): CallKey) -> Option<&mut Call> {
+    pub(crate) fn call_mut(&mut self, (id, index): CallKey) -> Option<&mut Call> {
         self.requests.get_mut(&id)?.calls.get_mut(index)
+    }
+
+    pub(crate) fn call_ref(&self, (id, index): CallKey) -> Option<&Call> {
+        self.requests.get(&id)?.calls.get(index)
     }
 
     /// Routes a request whose command is still as the client sent it, once there is a map.
@@ -314,15 +326,21 @@ impl Engine {
         let Some(argv) = request.unrouted.take() else {
             return;
         };
+        if self.map.is_none() {
+            if let Some(request) = self.requests.get_mut(&id) {
+                request.unrouted = Some(argv);
+            }
+            self.unrouted.push(id);
+            return;
+        }
+        let Some(argv) = self.session(now, id, client, argv) else {
+            return;
+        };
         if let Some(reply) = self.local(client, &argv) {
             self.finish(id, reply);
             return;
         }
         let Some(map) = &self.map else {
-            if let Some(request) = self.requests.get_mut(&id) {
-                request.unrouted = Some(argv);
-            }
-            self.unrouted.push(id);
             return;
         };
         let table = self.table;
@@ -427,7 +445,7 @@ impl Engine {
     }
 
     /// Puts a call of a slot at the end of its client's queue for that slot.
-    fn enqueue(&mut self, key: CallKey) {
+    pub(crate) fn enqueue(&mut self, key: CallKey) {
         let Some(request) = self.requests.get(&key.0) else {
             return;
         };
@@ -444,7 +462,7 @@ impl Engine {
     }
 
     /// Sends a queued call if nothing of its client's slot must go before it.
-    fn dispatch(&mut self, now: Instant, key: CallKey) {
+    pub(crate) fn dispatch(&mut self, now: Instant, key: CallKey) {
         let Some(request) = self.requests.get(&key.0) else {
             return;
         };
@@ -461,7 +479,7 @@ impl Engine {
     /// when every older one is on the connection it would take (a connection keeps order)
     /// and none of them is a barrier; so a redirect or a retry never lets a later command of
     /// the slot overtake an earlier one.
-    fn pump(&mut self, now: Instant, client: ClientId, slot: Slot) {
+    pub(crate) fn pump(&mut self, now: Instant, client: ClientId, slot: Slot) {
         let Some(queue) = self
             .clients
             .get(&client)
@@ -536,6 +554,9 @@ impl Engine {
         let Some(call) = request.calls.get(key.1) else {
             return;
         };
+        if let Some(conn) = call.pinned {
+            return self.send_pinned(now, key, conn);
+        }
         self.turn = self.turn.wrapping_add(1);
         let Some(addr) = self.target_addr(call) else {
             // No node serves the slot: the map may be stale.
@@ -546,6 +567,7 @@ impl Engine {
         let dedicated = call.dedicated;
         let asking = call.asking.is_some();
         let argv = call.argv.clone();
+        let batch = call.batch.clone();
         let conn = if dedicated {
             self.open(now, &addr, proto, true)
         } else {
@@ -557,6 +579,12 @@ impl Engine {
         if asking {
             c.write(&[&b"ASKING"[..]], Expect::Setup, now);
         }
+        if let Some(batch) = &batch {
+            c.write(&[&b"MULTI"[..]], Expect::Queued(key), now);
+            for command in batch {
+                c.write(command, Expect::Queued(key), now);
+            }
+        }
         c.write(&argv, Expect::Call(key), now);
         if c.open {
             self.writable.push_back(conn);
@@ -564,6 +592,7 @@ impl Engine {
         if let Some(call) = self.call_mut(key) {
             call.attempts += 1;
             call.asking = None;
+            call.queued_error = None;
             call.state = CallState::Sent(conn);
         }
     }
@@ -579,7 +608,7 @@ impl Engine {
     }
 
     /// A new connection to `addr`, its set-up commands queued first.
-    fn open(&mut self, now: Instant, addr: &str, proto: u8, dedicated: bool) -> ConnId {
+    pub(crate) fn open(&mut self, now: Instant, addr: &str, proto: u8, dedicated: bool) -> ConnId {
         let conn = ConnId(self.id());
         let endpoint = endpoint(addr);
         let mut c = Conn::new(addr.to_string(), endpoint.host.clone(), proto, dedicated);
@@ -616,10 +645,20 @@ impl Engine {
     /// Drops a connection from the tables (its owed replies are the caller's business).
     fn forget(&mut self, conn: ConnId) -> Option<Conn> {
         let c = self.conns.remove(&conn)?;
-        if !c.dedicated {
+        if !c.dedicated && !c.pinned {
             self.shared.remove(&(c.addr.clone(), c.proto));
         }
+        if c.pinned {
+            self.watch_lost(conn);
+        }
         Some(c)
+    }
+
+    /// Closes a connection the engine no longer needs; what it owed is dropped.
+    pub(crate) fn close(&mut self, conn: ConnId) {
+        if self.forget(conn).is_some() {
+            self.outputs.push_back(Output::Close { conn });
+        }
     }
 
     /// A connection failed: its calls are retried, its refresh moves to another node.
@@ -634,10 +673,14 @@ impl Engine {
         let text = format!("ERR connection to {} lost: {reason}", c.addr);
         for (expect, _) in c.owed {
             match expect {
+                // A WATCH held on this connection is gone: no retry can bring it back.
+                Expect::Call(key) if self.call_ref(key).is_some_and(|c| c.pinned.is_some()) => {
+                    self.complete(now, key, error_frame(&text));
+                }
                 Expect::Call(key) => self.retry(now, key, error_frame(&text)),
                 Expect::Refresh { .. } => self.refresh_failed(now, &text),
                 Expect::Info => self.info_asked = false,
-                Expect::Setup => {}
+                Expect::Setup | Expect::Queued(_) => {}
             }
         }
         self.refresh.want(now);
@@ -645,9 +688,9 @@ impl Engine {
     }
 
     /// A call to send again after a pause, or, its attempts spent, answered with `error`.
-    fn retry(&mut self, now: Instant, key: CallKey, error: Frame) {
+    pub(crate) fn retry(&mut self, now: Instant, key: CallKey, error: Frame) {
         let max = self.config.max_attempts;
-        let config = self.config.clone();
+        let (base, longest) = (self.config.retry_base, self.config.retry_max);
         let Some(call) = self.call_mut(key) else {
             return;
         };
@@ -656,7 +699,7 @@ impl Engine {
             self.complete(now, key, last);
             return;
         }
-        let pause = config.backoff(call.attempts.max(1));
+        let pause = crate::config::backoff(base, longest, call.attempts.max(1));
         let at = now + pause;
         call.last_error = Some(error);
         call.state = CallState::Retry(at);
@@ -667,6 +710,13 @@ impl Engine {
     fn answer(&mut self, now: Instant, conn: ConnId, expect: Expect, frame: Frame) {
         match expect {
             Expect::Call(key) => self.answer_call(now, conn, key, frame),
+            Expect::Queued(key) => {
+                if let Some(call) = self.call_mut(key) {
+                    if frame.is_error() && call.queued_error.is_none() {
+                        call.queued_error = Some(frame);
+                    }
+                }
+            }
             Expect::Setup => {
                 if let Frame::SimpleError(text) | Frame::BulkError(text) = &frame {
                     let addr = self
@@ -686,6 +736,9 @@ impl Engine {
     }
 
     fn answer_call(&mut self, now: Instant, conn: ConnId, key: CallKey, frame: Frame) {
+        let Some(frame) = self.transaction_reply(now, key, frame) else {
+            return;
+        };
         let text = match &frame {
             Frame::SimpleError(text) => text.clone(),
             _ => return self.complete(now, key, frame),
@@ -756,7 +809,7 @@ impl Engine {
     }
 
     /// A call has its final reply.
-    fn complete(&mut self, now: Instant, key: CallKey, frame: Frame) {
+    pub(crate) fn complete(&mut self, now: Instant, key: CallKey, frame: Frame) {
         let Some(request) = self.requests.get_mut(&key.0) else {
             return;
         };
@@ -806,7 +859,7 @@ impl Engine {
     }
 
     /// A request has its reply: it goes out when every earlier one of its client has.
-    fn finish(&mut self, id: RequestId, reply: Frame) {
+    pub(crate) fn finish(&mut self, id: RequestId, reply: Frame) {
         let Some(request) = self.requests.get_mut(&id) else {
             return;
         };

@@ -24,7 +24,16 @@
 //! No sockets, no clock, no threads, no runtime: the caller opens the connections the engine
 //! names ([`ConnId`]), writes the bytes it hands out, feeds back what backends send, and tells
 //! it the time. A tokio proxy, a blocking `std::net` client and a test harness drive the same
-//! code. It does not authenticate clients, and it has no transactions or Pub/Sub yet.
+//! code. It does not authenticate clients, and it has no Pub/Sub yet.
+//!
+//! # Transactions
+//! MULTI is queued in the engine (commands the server would refuse are answered as it does,
+//! and EXEC then answers EXECABORT); EXEC sends MULTI, the commands and EXEC in one write to
+//! the node of their one slot, so that nothing of another client comes between them on a
+//! shared connection; a queued command's MOVED sends the whole transaction again where the
+//! slot is. WATCH opens a connection of the client's own to the watched keys' node, kept
+//! until EXEC, DISCARD or UNWATCH; a lost WATCH connection makes the next EXEC fail as a
+//! touched key does (a null reply).
 //!
 //! # The run loop
 //! Inputs are `handle_*` calls, each with `now`; after each, drain [`Engine::poll_transmit`],
@@ -80,6 +89,7 @@ mod engine;
 mod hello;
 mod refresh;
 mod request;
+mod transaction;
 
 use bytes::Bytes;
 use redis_cluster_route::Endpoint;

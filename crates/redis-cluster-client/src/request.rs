@@ -55,6 +55,13 @@ pub(crate) struct Call {
     /// The last error a retry answered, given to the client when attempts run out.
     pub(crate) last_error: Option<Frame>,
     pub(crate) reply: Option<Frame>,
+    /// A transaction: these commands between MULTI and EXEC (`argv` is the EXEC).
+    pub(crate) batch: Option<Vec<Vec<Bytes>>>,
+    /// The first error a transaction's command met when queued (a MOVED makes the EXEC
+    /// fail: the transaction is sent again where the slot is).
+    pub(crate) queued_error: Option<Frame>,
+    /// The client's WATCH connection: the call goes there and nowhere else.
+    pub(crate) pinned: Option<ConnId>,
 }
 
 impl Call {
@@ -69,6 +76,9 @@ impl Call {
             dedicated: false,
             last_error: None,
             reply: None,
+            batch: None,
+            queued_error: None,
+            pinned: None,
         }
     }
 

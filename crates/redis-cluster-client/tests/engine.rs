@@ -387,6 +387,140 @@ fn a_refused_seed_fails_waiting_requests_with_the_reason() {
     assert_eq!(h.replies_of(client)[1], Frame::NullBulkString);
 }
 
+fn queued() -> Frame {
+    Frame::SimpleString(Bytes::from_static(b"QUEUED"))
+}
+
+#[test]
+fn a_transaction_goes_in_one_write_to_its_slots_node_and_follows_a_moved() {
+    let (mut h, client) = started(3);
+    // The slot moved before the engine knew: the queued commands meet MOVED, EXEC aborts,
+    // and the engine sends the whole transaction again to the new owner.
+    let from = h.cluster.node_of("{t}a");
+    let to = (from + 1) % 3;
+    h.cluster.owner[usize::from(slot("{t}a"))] = to;
+    for line in [
+        "MULTI",
+        "SET {t}a 1",
+        "INCR {t}a",
+        "MGET {t}a {t}b",
+        "EXEC",
+        "GET {t}a",
+    ] {
+        h.engine.handle_request(h.now, client, argv(line));
+    }
+    h.settle(10);
+    assert_eq!(
+        h.replies_of(client),
+        [
+            ok(),
+            queued(),
+            queued(),
+            queued(),
+            Frame::Array(vec![
+                ok(),
+                Frame::Integer(2),
+                Frame::Array(vec![bulk("2"), Frame::NullBulkString])
+            ]),
+            bulk("2"),
+        ]
+    );
+    let link = h.link_of(to).expect("a link to the new owner");
+    let seen: Vec<&[u8]> = h.cluster.links[&link]
+        .seen
+        .iter()
+        .map(|a| &a[0][..])
+        .collect();
+    let at = seen
+        .iter()
+        .position(|n| *n == b"MULTI")
+        .expect("MULTI reached the owner");
+    assert_eq!(
+        &seen[at..at + 5],
+        [&b"MULTI"[..], b"SET", b"INCR", b"MGET", b"EXEC"]
+    );
+}
+
+#[test]
+fn transaction_errors_are_the_servers() {
+    let (mut h, client) = started(2);
+    for line in [
+        "EXEC", "DISCARD", "MULTI", "MULTI", "WATCH x", "NOSUCH a", "GET", "SET a 1", "EXEC",
+        "MULTI", "SET a 1", "SET b 2", "EXEC", "MULTI", "SET a 2", "DISCARD", "GET a",
+    ] {
+        h.engine.handle_request(h.now, client, argv(line));
+    }
+    h.settle(10);
+    assert_eq!(
+        h.replies_of(client),
+        [
+            err("ERR EXEC without MULTI"),
+            err("ERR DISCARD without MULTI"),
+            ok(),
+            err("ERR MULTI calls can not be nested"),
+            err("ERR WATCH inside MULTI is not allowed"),
+            err("ERR unknown command 'NOSUCH', with args beginning with: 'a' "),
+            err("ERR wrong number of arguments for 'get' command"),
+            queued(),
+            err("EXECABORT Transaction discarded because of previous errors."),
+            ok(),
+            queued(),
+            queued(),
+            err(errors::CROSSSLOT),
+            ok(),
+            queued(),
+            ok(),
+            Frame::NullBulkString,
+        ]
+    );
+}
+
+#[test]
+fn watch_pins_a_connection_and_a_touched_key_aborts_the_exec() {
+    let (mut h, first) = started(2);
+    let second = h.engine.open_client();
+    for (client, line) in [
+        (first, "WATCH {t}a"),
+        (second, "SET {t}a other"),
+        (first, "MULTI"),
+        (first, "SET {t}a mine"),
+        (first, "EXEC"),
+        (first, "WATCH {t}a"),
+        (first, "WATCH nope"),
+        (first, "MULTI"),
+        (first, "SET {t}b mine"),
+        (first, "EXEC"),
+        (first, "GET {t}b"),
+    ] {
+        h.engine.handle_request(h.now, client, argv(line));
+        h.settle(5);
+    }
+    assert_eq!(
+        h.replies_of(first),
+        [
+            ok(),
+            ok(),
+            queued(),
+            Frame::NullArray,
+            ok(),
+            err(errors::CROSSSLOT),
+            ok(),
+            queued(),
+            Frame::Array(vec![ok()]),
+            bulk("mine"),
+        ]
+    );
+    assert_eq!(h.cluster.store.get(&b"{t}a"[..]), Some(&b"other".to_vec()));
+    // The WATCH connections were closed after their EXEC.
+    let watching = h
+        .cluster
+        .links
+        .values()
+        .filter(|l| l.seen.iter().any(|a| &a[0][..] == b"WATCH"))
+        .count();
+    assert_eq!(watching, 0);
+}
+
 // ------------------------------------------------------------------------- the proptest
 
 #[derive(Clone, Debug)]
@@ -425,6 +559,48 @@ fn key(c: usize, k: usize) -> String {
     }
 }
 
+/// The requests of one step: one command, or a transaction on one hash tag.
+fn commands(c: usize, which: usize, keys: &[usize]) -> Vec<Vec<Bytes>> {
+    if which == 7 {
+        let t = |i: usize| key(c, 3 + keys[i % keys.len()] % 3);
+        let lines = [
+            "MULTI".to_string(),
+            format!("INCR {}", t(0)),
+            format!("MGET {} {}", t(1), t(2)),
+            "EXEC".into(),
+        ];
+        return lines.iter().map(|l| argv(l)).collect();
+    }
+    vec![command(c, which, keys)]
+}
+
+/// One standalone server: a keyspace and MULTI.
+#[derive(Default)]
+struct Standalone {
+    store: HashMap<Vec<u8>, Vec<u8>>,
+    multi: Option<Vec<Vec<Bytes>>>,
+}
+
+impl Standalone {
+    fn run(&mut self, args: &[Bytes]) -> Frame {
+        match (&args[0][..], self.multi.as_mut()) {
+            (b"MULTI", _) => {
+                self.multi = Some(Vec::new());
+                ok()
+            }
+            (b"EXEC", Some(_)) => {
+                let queued = self.multi.take().unwrap_or_default();
+                Frame::Array(queued.iter().map(|c| exec(&mut self.store, c)).collect())
+            }
+            (_, Some(queued)) => {
+                queued.push(args.to_vec());
+                Frame::SimpleString(Bytes::from_static(b"QUEUED"))
+            }
+            _ => exec(&mut self.store, args),
+        }
+    }
+}
+
 fn command(c: usize, which: usize, keys: &[usize]) -> Vec<Bytes> {
     let k = |i: usize| key(c, keys[i % keys.len()]);
     let line = match which % 7 {
@@ -441,7 +617,7 @@ fn command(c: usize, which: usize, keys: &[usize]) -> Vec<Bytes> {
 
 fn step() -> impl Strategy<Value = Step> {
     prop_oneof![
-        6 => (0..CLIENTS, 0..7usize, prop::collection::vec(0..KEYS, 3)).prop_map(|(c, w, k)| Step::Request(c, w, k)),
+        6 => (0..CLIENTS, 0..8usize, prop::collection::vec(0..KEYS, 3)).prop_map(|(c, w, k)| Step::Request(c, w, k)),
         4 => Just(Step::Take),
         6 => Just(Step::Deliver),
         5 => (0..NODES).prop_map(Step::Answer),
@@ -463,16 +639,17 @@ fn run(steps: Vec<Step>) -> Result<(), TestCaseError> {
     });
     h.start();
     let clients: Vec<_> = (0..CLIENTS).map(|_| h.engine.open_client()).collect();
-    let mut model: Vec<HashMap<Vec<u8>, Vec<u8>>> = vec![HashMap::new(); CLIENTS];
+    let mut model: Vec<Standalone> = (0..CLIENTS).map(|_| Standalone::default()).collect();
     let mut expected: Vec<Vec<Frame>> = vec![Vec::new(); CLIENTS];
     let key_of = |i: usize| key(i / KEYS, i % KEYS);
     let mut owned: HashMap<u16, Vec<usize>> = HashMap::new();
     for step in steps {
         match step {
             Step::Request(c, which, keys) => {
-                let args = command(c, which, &keys);
-                expected[c].push(exec(&mut model[c], &args));
-                h.engine.handle_request(h.now, clients[c], args);
+                for args in commands(c, which, &keys) {
+                    expected[c].push(model[c].run(&args));
+                    h.engine.handle_request(h.now, clients[c], args);
+                }
                 h.outputs();
             }
             Step::Take => h.take_writes(),

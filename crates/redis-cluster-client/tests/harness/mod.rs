@@ -29,6 +29,10 @@ pub struct Link {
     pub seen: Vec<Vec<Bytes>>,
     /// How many writes the engine made on it.
     pub writes: usize,
+    /// Inside MULTI: the commands queued, and whether one was refused.
+    pub multi: Option<(Vec<Vec<Bytes>>, bool)>,
+    /// WATCHed keys and their values then.
+    pub watched: Vec<(Vec<u8>, Option<Vec<u8>>)>,
 }
 
 /// The cluster.
@@ -137,46 +141,97 @@ impl Cluster {
             }
             _ => {}
         }
-        if self.down[node] {
-            return err(errors::CLUSTERDOWN);
+        match &name[..] {
+            b"MULTI" => {
+                link.multi = Some((Vec::new(), false));
+                return Frame::SimpleString(Bytes::from_static(b"OK"));
+            }
+            b"EXEC" => return self.exec_transaction(link),
+            b"WATCH" => {
+                if let Some(refused) = self.refuse_keys(node, asking, &args[1..]) {
+                    return refused;
+                }
+                for key in &args[1..] {
+                    let now = self.store.get(&key[..]).cloned();
+                    link.watched.push((key.to_vec(), now));
+                }
+                return Frame::SimpleString(Bytes::from_static(b"OK"));
+            }
+            b"UNWATCH" => {
+                link.watched.clear();
+                return Frame::SimpleString(Bytes::from_static(b"OK"));
+            }
+            _ => {}
         }
         let table = CommandTable::REDIS_7_0;
-        let Ok(keys) = table.keys(args) else {
-            return exec(&mut self.store, args);
+        let keys: Vec<Bytes> = match table.keys(args) {
+            Ok(keys) => keys.positions().map(|i| args[i].clone()).collect(),
+            Err(_) => Vec::new(),
         };
-        let keys: Vec<Vec<u8>> = keys.positions().map(|i| args[i].to_vec()).collect();
-        let Some(first) = keys.first() else {
-            return exec(&mut self.store, args);
+        if let Some(refused) = self.refuse_keys(node, asking, &keys) {
+            if let Some((_, dirty)) = link.multi.as_mut() {
+                *dirty = true;
+            }
+            return refused;
+        }
+        if let Some((queued, _)) = link.multi.as_mut() {
+            queued.push(args.to_vec());
+            return Frame::SimpleString(Bytes::from_static(b"QUEUED"));
+        }
+        exec(&mut self.store, args)
+    }
+
+    /// EXEC on a link: EXECABORT after a refused command, null when a watched key changed.
+    fn exec_transaction(&mut self, link: &mut Link) -> Frame {
+        let Some((queued, dirty)) = link.multi.take() else {
+            return err("ERR EXEC without MULTI");
         };
+        let watched = std::mem::take(&mut link.watched);
+        if dirty {
+            return err("EXECABORT Transaction discarded because of previous errors.");
+        }
+        if watched.iter().any(|(k, v)| self.store.get(k) != v.as_ref()) {
+            return Frame::NullArray;
+        }
+        Frame::Array(queued.iter().map(|c| exec(&mut self.store, c)).collect())
+    }
+
+    /// The error a node answers for a command on `keys` it does not serve now: CLUSTERDOWN,
+    /// CROSSSLOT, MOVED, ASK or TRYAGAIN; `None` to run it.
+    fn refuse_keys(&mut self, node: usize, asking: bool, keys: &[Bytes]) -> Option<Frame> {
+        if self.down[node] {
+            return Some(err(errors::CLUSTERDOWN));
+        }
+        let first = keys.first()?;
         let slot = key_slot(first);
         if keys.iter().any(|k| key_slot(k) != slot) {
-            return err(errors::CROSSSLOT);
+            return Some(err(errors::CROSSSLOT));
         }
         let raw = u16::from(slot);
         let owner = self.owner[usize::from(raw)];
         let target = self.migrating.get(&raw).copied();
         if owner == node {
-            if let Some(target) = target {
+            if target.is_some() {
                 let here: Vec<bool> = keys
                     .iter()
-                    .map(|k| self.store.contains_key(k) && !self.moved.contains(k))
+                    .map(|k| self.store.contains_key(&k[..]) && !self.moved.contains(&k[..]))
                     .collect();
                 if here.iter().all(|h| !h) {
-                    return err(&format!("ASK {raw} {}", addr(target)));
+                    return Some(err(&format!("ASK {raw} {}", addr(target.unwrap_or(owner)))));
                 }
                 if here.iter().any(|h| !h) {
-                    return err(errors::TRYAGAIN);
+                    return Some(err(errors::TRYAGAIN));
                 }
             }
-            return exec(&mut self.store, args);
+            return None;
         }
         if target == Some(node) && asking {
-            for k in &keys {
-                self.moved.insert(k.clone());
+            for k in keys {
+                self.moved.insert(k.to_vec());
             }
-            return exec(&mut self.store, args);
+            return None;
         }
-        err(&format!("MOVED {raw} {}", addr(owner)))
+        Some(err(&format!("MOVED {raw} {}", addr(owner))))
     }
 
     /// The node a key lives on now.
@@ -334,6 +389,8 @@ impl Harness {
                             outbox: Vec::new(),
                             seen: Vec::new(),
                             writes: 0,
+                            multi: None,
+                            watched: Vec::new(),
                         },
                     );
                     self.engine.handle_connected(self.now, conn);
