@@ -38,6 +38,9 @@ pub(crate) struct Conn {
     pub(crate) dedicated: bool,
     /// A client's WATCH connection, kept until its EXEC, DISCARD or UNWATCH.
     pub(crate) pinned: bool,
+    /// A client's Pub/Sub connection: what it sends (after its set-up replies) is pushed to
+    /// that client.
+    pub(crate) subscriber: Option<crate::ClientId>,
     /// Whether the driver reported it open; bytes wait until then.
     pub(crate) open: bool,
     /// Bytes not yet handed to the driver.
@@ -57,6 +60,7 @@ impl Conn {
             proto,
             dedicated,
             pinned: false,
+            subscriber: None,
             open: false,
             out: Vec::new(),
             owed: VecDeque::new(),

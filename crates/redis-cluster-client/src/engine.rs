@@ -12,6 +12,7 @@ use redis_resp::{Frame, errors};
 
 use crate::conn::{Conn, Expect};
 use crate::hello;
+use crate::pubsub::Subscriptions;
 use crate::refresh::Refresh;
 use crate::request::{Call, CallKey, CallState, Combine, Request, Target, scan_cursor, scan_step};
 use crate::transaction::{Multi, Watch};
@@ -28,6 +29,15 @@ pub(crate) struct ClientState {
     pub(crate) multi: Option<Multi>,
     /// After WATCH: the connection that holds it.
     pub(crate) watch: Option<Watch>,
+    /// Pub/Sub.
+    pub(crate) subs: Subscriptions,
+}
+
+impl ClientState {
+    /// Whether replies of the client are still owed (pushes wait behind them).
+    pub(crate) fn pending_replies(&self) -> bool {
+        !self.order.is_empty()
+    }
 }
 
 /// The engine of a cluster client or proxy: no sockets, no clock, no runtime.
@@ -121,6 +131,9 @@ impl Engine {
             if let Some(conn) = state.watch.and_then(|w| w.conn) {
                 self.close(conn);
             }
+            for conn in state.subs.conns() {
+                self.close(conn);
+            }
             for id in state.order {
                 let done = self.requests.get(&id).is_some_and(|r| r.reply.is_some());
                 if done {
@@ -162,6 +175,7 @@ impl Engine {
             calls: Vec::new(),
             combine: Combine::One,
             reply: None,
+            silent: false,
         };
         self.requests.insert(id, request);
         match self.clients.get_mut(&client) {
@@ -208,6 +222,21 @@ impl Engine {
                     return;
                 }
             };
+            if let Some(client) = c.subscriber {
+                // Set-up replies first; then everything is the client's.
+                match c.owed.pop_front() {
+                    Some((expect, _)) if !matches!(frame, Frame::Push(_)) => {
+                        self.answer(now, conn, expect, frame);
+                    }
+                    other => {
+                        if let Some(owed) = other {
+                            c.owed.push_front(owed);
+                        }
+                        self.pubsub_frame(now, client, conn, frame);
+                    }
+                }
+                continue;
+            }
             if matches!(frame, Frame::Push(_)) {
                 continue; // out of band: nothing owed is answered by it
             }
@@ -257,6 +286,15 @@ impl Engine {
         for conn in late {
             self.outputs.push_back(Output::Close { conn });
             self.lost(now, conn, "timed out");
+        }
+        let due: Vec<ClientId> = self
+            .clients
+            .iter()
+            .filter(|(_, s)| s.subs.again.is_some_and(|at| at <= now))
+            .map(|(id, _)| *id)
+            .collect();
+        for client in due {
+            self.resubscribe(now, client);
         }
         self.drive_refresh(now);
     }
@@ -334,6 +372,9 @@ impl Engine {
             return;
         }
         let Some(argv) = self.session(now, id, client, argv) else {
+            return;
+        };
+        let Some(argv) = self.pubsub(now, id, client, argv) else {
             return;
         };
         if let Some(reply) = self.local(client, &argv) {
@@ -645,7 +686,7 @@ impl Engine {
     /// Drops a connection from the tables (its owed replies are the caller's business).
     fn forget(&mut self, conn: ConnId) -> Option<Conn> {
         let c = self.conns.remove(&conn)?;
-        if !c.dedicated && !c.pinned {
+        if !c.dedicated && !c.pinned && c.subscriber.is_none() {
             self.shared.remove(&(c.addr.clone(), c.proto));
         }
         if c.pinned {
@@ -666,6 +707,9 @@ impl Engine {
         let Some(c) = self.forget(conn) else {
             return;
         };
+        if let Some(client) = c.subscriber {
+            self.subscriber_lost(now, client, conn);
+        }
         self.outputs.push_back(Output::Event(Event::ConnectionLost {
             endpoint: endpoint(&c.addr),
             reason: reason.to_string(),
@@ -877,7 +921,7 @@ impl Engine {
             }
             state.order.pop_front();
             if let Some(request) = self.requests.remove(&front) {
-                if let Some(frame) = request.reply {
+                if let (Some(frame), false) = (request.reply, request.silent) {
                     self.outputs.push_back(Output::Reply {
                         client,
                         request: front,
@@ -886,6 +930,23 @@ impl Engine {
                 }
             }
         }
+        if state.order.is_empty() {
+            for frame in std::mem::take(&mut state.subs.held) {
+                self.outputs.push_back(Output::Push { client, frame });
+            }
+        }
+    }
+
+    /// A request whose replies come as pushes (SUBSCRIBE and the like): done, with no reply.
+    pub(crate) fn finish_silently(&mut self, id: RequestId) {
+        if let Some(request) = self.requests.get_mut(&id) {
+            request.silent = true;
+        }
+        self.finish(id, Frame::Null);
+    }
+
+    pub(crate) fn push_output(&mut self, output: Output) {
+        self.outputs.push_back(output);
     }
 
     /// A slot map arrived: requests that waited for one are routed, and calls of slots the

@@ -24,7 +24,15 @@
 //! No sockets, no clock, no threads, no runtime: the caller opens the connections the engine
 //! names ([`ConnId`]), writes the bytes it hands out, feeds back what backends send, and tells
 //! it the time. A tokio proxy, a blocking `std::net` client and a test harness drive the same
-//! code. It does not authenticate clients, and it has no Pub/Sub yet.
+//! code. It does not authenticate clients.
+//!
+//! # Pub/Sub
+//! SUBSCRIBE and PSUBSCRIBE go on a connection of the client's own to one master (PUBLISH
+//! reaches every node), SSUBSCRIBE on one per node of the channels' slots; what they send
+//! comes out as [`Output::Push`]. The engine remembers the subscriptions: after a lost
+//! connection, or an `sunsubscribe` the client did not ask for (its slot moved), it
+//! subscribes again through the current map and drops the confirmations. A RESP2 client in
+//! Pub/Sub mode gets the server's error for other commands.
 //!
 //! # Transactions
 //! MULTI is queued in the engine (commands the server would refuse are answered as it does,
@@ -87,6 +95,7 @@ mod config;
 mod conn;
 mod engine;
 mod hello;
+mod pubsub;
 mod refresh;
 mod request;
 mod transaction;
@@ -134,6 +143,14 @@ pub enum Output {
         /// Which.
         request: RequestId,
         /// The reply, in the client's RESP version.
+        frame: Frame,
+    },
+    /// A frame for a client outside any reply: a Pub/Sub message or confirmation (a RESP3
+    /// push, or a RESP2 array), after the replies to the client's earlier requests.
+    Push {
+        /// Whose.
+        client: ClientId,
+        /// The frame, as the node sent it.
         frame: Frame,
     },
     /// Something the driver may log or count.

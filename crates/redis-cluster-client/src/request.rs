@@ -116,6 +116,8 @@ pub(crate) struct Request {
     pub(crate) calls: Vec<Call>,
     pub(crate) combine: Combine,
     pub(crate) reply: Option<Frame>,
+    /// Answered by pushes, not by a reply (SUBSCRIBE).
+    pub(crate) silent: bool,
 }
 
 impl Request {

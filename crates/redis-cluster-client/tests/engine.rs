@@ -521,6 +521,122 @@ fn watch_pins_a_connection_and_a_touched_key_aborts_the_exec() {
     assert_eq!(watching, 0);
 }
 
+fn message(kind: &str, channel: &str, text: &str) -> Frame {
+    Frame::Array(vec![bulk(kind), bulk(channel), bulk(text)])
+}
+
+fn pushes_of(h: &Harness, client: redis_cluster_client::ClientId) -> Vec<Frame> {
+    h.pushes
+        .iter()
+        .filter(|p| p.0 == client)
+        .map(|p| p.1.clone())
+        .collect()
+}
+
+#[test]
+fn a_subscriber_gets_messages_and_is_subscribed_again_after_its_connection_is_lost() {
+    let (mut h, sub) = started(3);
+    let publisher = h.engine.open_client();
+    h.engine.handle_request(h.now, sub, argv("SET before 1"));
+    h.engine
+        .handle_request(h.now, sub, argv("SUBSCRIBE news sport"));
+    h.engine.handle_request(h.now, sub, argv("GET before"));
+    h.settle(5);
+    // No reply to SUBSCRIBE (its confirmations are pushes); GET refused in Pub/Sub mode.
+    assert_eq!(
+        h.replies_of(sub),
+        [
+            ok(),
+            err(
+                "ERR Can't execute 'get': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context"
+            ),
+        ]
+    );
+    assert_eq!(
+        pushes_of(&h, sub),
+        [
+            Frame::Array(vec![bulk("subscribe"), bulk("news"), Frame::Integer(1)]),
+            Frame::Array(vec![bulk("subscribe"), bulk("sport"), Frame::Integer(2)]),
+        ]
+    );
+    h.engine
+        .handle_request(h.now, publisher, argv("PUBLISH news hello"));
+    h.settle(5);
+    assert_eq!(pushes_of(&h, sub)[2], message("message", "news", "hello"));
+    // The subscriber's connection dies: the engine subscribes again, silently.
+    let conn = h
+        .cluster
+        .links
+        .iter()
+        .find(|(_, l)| !l.channels.is_empty())
+        .map(|(c, _)| *c)
+        .expect("the subscriber's link");
+    h.cluster.links.remove(&conn);
+    h.engine.handle_closed(h.now, conn, "reset");
+    h.settle(5);
+    h.advance(10);
+    h.engine
+        .handle_request(h.now, publisher, argv("PUBLISH sport goal"));
+    h.settle(5);
+    let pushes = pushes_of(&h, sub);
+    assert_eq!(pushes.len(), 4, "{pushes:?}");
+    assert_eq!(pushes[3], message("message", "sport", "goal"));
+    h.engine.handle_request(h.now, sub, argv("PING"));
+    h.engine.handle_request(h.now, sub, argv("UNSUBSCRIBE"));
+    h.settle(5);
+    let pushes = pushes_of(&h, sub);
+    assert_eq!(pushes[4], Frame::Array(vec![bulk("pong"), bulk("")]));
+    assert_eq!(pushes.len(), 7);
+}
+
+#[test]
+fn a_shard_subscriber_follows_its_slot_to_the_new_owner() {
+    let (mut h, sub) = started(2);
+    let publisher = h.engine.open_client();
+    h.engine
+        .handle_request(h.now, sub, argv("SSUBSCRIBE {s}ch"));
+    h.settle(5);
+    let from = h.cluster.node_of("{s}ch");
+    let to = 1 - from;
+    h.cluster.migrating.insert(slot("{s}ch"), to);
+    h.cluster.finish(slot("{s}ch"));
+    // The old owner says sunsubscribe; the engine drops it and subscribes on the new owner.
+    h.settle(20);
+    h.advance(200);
+    h.engine
+        .handle_request(h.now, publisher, argv("SPUBLISH {s}ch moved"));
+    h.settle(20);
+    assert_eq!(h.replies_of(publisher), [Frame::Integer(1)]);
+    assert_eq!(
+        pushes_of(&h, sub),
+        [
+            Frame::Array(vec![bulk("ssubscribe"), bulk("{s}ch"), Frame::Integer(1)]),
+            message("smessage", "{s}ch", "moved"),
+        ]
+    );
+}
+
+#[test]
+fn unsubscribing_from_nothing_answers_as_the_server() {
+    let (mut h, client) = started(1);
+    h.engine.handle_request(h.now, client, argv("UNSUBSCRIBE"));
+    h.engine
+        .handle_request(h.now, client, argv("SUNSUBSCRIBE a b"));
+    h.settle(2);
+    assert_eq!(
+        pushes_of(&h, client),
+        [
+            Frame::Array(vec![
+                bulk("unsubscribe"),
+                Frame::NullBulkString,
+                Frame::Integer(0)
+            ]),
+            Frame::Array(vec![bulk("sunsubscribe"), bulk("a"), Frame::Integer(0)]),
+            Frame::Array(vec![bulk("sunsubscribe"), bulk("b"), Frame::Integer(0)]),
+        ]
+    );
+}
+
 // ------------------------------------------------------------------------- the proptest
 
 #[derive(Clone, Debug)]

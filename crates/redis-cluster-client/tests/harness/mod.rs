@@ -5,7 +5,7 @@
 
 #![allow(dead_code, unreachable_pub)]
 
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
@@ -33,6 +33,9 @@ pub struct Link {
     pub multi: Option<(Vec<Vec<Bytes>>, bool)>,
     /// WATCHed keys and their values then.
     pub watched: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+    /// Channels, patterns and shard channels it is subscribed to.
+    pub channels: BTreeSet<Vec<u8>>,
+    pub shard: BTreeSet<Vec<u8>>,
 }
 
 /// The cluster.
@@ -110,11 +113,133 @@ impl Cluster {
             let args: Vec<Bytes> = (0..command.len())
                 .filter_map(|i| command.arg_bytes(i))
                 .collect();
+            if let Some(frames) = self.pubsub(&mut link, &args) {
+                for frame in frames {
+                    encode(&frame, &mut link.outbox);
+                }
+                link.seen.push(args);
+                continue;
+            }
             let reply = self.run(&mut link, &args);
             link.seen.push(args);
             encode(&reply, &mut link.outbox);
         }
         self.links.insert(conn, link);
+    }
+
+    /// Pub/Sub on a link (RESP2 frames): `None` for any other command.
+    fn pubsub(&mut self, link: &mut Link, args: &[Bytes]) -> Option<Vec<Frame>> {
+        let name = args[0].to_ascii_lowercase();
+        let kind = || Frame::BulkString(Bytes::copy_from_slice(&name));
+        let count = |l: &Link| Frame::Integer((l.channels.len() + l.shard.len()) as i64);
+        let mut out = Vec::new();
+        match &name[..] {
+            b"subscribe" | b"ssubscribe" => {
+                if name == b"ssubscribe" {
+                    let keys: Vec<Bytes> = args[1..].to_vec();
+                    if let Some(refused) = self.refuse_keys(link.node, false, &keys) {
+                        return Some(vec![refused]);
+                    }
+                }
+                for channel in &args[1..] {
+                    let set = if name == b"subscribe" {
+                        &mut link.channels
+                    } else {
+                        &mut link.shard
+                    };
+                    set.insert(channel.to_vec());
+                    out.push(Frame::Array(vec![
+                        kind(),
+                        Frame::BulkString(channel.clone()),
+                        count(link),
+                    ]));
+                }
+            }
+            b"unsubscribe" | b"sunsubscribe" => {
+                let named: Vec<Vec<u8>> = if args.len() > 1 {
+                    args[1..].iter().map(|c| c.to_vec()).collect()
+                } else if name == b"unsubscribe" {
+                    link.channels.iter().cloned().collect()
+                } else {
+                    link.shard.iter().cloned().collect()
+                };
+                for channel in named {
+                    let set = if name == b"unsubscribe" {
+                        &mut link.channels
+                    } else {
+                        &mut link.shard
+                    };
+                    set.remove(&channel);
+                    out.push(Frame::Array(vec![
+                        kind(),
+                        Frame::BulkString(channel.into()),
+                        count(link),
+                    ]));
+                }
+            }
+            b"ping" if !link.channels.is_empty() || !link.shard.is_empty() => {
+                let text = args.get(1).cloned().unwrap_or_default();
+                out.push(Frame::Array(vec![bulk("pong"), Frame::BulkString(text)]));
+            }
+            b"publish" | b"spublish" => {
+                let shard = name == b"spublish";
+                if shard {
+                    if let Some(refused) = self.refuse_keys(link.node, false, &args[1..2]) {
+                        return Some(vec![refused]);
+                    }
+                }
+                let message = Frame::Array(vec![
+                    bulk(if shard { "smessage" } else { "message" }),
+                    Frame::BulkString(args[1].clone()),
+                    Frame::BulkString(args[2].clone()),
+                ]);
+                let node = link.node;
+                let mut reached = 0;
+                for l in self.links.values_mut().chain(std::iter::once(&mut *link)) {
+                    let subscribed = if shard {
+                        l.node == node && l.shard.contains(&args[1][..])
+                    } else {
+                        l.channels.contains(&args[1][..])
+                    };
+                    if subscribed {
+                        encode(&message, &mut l.outbox);
+                        reached += 1;
+                    }
+                }
+                out.push(Frame::Integer(reached));
+            }
+            _ => return None,
+        }
+        Some(out)
+    }
+
+    /// A migrating slot ends on its target: shard subscribers of its channels on the old owner
+    /// are told `sunsubscribe`, as Redis 7 tells them.
+    pub fn finish(&mut self, slot: u16) {
+        let Some(to) = self.migrating.remove(&slot) else {
+            return;
+        };
+        let from = self.owner[usize::from(slot)];
+        self.owner[usize::from(slot)] = to;
+        self.moved.retain(|key| u16::from(key_slot(key)) != slot);
+        for link in self.links.values_mut().filter(|l| l.node == from) {
+            let gone: Vec<Vec<u8>> = link
+                .shard
+                .iter()
+                .filter(|c| u16::from(key_slot(c)) == slot)
+                .cloned()
+                .collect();
+            for channel in gone {
+                link.shard.remove(&channel);
+                let count = (link.channels.len() + link.shard.len()) as i64;
+                let frame = Frame::Array(vec![
+                    bulk("sunsubscribe"),
+                    Frame::BulkString(channel.into()),
+                    Frame::Integer(count),
+                ]);
+                encode(&frame, &mut link.outbox);
+            }
+        }
     }
 
     fn run(&mut self, link: &mut Link, args: &[Bytes]) -> Frame {
@@ -343,6 +468,7 @@ pub struct Harness {
     pub cluster: Cluster,
     pub now: Instant,
     pub replies: Vec<(ClientId, RequestId, Frame)>,
+    pub pushes: Vec<(ClientId, Frame)>,
     pub events: Vec<redis_cluster_client::Event>,
     /// Writes taken from the engine and not yet delivered.
     pub wire: VecDeque<(ConnId, Vec<u8>)>,
@@ -363,6 +489,7 @@ impl Harness {
             cluster: Cluster::new(nodes),
             now,
             replies: Vec::new(),
+            pushes: Vec::new(),
             events: Vec::new(),
             wire: VecDeque::new(),
         }
@@ -391,6 +518,8 @@ impl Harness {
                             writes: 0,
                             multi: None,
                             watched: Vec::new(),
+                            channels: BTreeSet::new(),
+                            shard: BTreeSet::new(),
                         },
                     );
                     self.engine.handle_connected(self.now, conn);
@@ -403,6 +532,7 @@ impl Harness {
                     request,
                     frame,
                 } => self.replies.push((client, request, frame)),
+                Output::Push { client, frame } => self.pushes.push((client, frame)),
                 Output::Event(event) => self.events.push(event),
                 _ => {}
             }
@@ -474,6 +604,25 @@ impl Harness {
             }
             self.engine.handle_timeout(self.now);
             self.outputs();
+        }
+    }
+
+    /// Lets `ms` of virtual time pass (deadlines in it fire), then settles.
+    pub fn advance(&mut self, ms: u64) {
+        let end = self.now + Duration::from_millis(ms);
+        for _ in 0..1000 {
+            let next = self
+                .engine
+                .poll_timeout()
+                .filter(|at| *at <= end)
+                .unwrap_or(end);
+            self.now = self.now.max(next);
+            self.engine.handle_timeout(self.now);
+            self.outputs();
+            self.settle(5);
+            if self.now >= end {
+                break;
+            }
         }
     }
 
