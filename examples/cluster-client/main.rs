@@ -37,7 +37,10 @@ struct Client {
     engine: Engine,
     me: ClientId,
     sockets: HashMap<ConnId, TcpStream>,
-    replies: HashMap<RequestId, Frame>,
+    /// Replies by request (`None`: a request answered by pushes, SUBSCRIBE).
+    replies: HashMap<RequestId, Option<Frame>>,
+    /// Pub/Sub messages and confirmations, in arrival order.
+    pushes: Vec<Frame>,
     tx: Sender<FromNode>,
     rx: Receiver<FromNode>,
     verbose: bool,
@@ -53,14 +56,15 @@ impl Client {
             me,
             sockets: HashMap::new(),
             replies: HashMap::new(),
+            pushes: Vec::new(),
             tx,
             rx,
             verbose,
         }
     }
 
-    /// Runs one command and waits for its reply.
-    fn call(&mut self, argv: Vec<Bytes>) -> Frame {
+    /// Runs one command and waits for its reply (`None` for one answered by pushes).
+    fn call(&mut self, argv: Vec<Bytes>) -> Option<Frame> {
         let id = self.engine.handle_request(Instant::now(), self.me, argv);
         loop {
             self.drive();
@@ -110,8 +114,12 @@ impl Client {
             },
             Output::Close { conn } => self.forget(conn),
             Output::Reply { request, frame, .. } => {
-                self.replies.insert(request, frame);
+                self.replies.insert(request, Some(frame));
             }
+            Output::Answered { request, .. } => {
+                self.replies.insert(request, None);
+            }
+            Output::Push { frame, .. } => self.pushes.push(frame),
             Output::Event(event) if self.verbose => eprintln!("{}", describe(&event)),
             _ => {}
         }
@@ -265,8 +273,13 @@ fn main() {
     let words = |line: &[String]| line.iter().map(|w| Bytes::from(w.clone())).collect();
     if args.len() > 1 {
         let reply = client.call(words(&args[1..]));
-        println!("{}", render(&reply));
-        std::process::exit(i32::from(reply.is_error()));
+        for push in std::mem::take(&mut client.pushes) {
+            println!("{}", render(&push));
+        }
+        if let Some(reply) = &reply {
+            println!("{}", render(reply));
+        }
+        std::process::exit(i32::from(reply.as_ref().is_some_and(Frame::is_error)));
     }
     let stdin = std::io::stdin();
     let mut out = std::io::stdout().lock();
@@ -277,11 +290,15 @@ fn main() {
             continue;
         }
         let reply = client.call(words(&argv));
-        if writeln!(out, "{}", render(&reply))
-            .and_then(|()| out.flush())
-            .is_err()
-        {
-            return; // the reader went away
+        let lines: Vec<String> = std::mem::take(&mut client.pushes)
+            .iter()
+            .chain(reply.as_ref())
+            .map(render)
+            .collect();
+        for line in lines {
+            if writeln!(out, "{line}").and_then(|()| out.flush()).is_err() {
+                return; // the reader went away
+            }
         }
     }
 }

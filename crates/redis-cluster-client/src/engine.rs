@@ -70,6 +70,26 @@ pub struct Engine {
     /// What the cluster said it runs (`redis_version` and friends), for HELLO.
     pub(crate) server: hello::Server,
     turn: usize,
+    pub(crate) counters: Counters,
+}
+
+/// What the engine did, counted since it started (for a driver's INFO or metrics).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Counters {
+    /// MOVED redirects followed.
+    pub moved: u64,
+    /// ASK redirects followed.
+    pub asked: u64,
+    /// Commands sent again after TRYAGAIN, CLUSTERDOWN, LOADING, MASTERDOWN or a lost
+    /// connection.
+    pub retried: u64,
+    /// Multi-key commands split over slots.
+    pub split: u64,
+    /// Slot maps loaded.
+    pub refreshed: u64,
+    /// Backend connections opened.
+    pub connections: u64,
 }
 
 impl Engine {
@@ -94,6 +114,7 @@ impl Engine {
             info_asked: false,
             server: hello::Server::default(),
             turn: 0,
+            counters: Counters::default(),
         };
         engine.drive_refresh(now);
         engine
@@ -102,6 +123,11 @@ impl Engine {
     /// The slot map, once one was loaded.
     pub fn slot_map(&self) -> Option<&SlotMap> {
         self.map.as_ref()
+    }
+
+    /// What the engine did so far.
+    pub fn counters(&self) -> Counters {
+        self.counters
     }
 
     /// The command table in use: the cluster's own once it answered `INFO server`.
@@ -418,6 +444,7 @@ impl Engine {
                         call
                     })
                     .collect();
+                self.counters.split += 1;
                 (Combine::Split(split), calls)
             }
             Ok(Route::AllShards(merge)) => {
@@ -679,6 +706,7 @@ impl Engine {
             c.write(&[&b"INFO"[..], b"server"], Expect::Info, now);
         }
         self.conns.insert(conn, c);
+        self.counters.connections += 1;
         self.outputs.push_back(Output::Connect { conn, endpoint });
         conn
     }
@@ -748,6 +776,7 @@ impl Engine {
         call.last_error = Some(error);
         call.state = CallState::Retry(at);
         self.retries.insert((at, key));
+        self.counters.retried += 1;
     }
 
     /// What a reply on `conn` answers.
@@ -812,7 +841,10 @@ impl Engine {
                 };
                 let addr = to.to_string();
                 if moved {
+                    self.counters.moved += 1;
                     self.moved(now, slot, to);
+                } else {
+                    self.counters.asked += 1;
                 }
                 let Some(call) = self.call_mut(key) else {
                     return;
@@ -921,12 +953,16 @@ impl Engine {
             }
             state.order.pop_front();
             if let Some(request) = self.requests.remove(&front) {
-                if let (Some(frame), false) = (request.reply, request.silent) {
-                    self.outputs.push_back(Output::Reply {
+                match (request.reply, request.silent) {
+                    (Some(frame), false) => self.outputs.push_back(Output::Reply {
                         client,
                         request: front,
                         frame,
-                    });
+                    }),
+                    _ => self.outputs.push_back(Output::Answered {
+                        client,
+                        request: front,
+                    }),
                 }
             }
         }

@@ -105,7 +105,7 @@ use redis_cluster_route::Endpoint;
 use redis_resp::Frame;
 
 pub use config::Config;
-pub use engine::Engine;
+pub use engine::{Counters, Engine};
 
 /// A backend connection, named by the engine when it asks for it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -144,6 +144,14 @@ pub enum Output {
         request: RequestId,
         /// The reply, in the client's RESP version.
         frame: Frame,
+    },
+    /// A request with no reply of its own is done (SUBSCRIBE and the like: what answers it
+    /// comes as [`Output::Push`]); it keeps its place in the client's order as a reply does.
+    Answered {
+        /// Whose.
+        client: ClientId,
+        /// Which.
+        request: RequestId,
     },
     /// A frame for a client outside any reply: a Pub/Sub message or confirmation (a RESP3
     /// push, or a RESP2 array), after the replies to the client's earlier requests.

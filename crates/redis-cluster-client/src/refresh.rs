@@ -154,6 +154,7 @@ impl Engine {
         for (slot, to) in std::mem::take(&mut self.refresh.moved) {
             map.assign(slot, to);
         }
+        self.counters.refreshed += 1;
         let r = &mut self.refresh;
         r.in_flight = None;
         r.failures = 0;
