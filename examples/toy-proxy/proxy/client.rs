@@ -20,6 +20,7 @@ use tokio::sync::mpsc;
 
 use super::backend::Backend;
 use super::cluster::{Argv, Pending, Pool};
+use super::driver::{EngineClient, PushTx};
 
 enum Item {
     Reply(Pending, Instant),
@@ -78,6 +79,9 @@ struct Session {
     pubsub: bool,
     /// A nutcracker pool with `redis_auth`: whether the client sent the password.
     authenticated: bool,
+    /// A cluster pool: this client's side of the engine, which has its transactions and
+    /// Pub/Sub.
+    engine: Option<EngineClient>,
 }
 
 /// Serves one client until it quits, closes, or sends something that is not RESP.
@@ -98,6 +102,17 @@ pub(crate) async fn serve(stream: TcpStream, pool: Arc<Pool>) {
         authenticated: pool.password().is_none(),
         ..Session::default()
     };
+    if let Some(engine) = pool.engine() {
+        // Pub/Sub frames go in the client's stream after the replies before them.
+        let pushes = tx.clone();
+        let pushes: PushTx = Arc::new(move |frame| {
+            let _ = pushes.send(Item::Frames(vec![frame]));
+        });
+        session.engine = engine.open(pushes).await;
+        if session.engine.is_none() {
+            return;
+        }
+    }
     // A nutcracker pool behaves as nutcracker: no inline commands, and a request it cannot
     // parse closes the connection without a reply.
     let nutcracker = pool.ring().is_some();
@@ -189,6 +204,9 @@ async fn handle(pool: &Pool, session: &mut Session, argv: Argv) -> Action {
     if pool.ring().is_some() {
         return as_nutcracker(pool, session, &name, argv).await;
     }
+    if let Some(engine) = &session.engine {
+        return as_cluster(pool, engine, &name, argv);
+    }
     if session.pubsub {
         return match name.as_slice() {
             b"QUIT" => Action::ReplyAndClose(Pending::Ready(ok())),
@@ -209,16 +227,7 @@ async fn handle(pool: &Pool, session: &mut Session, argv: Argv) -> Action {
             Some(b"0") => ready(ok()),
             _ => ready(error("ERR SELECT is not allowed in cluster mode")),
         },
-        b"INFO" => {
-            let section = argv.get(1).map(|s| s.to_ascii_lowercase());
-            match section.as_deref() {
-                None | Some(b"proxy") | Some(b"all") | Some(b"default") | Some(b"everything") => {
-                    ready(Frame::BulkString(Bytes::from(info(pool))))
-                }
-                // Other sections: a node's own answer.
-                Some(_) => Action::Reply(pool.dispatch(argv).await),
-            }
-        }
+        b"INFO" if proxy_section(&argv) => ready(Frame::BulkString(Bytes::from(info(pool)))),
         b"MULTI" => {
             session.multi = Some(Vec::new());
             ready(ok())
@@ -240,9 +249,7 @@ async fn handle(pool: &Pool, session: &mut Session, argv: Argv) -> Action {
                 _ => ready(error("ERR CLIENT is not supported by the proxy")),
             }
         }
-        b"AUTH" => ready(error(
-            "ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?",
-        )),
+        b"AUTH" => ready(error(AUTH_WITHOUT_PASSWORD)),
         b"HELLO" => ready(error("NOPROTO the proxy speaks RESP2 only")),
         b"SUBSCRIBE" | b"PSUBSCRIBE" | b"SSUBSCRIBE" => match pool.pubsub_node(&argv) {
             Ok(addr) => {
@@ -288,6 +295,43 @@ async fn handle(pool: &Pool, session: &mut Session, argv: Argv) -> Action {
         _ => Action::Reply(pool.dispatch(argv).await),
     }
 }
+
+/// A cluster pool's commands: the proxy answers what is about itself (QUIT, SELECT, INFO of
+/// its own, CLIENT SETNAME, AUTH, MONITOR); the engine everything else, transactions,
+/// Pub/Sub and HELLO included.
+fn as_cluster(pool: &Pool, engine: &EngineClient, name: &[u8], argv: Argv) -> Action {
+    let ready = |frame| Action::Reply(Pending::Ready(frame));
+    match name {
+        b"QUIT" => Action::ReplyAndClose(Pending::Ready(ok())),
+        b"SELECT" => match argv.get(1).map(|db| db.as_ref()) {
+            Some(b"0") => ready(ok()),
+            _ => ready(error("ERR SELECT is not allowed in cluster mode")),
+        },
+        b"INFO" if proxy_section(&argv) => ready(Frame::BulkString(Bytes::from(info(pool)))),
+        b"CLIENT" => {
+            let sub = argv.get(1).map(|s| s.to_ascii_uppercase());
+            match sub.as_deref() {
+                Some(b"SETNAME") | Some(b"SETINFO") => ready(ok()),
+                _ => ready(error("ERR CLIENT is not supported by the proxy")),
+            }
+        }
+        b"AUTH" => ready(error(AUTH_WITHOUT_PASSWORD)),
+        b"MONITOR" => ready(error("ERR MONITOR is not supported by the proxy")),
+        _ => Action::Reply(Pending::Engine(engine.request(argv))),
+    }
+}
+
+/// Whether INFO asks for the proxy's own section (none named, or proxy, all, default,
+/// everything); other sections are a node's.
+fn proxy_section(argv: &[Bytes]) -> bool {
+    let section = argv.get(1).map(|s| s.to_ascii_lowercase());
+    matches!(
+        section.as_deref(),
+        None | Some(b"proxy") | Some(b"all") | Some(b"default") | Some(b"everything")
+    )
+}
+
+const AUTH_WITHOUT_PASSWORD: &str = "ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?";
 
 /// A nutcracker pool's commands: what nutcracker 0.5.0 accepts (its table, read from the
 /// real binary: `nutcracker-commands.txt`) is routed; anything else closes the connection,
@@ -422,6 +466,16 @@ async fn watch(pool: &Pool, session: &mut Session, argv: Argv) -> Action {
 /// The `INFO` text: the pool's counters, and for a Sentinel pool the Sentinel in use and
 /// each group's master.
 fn info(pool: &Pool) -> String {
+    if let Some(engine) = pool.engine() {
+        // A cluster pool's redirects and retries are its engine's.
+        let counters = engine.counters();
+        let stats = &pool.stats;
+        stats.moved.store(counters.moved, Ordering::Relaxed);
+        stats.ask.store(counters.asked, Ordering::Relaxed);
+        stats.retries.store(counters.retried, Ordering::Relaxed);
+        stats.splits.store(counters.split, Ordering::Relaxed);
+        stats.refreshes.store(counters.refreshed, Ordering::Relaxed);
+    }
     let mut text = pool.stats.info(&pool.name);
     if let Some(groups) = pool.groups() {
         if !groups.sentinels.is_empty() {

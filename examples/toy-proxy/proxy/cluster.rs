@@ -1,24 +1,22 @@
-//! A `cluster` pool: the slot map from `redis-cluster-route`, one pipelined connection per
-//! node, MOVED / ASK / TRYAGAIN followed, multi-key commands split by slot and merged,
-//! all-shards commands fanned out, SCAN walked node by node.
+//! A pool: a `cluster` pool hands every command to its engine (`driver.rs`, over
+//! `redis-cluster-client`); a Sentinel or static pool routes by slot range to standalone
+//! masters, one pipelined connection per server; a nutcracker pool by its continuum.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
 use redis_cluster_proto::hash_slot::Slot;
 use redis_cluster_proto::resp::{Frame, encode_command};
-use redis_cluster_proto::route::{
-    ClusterError, CommandFlags, CommandTable, Endpoint, Merge, ReadFrom, Redirect, Route, SlotMap,
-    Split,
-};
+use redis_cluster_proto::route::{ClusterError, CommandFlags, CommandTable, Merge, Route, Split};
 use tokio::sync::oneshot;
 
 use super::backend::{Backend, BackendError, Reply};
+use super::driver::EngineHandle;
 use super::sentinel::Groups;
-use super::stats::{ServerStats, Stats};
+use super::stats::{ServerStats, ServerTable, Stats};
 use super::twem::Ring;
 
 /// How often one command is redirected or retried before its error goes to the client.
@@ -31,6 +29,8 @@ pub(crate) type Argv = Vec<Bytes>;
 pub(crate) enum Pending {
     /// Answered already (locally, or an error).
     Ready(Frame),
+    /// A cluster pool's command, answered by its engine (`None`: by pushes, SUBSCRIBE).
+    Engine(oneshot::Receiver<super::driver::Answer>),
     /// One command to one node.
     One(Call),
     /// A split command: one call per part, merged.
@@ -88,7 +88,7 @@ pub(crate) struct Pool {
     backends: Mutex<HashMap<String, Arc<Backend>>>,
     /// Each server's counters by address, in the order first connected (a nutcracker pool
     /// keeps its servers' in its ring).
-    server_stats: Mutex<Vec<(String, Arc<ServerStats>)>>,
+    server_stats: ServerTable,
     refreshing: AtomicBool,
     turn: AtomicUsize,
     /// Counters.
@@ -99,28 +99,13 @@ pub(crate) struct Pool {
 
 /// What a pool fronts: exactly one of these.
 pub(crate) enum Topology {
-    /// A Redis Cluster: the slot map, loaded from the known masters or the seeds.
-    Cluster {
-        seeds: Vec<String>,
-        read_from: ReadFrom,
-        map: RwLock<Option<SlotMap>>,
-    },
+    /// A Redis Cluster, behind the engine's task.
+    Cluster(EngineHandle),
     /// Standalone masters sharded by slot ranges: Sentinel-managed groups, or fixed
     /// servers (a `static` pool's groups have no Sentinel).
     Groups(Arc<Groups>),
     /// A nutcracker pool: its servers and how keys pick one.
     Ring(Ring),
-}
-
-impl Topology {
-    /// A cluster found from `seeds`, its map not loaded yet.
-    pub(crate) fn cluster(seeds: Vec<String>, read_from: ReadFrom) -> Self {
-        Self::Cluster {
-            seeds,
-            read_from,
-            map: RwLock::new(None),
-        }
-    }
 }
 
 fn error(text: impl AsRef<str>) -> Frame {
@@ -133,14 +118,6 @@ fn encode(argv: &[Bytes]) -> Vec<u8> {
     out
 }
 
-fn addr(endpoint: &Endpoint) -> String {
-    if endpoint.host.contains(':') {
-        format!("[{}]:{}", endpoint.host, endpoint.port)
-    } else {
-        format!("{}:{}", endpoint.host, endpoint.port)
-    }
-}
-
 impl Pool {
     /// A pool in front of `topology`, nothing loaded yet ([`Pool::refresh`]).
     pub(crate) fn new(
@@ -149,6 +126,7 @@ impl Pool {
         password: Option<String>,
         timeout: Duration,
         stats: Arc<Stats>,
+        server_stats: ServerTable,
     ) -> Self {
         Self {
             name,
@@ -156,7 +134,7 @@ impl Pool {
             password,
             timeout,
             backends: Mutex::new(HashMap::new()),
-            server_stats: Mutex::new(Vec::new()),
+            server_stats,
             refreshing: AtomicBool::new(false),
             turn: AtomicUsize::new(0),
             stats,
@@ -180,22 +158,16 @@ impl Pool {
         }
     }
 
-    /// Whether this is a cluster pool (with a slot map to keep fresh).
-    pub(crate) fn is_cluster(&self) -> bool {
-        matches!(self.topology, Topology::Cluster { .. })
-    }
-
-    /// Where reads go: a cluster pool's setting, else the master.
-    fn read_from(&self) -> ReadFrom {
+    /// A cluster pool's engine.
+    pub(crate) fn engine(&self) -> Option<&EngineHandle> {
         match &self.topology {
-            Topology::Cluster { read_from, .. } => *read_from,
-            _ => ReadFrom::Master,
+            Topology::Cluster(engine) => Some(engine),
+            _ => None,
         }
     }
 
-    /// Loads the slot map with CLUSTER SLOTS from the first node that answers: the known
-    /// masters first, then the seeds. A Sentinel pool asks its Sentinels instead; a
-    /// nutcracker pool has nothing to load.
+    /// A Sentinel pool asks its Sentinels where the masters are; other pools have nothing
+    /// to load (a cluster pool's engine keeps its own slot map).
     pub(crate) async fn refresh(&self) -> Result<(), String> {
         if self.ring().is_some() {
             return Ok(());
@@ -209,50 +181,7 @@ impl Pool {
             }
             return found;
         }
-        let Topology::Cluster {
-            seeds,
-            map: slot_map,
-            ..
-        } = &self.topology
-        else {
-            return Ok(());
-        };
-        let mut candidates: Vec<String> = read_guard(slot_map)
-            .as_ref()
-            .map(|map| map.shards().iter().map(|s| addr(&s.master)).collect())
-            .unwrap_or_default();
-        candidates.extend(seeds.iter().cloned());
-        let mut last = String::from("no node to ask");
-        for node in candidates {
-            let Ok(backend) = Backend::connect(&node, self.timeout).await else {
-                last = format!("{node}: cannot connect");
-                continue;
-            };
-            let argv = [Bytes::from_static(b"CLUSTER"), Bytes::from_static(b"SLOTS")];
-            let reply = backend.call(encode(&argv), 1).await;
-            backend.kill();
-            let reply = match reply {
-                Ok(reply) => reply,
-                Err(e) => {
-                    last = format!("{node}: {e}");
-                    continue;
-                }
-            };
-            match SlotMap::from_cluster_slots(&reply) {
-                Ok(mut map) if map.assigned() > 0 => {
-                    // An empty host means "the host you asked".
-                    let host = node.rsplit_once(':').map_or("", |(h, _)| h);
-                    let host = host.trim_start_matches('[').trim_end_matches(']');
-                    fill_hosts(&mut map, host);
-                    *write(slot_map) = Some(map);
-                    self.stats.refreshes.fetch_add(1, Ordering::Relaxed);
-                    return Ok(());
-                }
-                Ok(_) => last = format!("{node}: no slot assigned"),
-                Err(e) => last = format!("{node}: {e}"),
-            }
-        }
-        Err(last)
+        Ok(())
     }
 
     /// Refreshes the map in the background, once at a time.
@@ -274,13 +203,7 @@ impl Pool {
                 return server.stats.clone();
             }
         }
-        let mut known = lock(&self.server_stats);
-        if let Some((_, stats)) = known.iter().find(|(a, _)| a == addr) {
-            return stats.clone();
-        }
-        let stats = Arc::<ServerStats>::default();
-        known.push((addr.to_string(), stats.clone()));
-        stats
+        stats_for(&self.server_stats, addr)
     }
 
     /// Each server's name and counters, for the stats document.
@@ -324,70 +247,26 @@ impl Pool {
             let select = [Bytes::from_static(b"SELECT"), Bytes::from(db.to_string())];
             drop(backend.send_setup(encode(&select), 1));
         }
-        if self.read_from() != ReadFrom::Master {
-            // Replicas serve reads only after READONLY; masters ignore it. Its reply is
-            // dropped: the connection keeps its order with or without a listener.
-            drop(backend.send_setup(encode(&[Bytes::from_static(b"READONLY")]), 1));
-        }
         lock(&self.backends).insert(addr.to_string(), backend.clone());
         backend
     }
 
-    /// Where a command for `slot` goes (any master when there is no slot).
-    fn node_for(&self, slot: Option<Slot>, read: bool) -> Option<String> {
-        let (map, read_from) = match &self.topology {
-            Topology::Ring(ring) => return ring.servers.first().map(|s| s.addr.clone()),
-            Topology::Groups(groups) => return groups.master_for(slot),
-            Topology::Cluster { map, read_from, .. } => (map, *read_from),
-        };
-        let map = read_guard(map);
-        let map = map.as_ref()?;
-        let turn = self.turn.fetch_add(1, Ordering::Relaxed);
-        match slot {
-            Some(slot) => map.node_for(slot, read, read_from, turn).map(addr),
-            None => {
-                let shards = map.shards();
-                shards
-                    .get(turn % shards.len().max(1))
-                    .map(|s| addr(&s.master))
-            }
+    /// Where a command for `slot` goes: a group's master (any master when there is no
+    /// slot), a nutcracker pool's first server.
+    fn node_for(&self, slot: Option<Slot>, _read: bool) -> Option<String> {
+        match &self.topology {
+            Topology::Ring(ring) => ring.servers.first().map(|s| s.addr.clone()),
+            Topology::Groups(groups) => groups.master_for(slot),
+            Topology::Cluster(_) => None,
         }
     }
 
     fn masters(&self) -> Vec<String> {
-        let map = match &self.topology {
-            Topology::Ring(ring) => return ring.servers.iter().map(|s| s.addr.clone()).collect(),
-            Topology::Groups(groups) => return groups.masters(),
-            Topology::Cluster { map, .. } => read_guard(map),
-        };
-        let mut masters: Vec<String> = map
-            .as_ref()
-            .map(|m| m.shards().iter().map(|s| addr(&s.master)).collect())
-            .unwrap_or_default();
-        masters.sort();
-        masters.dedup();
-        masters
-    }
-
-    fn all_nodes(&self) -> Vec<String> {
-        let map = match &self.topology {
-            Topology::Ring(ring) => return ring.servers.iter().map(|s| s.addr.clone()).collect(),
-            Topology::Groups(groups) => return groups.masters(),
-            Topology::Cluster { map, .. } => read_guard(map),
-        };
-        let mut nodes: Vec<String> = map
-            .as_ref()
-            .map(|m| {
-                m.shards()
-                    .iter()
-                    .flat_map(|s| std::iter::once(&s.master).chain(&s.replicas))
-                    .map(addr)
-                    .collect()
-            })
-            .unwrap_or_default();
-        nodes.sort();
-        nodes.dedup();
-        nodes
+        match &self.topology {
+            Topology::Ring(ring) => ring.servers.iter().map(|s| s.addr.clone()).collect(),
+            Topology::Groups(groups) => groups.masters(),
+            Topology::Cluster(_) => Vec::new(),
+        }
     }
 
     /// Queues `argv` for `slot` (or any node) now, so that it keeps its place among the
@@ -413,6 +292,12 @@ impl Pool {
     pub(crate) async fn dispatch(&self, argv: Argv) -> Pending {
         if let Some(ring) = self.ring() {
             return self.ring_dispatch(ring, argv).await;
+        }
+        if self.engine().is_some() {
+            // A cluster pool's clients talk to its engine (client.rs): nothing comes here.
+            return Pending::Ready(error(
+                "ERR internal: a cluster pool command outside its engine",
+            ));
         }
         let table = &CommandTable::REDIS_7_0;
         let spec = table.lookup(&argv);
@@ -444,9 +329,10 @@ impl Pool {
                 }
                 Pending::Fan(merge, calls)
             }
+            // Standalone masters have no replicas of their own to reach.
             Ok(Route::AllNodes(merge)) => {
                 let mut calls = Vec::new();
-                for node in self.all_nodes() {
+                for node in self.masters() {
                     calls.push(self.call_node(&node, argv.clone()).await);
                 }
                 Pending::Fan(merge, calls)
@@ -676,6 +562,11 @@ impl Pool {
             Pending::Ring(call) => self.finish_ring(call).await.unwrap_or_else(|e| e),
             Pending::Fragments(split, calls, _) => self.finish_fragments(split, calls).await.0,
             Pending::Hangup => error("ERR no server"),
+            Pending::Engine(rx) => rx
+                .await
+                .ok()
+                .flatten()
+                .unwrap_or_else(|| error("ERR no reply")),
             Pending::Pinned(backend, rx) => backend
                 .wait(rx)
                 .await
@@ -714,6 +605,12 @@ impl Pool {
     ) -> (Option<Frame>, bool) {
         match pending {
             Pending::Hangup => (None, true),
+            Pending::Engine(rx) => {
+                let answer = rx
+                    .await
+                    .unwrap_or_else(|_| Some(error("ERR the proxy's engine stopped")));
+                (answer, false)
+            }
             Pending::Fragments(split, calls, close) => {
                 let (frame, failed) = self.finish_fragments(split, calls).await;
                 (Some(frame), failed && close)
@@ -774,9 +671,8 @@ impl Pool {
         replies
     }
 
-    /// One call's reply, following MOVED (map updated, refreshed in the background), ASK
-    /// (ASKING then the command, once, on the node named), TRYAGAIN, CLUSTERDOWN and lost
-    /// connections (retried with a growing pause).
+    /// One call's reply to a standalone server: READONLY / MASTERDOWN (a Sentinel group in a
+    /// failover), TRYAGAIN, LOADING and lost connections are retried with a growing pause.
     async fn finish(self: &Arc<Self>, mut call: Call) -> Frame {
         let mut pause = Duration::from_millis(5);
         for attempt in 0..ATTEMPTS {
@@ -806,23 +702,6 @@ impl Pool {
                 return frame;
             };
             match ClusterError::parse(text) {
-                ClusterError::Redirect(Redirect::Moved { slot, host, port }) if !last => {
-                    self.stats.moved.fetch_add(1, Ordering::Relaxed);
-                    let host = String::from_utf8_lossy(host).into_owned();
-                    self.moved(slot, host, port, call.backend.as_deref());
-                    self.refresh_soon();
-                    call = self.again(call).await;
-                }
-                ClusterError::Redirect(Redirect::Ask { host, port, .. }) if !last => {
-                    self.stats.ask.fetch_add(1, Ordering::Relaxed);
-                    let host = String::from_utf8_lossy(host).into_owned();
-                    let node = self.redirect_addr(host, port, call.backend.as_deref());
-                    let mut bytes = encode(&[Bytes::from_static(b"ASKING")]);
-                    encode_command(&call.argv, &mut bytes);
-                    let backend = self.backend(&node);
-                    call.rx = Some(backend.send(bytes, 2));
-                    call.backend = Some(backend);
-                }
                 // READONLY / MASTERDOWN from a Sentinel group's node: it was demoted, or its
                 // master is away; ask the Sentinels and try again.
                 ClusterError::ReadOnly | ClusterError::MasterDown
@@ -849,45 +728,10 @@ impl Pool {
         error("ERR too many redirects")
     }
 
-    /// The address a MOVED / ASK names: an empty host is the host of the node that said it.
-    fn redirect_addr(&self, host: String, port: u16, from: Option<&Backend>) -> String {
-        let host = if host.is_empty() || host == "?" {
-            from.and_then(|b| b.addr.rsplit_once(':').map(|(h, _)| h.to_string()))
-                .unwrap_or_default()
-        } else {
-            host
-        };
-        if host.contains(':') && !host.starts_with('[') {
-            format!("[{host}]:{port}")
-        } else {
-            format!("{host}:{port}")
-        }
-    }
-
     /// A Sentinel switch: new requests go to the new master; the old connection drains
     /// (what is in flight finishes) and is dropped when the last of it is answered.
     pub(crate) fn switched(&self, old: &str) {
         lock(&self.backends).remove(old);
-    }
-
-    fn moved(&self, slot: Slot, host: String, port: u16, from: Option<&Backend>) {
-        let node = self.redirect_addr(host, port, from);
-        let Some((host, port)) = node.rsplit_once(':') else {
-            return;
-        };
-        let endpoint = Endpoint {
-            host: host
-                .trim_start_matches('[')
-                .trim_end_matches(']')
-                .to_string(),
-            port: port.parse().unwrap_or(0),
-            ..Endpoint::default()
-        };
-        if let Topology::Cluster { map, .. } = &self.topology {
-            if let Some(map) = write(map).as_mut() {
-                map.assign(slot, endpoint);
-            }
-        }
     }
 
     /// SCAN across the masters: the proxy's cursor is the node's cursor times 1024 plus the
@@ -946,37 +790,22 @@ impl Pool {
     }
 }
 
-/// Nodes the map names without a host are on the host that gave the map.
-fn fill_hosts(map: &mut SlotMap, host: &str) {
-    if map.shards().iter().all(|s| !s.master.host.is_empty()) {
-        return;
+/// The counters of the server at `addr` in `table`, created on first use.
+pub(crate) fn stats_for(
+    table: &Mutex<Vec<(String, Arc<ServerStats>)>>,
+    addr: &str,
+) -> Arc<ServerStats> {
+    let mut known = lock(table);
+    if let Some((_, stats)) = known.iter().find(|(a, _)| a == addr) {
+        return stats.clone();
     }
-    let mut fixed = SlotMap::default();
-    for raw in 0..16384u16 {
-        let Some(slot) = Slot::new(raw) else { continue };
-        if let Some(master) = map.master(slot) {
-            let mut master = master.clone();
-            if master.host.is_empty() {
-                master.host = host.to_string();
-            }
-            fixed.assign(slot, master);
-        }
-    }
-    *map = fixed;
+    let stats = Arc::<ServerStats>::default();
+    known.push((addr.to_string(), stats.clone()));
+    stats
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex
         .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-fn read_guard<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
-    lock.read()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-fn write<T>(lock: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
-    lock.write()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }

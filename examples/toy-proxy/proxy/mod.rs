@@ -5,6 +5,7 @@ pub(crate) mod backend;
 pub(crate) mod client;
 pub(crate) mod cluster;
 pub(crate) mod config;
+pub(crate) mod driver;
 pub(crate) mod log;
 pub(crate) mod sentinel;
 pub(crate) mod stats;
@@ -19,9 +20,6 @@ use tokio::net::TcpListener;
 use cluster::Topology;
 
 pub(crate) use config::{Config, PoolKind};
-
-/// How often a cluster pool reloads its slot map without being told to.
-const REFRESH: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// The pools listening, with their addresses.
 pub(crate) struct Running {
@@ -42,8 +40,20 @@ pub(crate) async fn start(config: Config) -> std::io::Result<Running> {
         let listener = listen(&pool.listen, pool.backlog).await?;
         running.addrs.push(listener.local_addr()?);
         let stats = Arc::new(stats::Stats::default());
+        let server_stats = stats::ServerTable::default();
         let topology = match pool.kind.clone() {
-            PoolKind::Cluster { seeds, read_from } => Topology::cluster(seeds, read_from),
+            PoolKind::Cluster { seeds, read_from } => {
+                let table = server_stats.clone();
+                Topology::Cluster(driver::EngineHandle::start(
+                    &seeds,
+                    read_from,
+                    pool.timeout,
+                    pool.password.clone(),
+                    stats.clone(),
+                    move |addr| cluster::stats_for(&table, addr),
+                    pool.name.clone(),
+                ))
+            }
             PoolKind::Sentinel { sentinels, groups } => {
                 Topology::Groups(Arc::new(sentinel::Groups::new(sentinels, groups)))
             }
@@ -58,6 +68,7 @@ pub(crate) async fn start(config: Config) -> std::io::Result<Running> {
             pool.password.clone(),
             pool.timeout,
             stats,
+            server_stats,
         );
         built.read_buffer = config.read_buffer;
         let cluster = Arc::new(built);
@@ -73,22 +84,10 @@ pub(crate) async fn start(config: Config) -> std::io::Result<Running> {
                 pool_.switched(old);
             }));
         }
-        if cluster.is_cluster() {
-            // The map is also reloaded every few seconds, not only after a redirect: replicas
-            // appear in CLUSTER SLOTS once they have an offset, and a slot can move without
-            // this proxy's clients touching it.
-            let pool_ = cluster.clone();
-            tokio::spawn(async move {
-                loop {
-                    tokio::time::sleep(REFRESH).await;
-                    pool_.refresh_soon();
-                }
-            });
-        }
         if let Err(e) = cluster.refresh().await {
             log::write(
                 log::WARN,
-                format_args!("pool {}: no slot map yet ({e}); retrying", pool.name),
+                format_args!("pool {}: no masters yet ({e}); retrying", pool.name),
             );
             cluster.refresh_soon();
         }

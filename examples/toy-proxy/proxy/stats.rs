@@ -6,6 +6,11 @@ use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
+/// Each server's counters by address, in the order first seen, shared by a pool and its
+/// engine task.
+pub(crate) type ServerTable =
+    std::sync::Arc<std::sync::Mutex<Vec<(String, std::sync::Arc<ServerStats>)>>>;
+
 /// Counters of one pool, updated without locks.
 #[derive(Debug)]
 pub(crate) struct Stats {

@@ -1,0 +1,391 @@
+//! The tokio driver of a cluster pool's [`Engine`]: one task owns the engine; client tasks
+//! send it commands and get replies and pushes back; each backend connection is a reader
+//! task and a writer task. Sockets, timers and counters live here; routing, redirects,
+//! retries, splits, transactions and Pub/Sub are the engine's.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use redis_cluster_proto::client::{ClientId, Config, ConnId, Counters, Engine, Output, RequestId};
+use redis_cluster_proto::resp::Frame;
+use redis_cluster_proto::route::{Endpoint, ReadFrom};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, oneshot};
+
+use super::backend::strerror;
+use super::log;
+use super::stats::{ServerStats, Stats};
+
+/// Where a client connection takes frames out of band (Pub/Sub pushes), in its reply order.
+pub(crate) type PushTx = Arc<dyn Fn(Frame) + Send + Sync>;
+
+/// A command's answer: its reply, or `None` when pushes answer it (SUBSCRIBE).
+pub(crate) type Answer = Option<Frame>;
+
+/// What the engine task is told.
+enum ToEngine {
+    Open {
+        pushes: PushTx,
+        id: oneshot::Sender<ClientId>,
+    },
+    Close(ClientId),
+    Request {
+        client: ClientId,
+        argv: Vec<Bytes>,
+        answer: oneshot::Sender<Answer>,
+    },
+    Connected(ConnId, mpsc::UnboundedSender<Vec<u8>>),
+    Data(ConnId, Vec<u8>),
+    Closed(ConnId, String),
+}
+
+/// A cluster pool's handle on its engine task.
+#[derive(Clone, Debug)]
+pub(crate) struct EngineHandle {
+    tx: mpsc::UnboundedSender<ToEngine>,
+    counters: Arc<std::sync::Mutex<Counters>>,
+}
+
+/// One client connection's side of the engine.
+pub(crate) struct EngineClient {
+    id: ClientId,
+    tx: mpsc::UnboundedSender<ToEngine>,
+}
+
+impl EngineClient {
+    /// Sends one command; the answer comes on the receiver.
+    pub(crate) fn request(&self, argv: Vec<Bytes>) -> oneshot::Receiver<Answer> {
+        let (answer, rx) = oneshot::channel();
+        let _ = self.tx.send(ToEngine::Request {
+            client: self.id,
+            argv,
+            answer,
+        });
+        rx
+    }
+}
+
+impl Drop for EngineClient {
+    fn drop(&mut self) {
+        let _ = self.tx.send(ToEngine::Close(self.id));
+    }
+}
+
+impl EngineHandle {
+    /// Starts the engine task of a cluster pool over `seeds`.
+    pub(crate) fn start(
+        seeds: &[String],
+        read_from: ReadFrom,
+        timeout: Duration,
+        password: Option<String>,
+        stats: Arc<Stats>,
+        server_stats: impl Fn(&str) -> Arc<ServerStats> + Send + 'static,
+        name: String,
+    ) -> Self {
+        let seeds = seeds
+            .iter()
+            .filter_map(|s| {
+                let (host, port) = s.rsplit_once(':')?;
+                Some(Endpoint {
+                    host: host
+                        .trim_start_matches('[')
+                        .trim_end_matches(']')
+                        .to_string(),
+                    port: port.parse().ok()?,
+                    ..Endpoint::default()
+                })
+            })
+            .collect();
+        let mut config = Config::new(seeds);
+        config.read_from = read_from;
+        config.timeout = timeout;
+        config.auth = password.map(|p| (None, p));
+        let (tx, rx) = mpsc::unbounded_channel();
+        let counters = Arc::new(std::sync::Mutex::new(Counters::default()));
+        let task = Task {
+            engine: Engine::new(config, Instant::now()),
+            tx: tx.clone(),
+            answers: HashMap::new(),
+            pushes: HashMap::new(),
+            writers: HashMap::new(),
+            readers: HashMap::new(),
+            addrs: HashMap::new(),
+            timeout,
+            stats,
+            server_stats: Box::new(server_stats),
+            counters: counters.clone(),
+            name,
+        };
+        tokio::spawn(task.run(rx));
+        Self { tx, counters }
+    }
+
+    /// A new client of the engine; its pushes go to `pushes`.
+    pub(crate) async fn open(&self, pushes: PushTx) -> Option<EngineClient> {
+        let (id, rx) = oneshot::channel();
+        self.tx.send(ToEngine::Open { pushes, id }).ok()?;
+        let id = rx.await.ok()?;
+        Some(EngineClient {
+            id,
+            tx: self.tx.clone(),
+        })
+    }
+
+    /// The engine's counters, as of its last round.
+    pub(crate) fn counters(&self) -> Counters {
+        *self
+            .counters
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// Each server's counters, by address.
+type StatsOf = Box<dyn Fn(&str) -> Arc<ServerStats> + Send>;
+
+/// The engine task's state.
+struct Task {
+    engine: Engine,
+    tx: mpsc::UnboundedSender<ToEngine>,
+    answers: HashMap<RequestId, oneshot::Sender<Answer>>,
+    pushes: HashMap<ClientId, PushTx>,
+    writers: HashMap<ConnId, mpsc::UnboundedSender<Vec<u8>>>,
+    readers: HashMap<ConnId, tokio::task::AbortHandle>,
+    addrs: HashMap<ConnId, Arc<ServerStats>>,
+    timeout: Duration,
+    stats: Arc<Stats>,
+    server_stats: StatsOf,
+    counters: Arc<std::sync::Mutex<Counters>>,
+    name: String,
+}
+
+/// How many messages one round takes before it writes: a pipeline's commands to one node
+/// leave in one write.
+const BATCH: usize = 512;
+
+impl Task {
+    async fn run(mut self, mut rx: mpsc::UnboundedReceiver<ToEngine>) {
+        loop {
+            self.drain();
+            let deadline = self.engine.poll_timeout();
+            let message = match deadline {
+                Some(at) => {
+                    let at = tokio::time::Instant::from_std(at);
+                    tokio::select! {
+                        message = rx.recv() => message,
+                        () = tokio::time::sleep_until(at) => {
+                            self.engine.handle_timeout(Instant::now());
+                            continue;
+                        }
+                    }
+                }
+                None => rx.recv().await,
+            };
+            let Some(message) = message else {
+                return;
+            };
+            self.handle(message);
+            for _ in 0..BATCH {
+                match rx.try_recv() {
+                    Ok(message) => self.handle(message),
+                    Err(_) => break,
+                }
+            }
+        }
+    }
+
+    fn handle(&mut self, message: ToEngine) {
+        let now = Instant::now();
+        match message {
+            ToEngine::Open { pushes, id } => {
+                let client = self.engine.open_client();
+                self.pushes.insert(client, pushes);
+                let _ = id.send(client);
+            }
+            ToEngine::Close(client) => {
+                self.pushes.remove(&client);
+                self.engine.close_client(client);
+            }
+            ToEngine::Request {
+                client,
+                argv,
+                answer,
+            } => {
+                let id = self.engine.handle_request(now, client, argv);
+                self.answers.insert(id, answer);
+            }
+            ToEngine::Connected(conn, writer) => {
+                if let Some(stats) = self.addrs.get(&conn) {
+                    stats
+                        .server_connections
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+                self.writers.insert(conn, writer);
+                self.engine.handle_connected(now, conn);
+            }
+            ToEngine::Data(conn, bytes) => {
+                if let Some(stats) = self.addrs.get(&conn) {
+                    stats
+                        .response_bytes
+                        .fetch_add(bytes.len() as u64, std::sync::atomic::Ordering::Relaxed);
+                }
+                self.engine.handle_data(now, conn, &bytes);
+            }
+            ToEngine::Closed(conn, reason) => {
+                if self.forget(conn) {
+                    self.stats
+                        .backend_errors
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    self.engine.handle_closed(now, conn, &reason);
+                }
+            }
+        }
+    }
+
+    /// Does what the engine asks until it asks nothing more.
+    fn drain(&mut self) {
+        loop {
+            let mut busy = false;
+            while let Some(output) = self.engine.poll_output() {
+                busy = true;
+                self.output(output);
+            }
+            let mut buf = Vec::new();
+            while let Some(conn) = self.engine.poll_transmit(&mut buf) {
+                busy = true;
+                if let Some(stats) = self.addrs.get(&conn) {
+                    stats
+                        .request_bytes
+                        .fetch_add(buf.len() as u64, std::sync::atomic::Ordering::Relaxed);
+                }
+                match self.writers.get(&conn) {
+                    Some(writer) => {
+                        let _ = writer.send(std::mem::take(&mut buf));
+                    }
+                    None => buf.clear(),
+                }
+            }
+            if !busy {
+                break;
+            }
+        }
+        let counters = self.engine.counters();
+        *self
+            .counters
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = counters;
+    }
+
+    fn output(&mut self, output: Output) {
+        match output {
+            Output::Connect { conn, endpoint } => self.connect(conn, endpoint),
+            Output::Close { conn } => {
+                self.forget(conn);
+            }
+            Output::Reply { request, frame, .. } => {
+                if let Some(answer) = self.answers.remove(&request) {
+                    let _ = answer.send(Some(frame));
+                }
+            }
+            Output::Answered { request, .. } => {
+                if let Some(answer) = self.answers.remove(&request) {
+                    let _ = answer.send(None);
+                }
+            }
+            Output::Push { client, frame } => {
+                if let Some(pushes) = self.pushes.get(&client) {
+                    pushes(frame);
+                }
+            }
+            Output::Event(event) if log::enabled(log::INFO) => {
+                log::write(log::INFO, format_args!("pool {}: {event:?}", self.name));
+            }
+            _ => {}
+        }
+    }
+
+    /// Drops a connection's tasks; whether it was known.
+    fn forget(&mut self, conn: ConnId) -> bool {
+        let connected = self.writers.remove(&conn).is_some();
+        let reader = self.readers.remove(&conn);
+        let known = connected || reader.is_some();
+        if let Some(reader) = reader {
+            reader.abort();
+        }
+        if let (Some(stats), true) = (self.addrs.remove(&conn), connected) {
+            stats
+                .server_connections
+                .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        known
+    }
+
+    /// Opens a connection in the background: connected, then read until it ends.
+    fn connect(&mut self, conn: ConnId, endpoint: Endpoint) {
+        let addr = endpoint.to_string();
+        let stats = (self.server_stats)(&addr);
+        stats
+            .attempts
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.stats
+            .backend_connections
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.addrs.insert(conn, stats);
+        let tx = self.tx.clone();
+        let timeout = self.timeout;
+        let reader = tokio::spawn(async move {
+            let socket = match tokio::time::timeout(timeout, TcpStream::connect(&addr)).await {
+                Ok(Ok(socket)) => socket,
+                Ok(Err(e)) => {
+                    let _ = tx.send(ToEngine::Closed(conn, strerror(&e)));
+                    return;
+                }
+                Err(_) => {
+                    let _ = tx.send(ToEngine::Closed(conn, "Connection timed out".into()));
+                    return;
+                }
+            };
+            let _ = socket.set_nodelay(true);
+            let (mut rd, mut wr) = socket.into_split();
+            let (writer, mut writes) = mpsc::unbounded_channel::<Vec<u8>>();
+            let closing = tx.clone();
+            tokio::spawn(async move {
+                while let Some(bytes) = writes.recv().await {
+                    if let Err(e) = wr.write_all(&bytes).await {
+                        let _ = closing.send(ToEngine::Closed(conn, strerror(&e)));
+                        return;
+                    }
+                }
+                let _ = wr.shutdown().await;
+            });
+            if tx.send(ToEngine::Connected(conn, writer)).is_err() {
+                return;
+            }
+            let mut buf = vec![0u8; 64 * 1024];
+            loop {
+                match rd.read(&mut buf).await {
+                    Ok(0) => {
+                        let _ = tx.send(ToEngine::Closed(
+                            conn,
+                            "Connection closed by the server".into(),
+                        ));
+                        return;
+                    }
+                    Ok(n) => {
+                        if tx.send(ToEngine::Data(conn, buf[..n].to_vec())).is_err() {
+                            return;
+                        }
+                    }
+                    Err(e) => {
+                        let _ = tx.send(ToEngine::Closed(conn, strerror(&e)));
+                        return;
+                    }
+                }
+            }
+        });
+        self.readers.insert(conn, reader.abort_handle());
+    }
+}
