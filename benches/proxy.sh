@@ -29,7 +29,7 @@ if [ ${#missing[@]} -gt 0 ]; then
     "${sudo[@]}" apt-get update -qq
     DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
-cargo build -q --release --example toy-proxy
+cargo build -q --release -p redis-cluster-proxy
 
 source benches/common.sh
 server=$(free_port); twem=$(free_port); toy=$(free_port); toy_yml=$(free_port)
@@ -80,9 +80,9 @@ nutcracker -c "$dir/nutcracker.yml" -o "$dir/nutcracker.log" -s "$(free_port)" &
 pids+=($!)
 nutcracker -c "$dir/nutcracker3.yml" -o "$dir/nutcracker3.log" -s "$(free_port)" &
 pids+=($!)
-target/release/examples/toy-proxy -c "$dir/toy.yml" -o "$dir/toy-yml.log" -s "$(free_port)" &
+target/release/redis-cluster-proxy -c "$dir/toy.yml" -o "$dir/toy-yml.log" -s "$(free_port)" &
 pids+=($!)
-target/release/examples/toy-proxy -c "$dir/toy3.yml" -o "$dir/toy3.log" -s "$(free_port)" &
+target/release/redis-cluster-proxy -c "$dir/toy3.yml" -o "$dir/toy3.log" -s "$(free_port)" &
 pids+=($!)
 cat >"$dir/toy.toml" <<TOML
 [[pool]]
@@ -91,7 +91,7 @@ kind = "static"
 listen = "127.0.0.1:$toy"
 servers = [{ address = "127.0.0.1:$server", slots = "0-16383" }]
 TOML
-target/release/examples/toy-proxy "$dir/toy.toml" >"$dir/toy.log" 2>&1 &
+target/release/redis-cluster-proxy "$dir/toy.toml" >"$dir/toy.log" 2>&1 &
 pids+=($!)
 for port in "$server" "$twem" "$toy" "$toy_yml" "$twem3" "$toy3"; do
     for _ in $(seq 100); do

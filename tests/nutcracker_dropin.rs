@@ -1,4 +1,4 @@
-//! The toy proxy's binary in nutcracker's place: the real `nutcracker` and `toy-proxy` are
+//! The proxy's binary in nutcracker's place: the real `nutcracker` and `redis-cluster-proxy` are
 //! started one after the other with the same command line and the same YAML file, a fixed
 //! script of client sessions runs against each (well-formed, malformed, unsupported and
 //! refused commands, AUTH, split commands, servers that refuse, time out or hang up, an
@@ -29,18 +29,9 @@ impl Drop for Proxy {
     }
 }
 
-/// The toy proxy's binary, checked to be newer than its sources.
+/// The proxy's binary.
 fn toy_proxy_binary() -> PathBuf {
-    support::example_binary(
-        "toy-proxy",
-        &[
-            "examples/toy-proxy",
-            "src",
-            "crates/redis-resp/src",
-            "crates/redis-cluster-route/src",
-            "crates/redis-hash-slot/src",
-        ],
-    )
+    support::proxy_binary()
 }
 
 /// Starts `program` with `args` and waits until every port in `ports` accepts.

@@ -286,7 +286,7 @@ fn commands_are_accepted_or_refused_as_nutcracker_does() {
         }
     }
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("examples/toy-proxy/proxy/nutcracker-commands.txt");
+        .join("crates/redis-cluster-proxy/src/proxy/nutcracker-commands.txt");
     if std::env::var_os("REGENERATE_NUTCRACKER").is_some() {
         std::fs::write(&path, &table).expect("write the table");
     }

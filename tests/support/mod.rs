@@ -437,6 +437,43 @@ pub fn info(node: &RedisServer, sub: &[u8]) -> String {
     }
 }
 
+/// The proxy's binary (`crates/redis-cluster-proxy`), built with the test's own profile
+/// the first time a test asks (another package's binary is not built for this one's tests).
+pub fn proxy_binary() -> PathBuf {
+    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let exe = std::env::current_exe().expect("the test's path");
+            let dir = exe
+                .parent()
+                .and_then(Path::parent)
+                .expect("target/<profile>/deps");
+            let profile = match dir.file_name().and_then(|n| n.to_str()) {
+                Some("debug") | None => "dev",
+                Some(other) => other,
+            };
+            let status = Command::new(env!("CARGO"))
+                .args([
+                    "build",
+                    "-q",
+                    "--locked",
+                    "-p",
+                    "redis-cluster-proxy",
+                    "--profile",
+                    profile,
+                ])
+                .current_dir(env!("CARGO_MANIFEST_DIR"))
+                .status()
+                .expect("cargo runs");
+            assert!(
+                status.success(),
+                "cargo build -p redis-cluster-proxy failed"
+            );
+            dir.join("redis-cluster-proxy")
+        })
+        .clone()
+}
+
 /// The binary of the example `name`, built by `cargo test` next to the test's own, checked to
 /// be newer than every `.rs` file under `sources` (directories from the workspace root, the
 /// example's own and the crates it is built from): `cargo test --test X` alone does not

@@ -1,7 +1,7 @@
-//! The toy proxy (`examples/toy-proxy`) for the tests that run it in-process: its module, and
+//! The proxy (`crates/redis-cluster-proxy`) for the tests that run it in-process: its module, and
 //! a starter that runs it on a runtime of its own.
 
-#[path = "../../examples/toy-proxy/proxy/mod.rs"]
+#[path = "../../crates/redis-cluster-proxy/src/proxy/mod.rs"]
 #[allow(dead_code)]
 pub(crate) mod proxy;
 

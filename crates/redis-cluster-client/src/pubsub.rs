@@ -32,6 +32,8 @@ pub(crate) struct Subscriptions {
     pub(crate) held: VecDeque<Frame>,
     /// When to subscribe again what a lost connection or a moved slot took.
     pub(crate) again: Option<Instant>,
+    /// Subscriber connections lost in a row (the pause before subscribing again grows).
+    failures: u32,
 }
 
 impl Subscriptions {
@@ -281,6 +283,7 @@ impl Engine {
         );
         if let Some(left) = subs.swallow.get_mut(&conn).filter(|n| **n > 0 && confirms) {
             *left -= 1;
+            subs.failures = 0;
             return;
         }
         if kind.as_deref() == Some(b"sunsubscribe") {
@@ -361,11 +364,13 @@ impl Engine {
 
     /// A subscriber connection is gone: what it held is subscribed again soon.
     pub(crate) fn subscriber_lost(&mut self, now: Instant, client: ClientId, conn: ConnId) {
-        let pause = self.config.retry_base;
+        let (base, longest) = (self.config.retry_base, self.config.retry_max);
         let Some(state) = self.clients.get_mut(&client) else {
             return;
         };
         let subs = &mut state.subs;
+        subs.failures = subs.failures.saturating_add(1);
+        let pause = crate::config::backoff(base, longest, subs.failures);
         subs.swallow.remove(&conn);
         if subs.conn == Some(conn) {
             subs.conn = None;

@@ -1,4 +1,4 @@
-//! The toy proxy, as a module the example's `main` and the integration tests share:
+//! The proxy, as a module the binary's `main` and the integration tests share:
 //! configuration, backend connections, the cluster pool, client connections, counters.
 
 pub(crate) mod backend;

@@ -1,12 +1,15 @@
-//! The toy proxy: a cluster-aware proxy built from `redis-resp` and `redis-cluster-route`.
-//! Clients talk to it as to one Redis server; it routes each command by hash slot to the
-//! cluster's nodes, follows MOVED / ASK / TRYAGAIN, splits multi-key commands across slots
-//! and merges their replies, and keeps each client's replies in the order it asked.
-//! Started with nutcracker's command line and YAML file, it takes nutcracker's place.
+//! `redis-cluster-proxy`: clients talk to it as to one Redis server. In front of a Redis
+//! Cluster it is a driver of the `redis-cluster-client` engine, which routes each command by
+//! hash slot, follows MOVED / ASK / TRYAGAIN, splits and merges multi-key commands, and keeps
+//! each client's replies in the order it asked; in front of Sentinel-managed or fixed masters
+//! it shards by slot range; started with nutcracker's command line and YAML file, it takes
+//! nutcracker's place. This binary holds sockets, tasks, configuration, logs and the stats
+//! port.
 //!
 //! ```text
-//! cargo run --release --example toy-proxy -- proxy.toml
-//! cargo run --release --example toy-proxy -- -c nutcracker.yml   # a twemproxy config, unchanged
+//! cargo install --path crates/redis-cluster-proxy
+//! redis-cluster-proxy proxy.toml
+//! redis-cluster-proxy -c nutcracker.yml   # a twemproxy config, unchanged
 //! ```
 //!
 //! The configuration (TOML) is described in `proxy/config.rs`; a minimal one:
@@ -38,7 +41,7 @@ struct Options {
     mbuf: usize,
 }
 
-const USAGE: &str = "Usage: toy-proxy [-?hVdDt] [-v verbosity level] [-o output file]
+const USAGE: &str = "Usage: redis-cluster-proxy [-?hVdDt] [-v verbosity level] [-o output file]
                  [-c conf file] [-s stats port] [-a stats addr]
                  [-i stats interval] [-p pid file] [-m mbuf size]
                  [conf file]
@@ -82,7 +85,7 @@ server stats:
   out_queue_bytes     \"bytes of requests waiting for their reply\"";
 
 fn fail(text: &str) -> ! {
-    eprintln!("toy-proxy: {text}");
+    eprintln!("redis-cluster-proxy: {text}");
     std::process::exit(1);
 }
 
@@ -145,7 +148,7 @@ fn options(args: &[String]) -> Options {
             }
             "-V" => {
                 println!(
-                    "This is toy-proxy-{} (nutcracker-0.5.0 compatible)",
+                    "This is redis-cluster-proxy-{} (nutcracker-0.5.0 compatible)",
                     env!("CARGO_PKG_VERSION")
                 );
                 std::process::exit(0);
@@ -190,7 +193,7 @@ fn options(args: &[String]) -> Options {
             }
             path if !path.starts_with('-') => options.conf = path.to_string(),
             other => {
-                eprintln!("toy-proxy: invalid option -- '{other}'\n{USAGE}");
+                eprintln!("redis-cluster-proxy: invalid option -- '{other}'\n{USAGE}");
                 std::process::exit(1);
             }
         }
@@ -238,7 +241,7 @@ fn main() {
         )),
     };
     if options.test {
-        eprintln!("toy-proxy: configuration file '{path}' syntax is ok");
+        eprintln!("redis-cluster-proxy: configuration file '{path}' syntax is ok");
         return;
     }
     if options.daemonize {
@@ -265,7 +268,7 @@ fn main() {
         log::write(
             log::NOTICE,
             format_args!(
-                "toy-proxy-{} started on pid {}",
+                "redis-cluster-proxy-{} started on pid {}",
                 env!("CARGO_PKG_VERSION"),
                 std::process::id()
             ),
