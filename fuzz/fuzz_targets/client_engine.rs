@@ -16,9 +16,24 @@ use redis_cluster_client::{ClientId, Config, ConnId, Engine, Output, RequestId};
 use redis_cluster_route::Endpoint;
 
 const COMMANDS: &[&str] = &[
-    "GET k", "SET k v", "MGET a b c", "MSET a 1 b 2", "DEL a b", "DBSIZE", "SCAN 0", "BLPOP l 0",
-    "MULTI", "EXEC", "WATCH k", "SUBSCRIBE ch", "SSUBSCRIBE ch", "UNSUBSCRIBE", "HELLO 3",
-    "PING", "KEYS *", "EVAL x 0",
+    "GET k",
+    "SET k v",
+    "MGET a b c",
+    "MSET a 1 b 2",
+    "DEL a b",
+    "DBSIZE",
+    "SCAN 0",
+    "BLPOP l 0",
+    "MULTI",
+    "EXEC",
+    "WATCH k",
+    "SUBSCRIBE ch",
+    "SSUBSCRIBE ch",
+    "UNSUBSCRIBE",
+    "HELLO 3",
+    "PING",
+    "KEYS *",
+    "EVAL x 0",
 ];
 
 const ANSWERS: &[&[u8]] = &[
@@ -69,7 +84,10 @@ fuzz_target!(|input: &[u8]| {
                 Output::Close { conn } => {
                     conns.remove(&conn);
                 }
-                Output::Reply { client, request, .. } | Output::Answered { client, request } => {
+                Output::Reply {
+                    client, request, ..
+                }
+                | Output::Answered { client, request } => {
                     answered.entry(client).or_default().push(request);
                 }
                 _ => {}
@@ -88,13 +106,20 @@ fuzz_target!(|input: &[u8]| {
     };
     while let Some(step) = byte() {
         let pick = usize::from(byte().unwrap_or(0));
-        let nth = |conns: &BTreeMap<ConnId, bool>| conns.keys().nth(pick % conns.len().max(1)).copied();
+        let nth =
+            |conns: &BTreeMap<ConnId, bool>| conns.keys().nth(pick % conns.len().max(1)).copied();
         match step % 7 {
             0 => {
                 let client = clients[pick % 2];
                 let line = COMMANDS[(pick / 2) % COMMANDS.len()];
-                let argv = line.split(' ').map(|a| Bytes::copy_from_slice(a.as_bytes())).collect();
-                asked.entry(client).or_default().push(engine.handle_request(now, client, argv));
+                let argv = line
+                    .split(' ')
+                    .map(|a| Bytes::copy_from_slice(a.as_bytes()))
+                    .collect();
+                asked
+                    .entry(client)
+                    .or_default()
+                    .push(engine.handle_request(now, client, argv));
             }
             1 => {
                 if let Some(conn) = nth(&conns) {
@@ -157,9 +182,17 @@ fuzz_target!(|input: &[u8]| {
         let answered = answered.remove(&client).unwrap_or_default();
         // A closed client's requests may go unanswered; none is answered twice or out of order.
         assert!(answered.len() <= asked.len());
-        assert_eq!(&asked[..answered.len()], &answered[..], "answers in request order");
+        assert_eq!(
+            &asked[..answered.len()],
+            &answered[..],
+            "answers in request order"
+        );
         if !closed {
-            assert_eq!(answered.len(), asked.len(), "every request of an open client answered");
+            assert_eq!(
+                answered.len(),
+                asked.len(),
+                "every request of an open client answered"
+            );
         }
     }
     assert!(now - start < Duration::from_secs(100_000));

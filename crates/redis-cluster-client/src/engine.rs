@@ -151,7 +151,8 @@ impl Engine {
         id
     }
 
-    /// The client is gone: its requests still in flight finish, their replies are dropped.
+    /// The client is gone, and so are its requests: replies still owed for them are dropped
+    /// when they come, and nothing of theirs is sent again.
     pub fn close_client(&mut self, client: ClientId) {
         if let Some(state) = self.clients.remove(&client) {
             if let Some(conn) = state.watch.and_then(|w| w.conn) {
@@ -160,11 +161,24 @@ impl Engine {
             for conn in state.subs.conns() {
                 self.close(conn);
             }
-            for id in state.order {
-                let done = self.requests.get(&id).is_some_and(|r| r.reply.is_some());
-                if done {
-                    self.requests.remove(&id);
-                }
+            // Its requests go: what a node still owes them is dropped when it comes, and the
+            // connections of its blocking commands close (a BLPOP 0 would hold one forever).
+            for id in &state.order {
+                self.requests.remove(id);
+            }
+            let blocked: Vec<ConnId> = self
+                .conns
+                .iter()
+                .filter(|(_, c)| c.dedicated)
+                .filter(|(_, c)| {
+                    c.owed.iter().any(
+                        |(e, _)| matches!(e, Expect::Call((id, _)) if state.order.contains(id)),
+                    )
+                })
+                .map(|(id, _)| *id)
+                .collect();
+            for conn in blocked {
+                self.close(conn);
             }
         }
     }

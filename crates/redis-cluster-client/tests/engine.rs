@@ -637,6 +637,33 @@ fn unsubscribing_from_nothing_answers_as_the_server() {
     );
 }
 
+#[test]
+fn a_closed_client_leaves_nothing_behind() {
+    let mut h = Harness::new(2, |_| {});
+    let early = h.engine.open_client();
+    // A request waiting for the first map, then the client goes.
+    h.engine.handle_request(h.now, early, argv("GET foo"));
+    h.engine.close_client(early);
+    h.start();
+    assert_eq!(h.engine.requests_pending(), 0);
+    // A client blocked in BLPOP 0 goes: its connection of its own is closed.
+    let blocked = h.engine.open_client();
+    h.engine
+        .handle_request(h.now, blocked, argv("BLPOP list 0"));
+    h.take_writes();
+    while h.deliver_one() {}
+    let links = h.cluster.links.len();
+    h.engine.close_client(blocked);
+    h.outputs();
+    assert_eq!(
+        h.cluster.links.len(),
+        links - 1,
+        "the BLPOP connection closed"
+    );
+    assert_eq!(h.engine.requests_pending(), 0);
+    assert!(h.replies.is_empty());
+}
+
 // ------------------------------------------------------------------------- the proptest
 
 #[derive(Clone, Debug)]
