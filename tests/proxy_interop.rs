@@ -844,3 +844,69 @@ fn a_pool_password_is_sent_to_the_servers() {
         "{refused:?}"
     );
 }
+
+/// The resident memory of process `pid`, in KiB (`VmRSS` of /proc).
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+#[test]
+fn a_client_that_never_reads_costs_bounded_memory_and_others_keep_their_latency() {
+    let cluster = RealCluster::start(1, 0, &[]);
+    let port = support::free_port();
+    let dir = std::env::temp_dir().join(format!("proxy-window-{}-{port}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a scratch folder");
+    let conf = dir.join("proxy.toml");
+    std::fs::write(
+        &conf,
+        format!(
+            "[[pool]]\nname = \"w\"\nlisten = \"127.0.0.1:{port}\"\nseeds = [\"127.0.0.1:{}\"]\n",
+            cluster.nodes[0].port()
+        ),
+    )
+    .expect("the configuration");
+    let mut proxy = Command::new(support::proxy_binary())
+        .arg(&conf)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("the proxy starts");
+    let mut setup = loop {
+        if let Ok(stream) = std::net::TcpStream::connect(("127.0.0.1", port)) {
+            drop(stream);
+            break Client::connect(port);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let value = vec![b'x'; 1 << 20];
+    assert_eq!(setup.command(&[b"SET", b"big", &value]), ok());
+    assert_eq!(setup.command(&[b"SET", b"small", b"1"]), ok());
+    let before = rss_kib(proxy.id());
+    // 2000 GETs of the 1 MB value, never read.
+    let mut hog = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    let get = b"*2\r\n$3\r\nGET\r\n$3\r\nbig\r\n".repeat(2000);
+    hog.write_all(&get).expect("the GETs go out");
+    // Another client keeps its latency meanwhile.
+    let mut slowest = Duration::ZERO;
+    let mut peak = 0;
+    for _ in 0..100 {
+        let started = std::time::Instant::now();
+        assert_eq!(setup.command(&[b"GET", b"small"]), bulk("1"));
+        slowest = slowest.max(started.elapsed());
+        peak = peak.max(rss_kib(proxy.id()));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = proxy.kill();
+    let _ = proxy.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+    println!("proxy RSS: {before} KiB before, {peak} KiB at most; slowest other GET {slowest:?}");
+    assert!(peak < 64 * 1024, "the proxy grew to {peak} KiB");
+    assert!(
+        slowest < Duration::from_millis(250),
+        "another client waited {slowest:?}"
+    );
+}

@@ -16,22 +16,26 @@ use redis_cluster_proto::resp::{Decoder, Frame, encode, encode_command};
 use redis_cluster_proto::route::{CommandTable, Route};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::sync::mpsc;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
+
+/// How many replies one client may be owed (asked for and not yet written to its socket)
+/// before the proxy stops reading its commands: a client pipelining GETs of 1 MB values that
+/// it never reads costs at most this many of them. A pipeline of 16 (redis-benchmark -P 16)
+/// still flows.
+const WINDOW: usize = 16;
 
 use super::backend::Backend;
 use super::cluster::{Argv, Pending, Pool};
 use super::driver::{EngineClient, PushTx};
 
 enum Item {
-    Reply(Pending, Instant),
+    /// A reply to come, when the command arrived, and its place in the client's window.
+    Reply(Pending, Instant, Option<OwnedSemaphorePermit>),
     /// Several replies to one command (UNSUBSCRIBE of several channels).
     Frames(Vec<Frame>),
     /// From here on, relay between the client and a Pub/Sub connection to `addr`, which
     /// gets `bytes` first.
-    PubSub {
-        addr: String,
-        bytes: Vec<u8>,
-    },
+    PubSub { addr: String, bytes: Vec<u8> },
     /// A command for the Pub/Sub connection.
     Forward(Vec<u8>),
     /// Close the connection after the replies before it.
@@ -92,6 +96,7 @@ pub(crate) async fn serve(stream: TcpStream, pool: Arc<Pool>) {
     let _ = stream.set_nodelay(true);
     let (mut rd, wr) = stream.into_split();
     let (tx, rx) = mpsc::unbounded_channel();
+    let window = Arc::new(Semaphore::new(WINDOW));
     let mut writer = tokio::spawn(write_replies(wr, rx, pool.clone()));
     let mut writer_done = None;
     // Whether the proxy, not the client, ended the connection.
@@ -125,6 +130,9 @@ pub(crate) async fn serve(stream: TcpStream, pool: Arc<Pool>) {
             }
             match decoder.decode_command(&mut buf) {
                 Ok(Some(command)) => {
+                    // A client that does not read its replies stops being read once it owes
+                    // WINDOW of them: its memory here stays bounded.
+                    let permit = window.clone().acquire_owned().await.ok();
                     let started = Instant::now();
                     stats.commands.fetch_add(1, Ordering::Relaxed);
                     let argv: Argv = (0..command.len())
@@ -136,10 +144,10 @@ pub(crate) async fn serve(stream: TcpStream, pool: Arc<Pool>) {
                             let _ = tx.send(Item::Close);
                             break 'read;
                         }
-                        Action::Reply(pending) => Item::Reply(pending, started),
+                        Action::Reply(pending) => Item::Reply(pending, started, permit),
                         Action::Frames(frames) => Item::Frames(frames),
                         Action::ReplyAndClose(pending) => {
-                            let _ = tx.send(Item::Reply(pending, started));
+                            let _ = tx.send(Item::Reply(pending, started, permit));
                             Item::Close
                         }
                         Action::PubSub { addr, bytes } => Item::PubSub { addr, bytes },
@@ -161,7 +169,11 @@ pub(crate) async fn serve(stream: TcpStream, pool: Arc<Pool>) {
                     // Garbage: an error, then the connection closes; nothing else is
                     // affected.
                     let text = format!("ERR Protocol error: {e}");
-                    let _ = tx.send(Item::Reply(Pending::Ready(error(&text)), Instant::now()));
+                    let _ = tx.send(Item::Reply(
+                        Pending::Ready(error(&text)),
+                        Instant::now(),
+                        None,
+                    ));
                     let _ = tx.send(Item::Close);
                     by_proxy = true;
                     break 'read;
@@ -507,6 +519,8 @@ async fn write_replies(
 ) -> bool {
     let stats = pool.stats.clone();
     let mut out = Vec::with_capacity(16 * 1024);
+    // The window places of the replies in `out`: given back once they are written.
+    let mut written = Vec::new();
     while let Some(item) = rx.recv().await {
         let mut next = Some(item);
         let mut close = false;
@@ -514,7 +528,8 @@ async fn write_replies(
         let mut pubsub = None;
         while let Some(item) = next.take() {
             match item {
-                Item::Reply(pending, started) => {
+                Item::Reply(pending, started, permit) => {
+                    written.extend(permit);
                     let (frame, hang_up) = pool.resolve_closing(pending).await;
                     if let Some(frame) = frame {
                         if matches!(frame, Frame::SimpleError(_)) {
@@ -545,6 +560,7 @@ async fn write_replies(
             return false;
         }
         out.clear();
+        written.clear();
         if close {
             let _ = wr.shutdown().await;
             return failed;
@@ -590,7 +606,7 @@ async fn relay(
                         break;
                     }
                 }
-                Some(Item::Reply(pending, _)) => {
+                Some(Item::Reply(pending, _, _)) => {
                     // QUIT's OK: the last thing the client gets.
                     if let Pending::Ready(frame) = pending {
                         let mut out = Vec::new();
