@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# Our proxy's cluster pool (the redis-cluster-client engine) beside predixy
+# (../shared/peers/predixy, one worker thread) in front of the same real 3-master Redis
+# Cluster: redis-benchmark -P 16 -c 50 -n N -t set,get, the two proxies run alternately,
+# ROUNDS times. Not a test: a measurement, printed as a Markdown table of medians of
+# requests per second and of the proxy's own CPU time per request (utime + stime from
+# /proc/PID/stat over the run, divided by the requests).
+#
+#   bash benches/cluster_proxy.sh            # N = 300000, ROUNDS = 3
+#   N=100000 ROUNDS=1 bash benches/cluster_proxy.sh
+#
+# Needs redis-server, redis-cli and redis-benchmark (Debian: redis-server redis-tools).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+N=${N:-300000}
+ROUNDS=${ROUNDS:-3}
+predixy=${PREDIXY:-../shared/peers/predixy/predixy}
+source .ci/peers.sh
+install_peers
+cargo build -q --release -p redis-cluster-proxy
+
+source benches/common.sh
+nodes=()
+for _ in 1 2 3; do
+    port=$(free_port)
+    mkdir -p "$dir/$port"
+    redis-server --port "$port" --bind 127.0.0.1 --cluster-enabled yes --save '' \
+        --appendonly no --dir "$dir/$port" --logfile "$dir/$port/log" &
+    pids+=($!)
+    nodes+=("127.0.0.1:$port")
+done
+sleep 0.5
+redis-cli --cluster create "${nodes[@]}" --cluster-yes >/dev/null
+for _ in $(seq 100); do
+    if redis-cli -p "${nodes[0]##*:}" cluster info | grep -q 'cluster_state:ok'; then break; fi
+    sleep 0.1
+done
+
+ours=$(free_port); theirs=$(free_port)
+printf '[[pool]]\nname = "bench"\nlisten = "127.0.0.1:%s"\nseeds = ["%s"]\n' \
+    "$ours" "${nodes[0]}" >"$dir/ours.toml"
+target/release/redis-cluster-proxy "$dir/ours.toml" >"$dir/ours.log" 2>&1 &
+ours_pid=$!; pids+=($ours_pid)
+cat >"$dir/predixy.conf" <<CONF
+Name bench
+Bind 127.0.0.1:$theirs
+WorkerThreads 1
+ClientTimeout 300
+LogVerbSample 0
+LogDebugSample 0
+LogInfoSample 0
+LogNoticeSample 0
+LogWarnSample 1
+LogErrorSample 1
+ClusterServerPool {
+    RefreshInterval 1
+    ServerTimeout 1
+    Servers {
+        + ${nodes[0]}
+    }
+}
+CONF
+"$predixy" "$dir/predixy.conf" >"$dir/predixy.log" 2>&1 &
+theirs_pid=$!; pids+=($theirs_pid)
+sleep 1
+
+# CPU ticks (utime + stime) of a process.
+ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+hz=$(getconf CLK_TCK)
+
+results="$dir/results"
+for round in $(seq "$ROUNDS"); do
+    for target in predixy ours; do
+        case $target in
+            predixy) port=$theirs; pid=$theirs_pid ;;
+            ours) port=$ours; pid=$ours_pid ;;
+        esac
+        for test in set get; do
+            before=$(ticks "$pid")
+            rps=$(redis-benchmark -h 127.0.0.1 -p "$port" -P 16 -c 50 -n "$N" -t "$test" -q \
+                -r 100000 | tr '\r' '\n' | grep -o '[0-9.]* requests per second' | tail -1 \
+                | cut -d' ' -f1)
+            after=$(ticks "$pid")
+            us=$(python3 -c "print(round(($after - $before) / $hz * 1e6 / $N, 2))")
+            echo "$target $test $rps $us" >>"$results"
+            echo "round $round: $target $test $rps req/s, $us µs CPU per request" >&2
+        done
+    done
+done
+
+python3 - "$results" <<'PY'
+import statistics, sys
+rows = {}
+for line in open(sys.argv[1]):
+    target, test, rps, us = line.split()
+    rows.setdefault((target, test), []).append((float(rps), float(us)))
+print("| proxy | test | requests/s | proxy CPU µs per request |")
+print("|---|---|---:|---:|")
+for (target, test), runs in sorted(rows.items()):
+    rps = statistics.median(r for r, _ in runs)
+    us = statistics.median(u for _, u in runs)
+    print(f"| {target} | {test.upper()} | {rps:,.0f} | {us:.2f} |")
+PY
