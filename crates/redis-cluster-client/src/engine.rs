@@ -1,11 +1,12 @@
 //! [`Engine`]: inputs, outputs, and the routing of calls to connections.
 
+use std::borrow::Cow;
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::time::Instant;
 
 use bytes::Bytes;
 use redis_cluster_route::{
-    ClusterError, CommandFlags, CommandTable, Endpoint, Redirect, Route, SlotMap,
+    ClusterError, CommandFlags, CommandTable, Endpoint, ReadFrom, Redirect, Route, SlotMap,
 };
 use redis_hash_slot::Slot;
 use redis_resp::{Frame, errors};
@@ -16,14 +17,14 @@ use crate::pubsub::Subscriptions;
 use crate::refresh::Refresh;
 use crate::request::{Call, CallKey, CallState, Combine, Request, Target, scan_cursor, scan_step};
 use crate::transaction::{Multi, Watch};
-use crate::{ClientId, Config, ConnId, Event, Output, RequestId, error_frame};
+use crate::{ClientId, Config, ConnId, Event, IdHasher, Output, RequestId, error_frame};
 
 /// One client's state: its requests in the order it sent them, and per slot its calls not
 /// yet answered, oldest first.
 #[derive(Debug, Default)]
 pub(crate) struct ClientState {
     order: VecDeque<RequestId>,
-    slots: HashMap<u16, VecDeque<CallKey>>,
+    slots: HashMap<u16, VecDeque<CallKey>, IdHasher>,
     pub(crate) proto: u8,
     /// Inside MULTI: the commands queued so far.
     pub(crate) multi: Option<Multi>,
@@ -51,12 +52,15 @@ pub struct Engine {
     pub(crate) config: Config,
     pub(crate) table: CommandTable,
     pub(crate) map: Option<SlotMap>,
-    pub(crate) conns: HashMap<ConnId, Conn>,
-    /// The shared (pipelined) connection of each node and RESP version.
-    shared: HashMap<(String, u8), ConnId>,
+    pub(crate) conns: HashMap<ConnId, Conn, IdHasher>,
+    /// The shared (pipelined) connection of each node, for RESP2 and RESP3.
+    shared: HashMap<String, [Option<ConnId>; 2], IdHasher>,
+    /// The map's masters as `host:port`: per shard index, and sorted (each once).
+    pub(crate) master_addrs: Vec<String>,
+    pub(crate) masters_sorted: Vec<String>,
     next_id: u64,
-    pub(crate) clients: HashMap<ClientId, ClientState>,
-    pub(crate) requests: HashMap<RequestId, Request>,
+    pub(crate) clients: HashMap<ClientId, ClientState, IdHasher>,
+    pub(crate) requests: HashMap<RequestId, Request, IdHasher>,
     /// Calls waiting to be retried, by when.
     retries: BTreeSet<(Instant, CallKey)>,
     /// Requests waiting for a first slot map.
@@ -101,11 +105,13 @@ impl Engine {
             config,
             table,
             map: None,
-            conns: HashMap::new(),
-            shared: HashMap::new(),
+            conns: HashMap::default(),
+            shared: HashMap::default(),
+            master_addrs: Vec::new(),
+            masters_sorted: Vec::new(),
             next_id: 0,
-            clients: HashMap::new(),
-            requests: HashMap::new(),
+            clients: HashMap::default(),
+            requests: HashMap::default(),
             retries: BTreeSet::new(),
             unrouted: Vec::new(),
             outputs: VecDeque::new(),
@@ -592,7 +598,7 @@ impl Engine {
                     if let Some(o) = on {
                         let proto = self.clients.get(&client).map_or(2, |c| c.proto);
                         match self.target_addr(call) {
-                            Some(addr) if self.shared.get(&(addr.clone(), proto)) == Some(&o) => {}
+                            Some(addr) if self.shared_conn(&addr, proto) == Some(o) => {}
                             _ => return,
                         }
                     }
@@ -606,25 +612,50 @@ impl Engine {
         }
     }
 
-    /// Where a call would go now, as `host:port`.
-    fn target_addr(&self, call: &Call) -> Option<String> {
+    /// Where a call would go now, as `host:port` (borrowed from the map's addresses for a
+    /// master: the common case allocates nothing).
+    fn target_addr(&self, call: &Call) -> Option<Cow<'_, str>> {
         if let Some(addr) = &call.asking {
-            return Some(addr.clone());
+            return Some(Cow::Owned(addr.clone()));
         }
         let map = self.map.as_ref();
         match &call.target {
-            Target::Node(addr) => Some(addr.clone()),
-            Target::Slot { slot, read } => map?
-                .node_for(*slot, *read, self.config.read_from, self.turn)
-                .map(ToString::to_string),
-            Target::Any => {
-                let masters = map.map(masters).unwrap_or_default();
-                match masters.len() {
-                    0 => self.config.seeds.first().map(ToString::to_string),
-                    n => masters.get(self.turn % n).cloned(),
+            Target::Node(addr) => Some(Cow::Owned(addr.clone())),
+            Target::Slot { slot, read } => {
+                let map = map?;
+                let master = !*read || self.config.read_from == ReadFrom::Master;
+                if master {
+                    let index = map.shard_index(*slot)?;
+                    return self
+                        .master_addrs
+                        .get(index)
+                        .map(|a| Cow::Borrowed(a.as_str()));
                 }
+                map.node_for(*slot, *read, self.config.read_from, self.turn)
+                    .map(|node| Cow::Owned(node.to_string()))
             }
+            Target::Any => match self.masters_sorted.len() {
+                0 => self.config.seeds.first().map(|s| Cow::Owned(s.to_string())),
+                n => self
+                    .masters_sorted
+                    .get(self.turn % n)
+                    .map(|a| Cow::Borrowed(a.as_str())),
+            },
         }
+    }
+
+    /// The map's masters' addresses, after the map changed.
+    pub(crate) fn map_changed(&mut self) {
+        let Some(map) = &self.map else {
+            return;
+        };
+        self.master_addrs = map.shards().iter().map(|s| s.master.to_string()).collect();
+        self.masters_sorted = masters(map);
+    }
+
+    /// The shared connection to `addr` for RESP `proto`, if there is one.
+    fn shared_conn(&self, addr: &str, proto: u8) -> Option<ConnId> {
+        self.shared.get(addr)?[usize::from(proto == 3)]
     }
 
     /// Writes a call on the connection of its node.
@@ -640,52 +671,60 @@ impl Engine {
             return self.send_pinned(now, key, conn);
         }
         self.turn = self.turn.wrapping_add(1);
-        let Some(addr) = self.target_addr(call) else {
-            // No node serves the slot: the map may be stale.
-            self.refresh.want(now);
-            self.retry(now, key, error_frame(errors::CLUSTERDOWN_UNBOUND));
-            return;
-        };
         let dedicated = call.dedicated;
-        let asking = call.asking.is_some();
-        let argv = call.argv.clone();
-        let batch = call.batch.clone();
-        let conn = if dedicated {
-            self.open(now, &addr, proto, true)
-        } else {
-            self.connection(now, &addr, proto)
+        // The connection, found without allocating when it is open already.
+        let found = match self.target_addr(call) {
+            None => None,
+            Some(addr) if dedicated => Some(Err(addr.into_owned())),
+            Some(addr) => Some(
+                self.shared_conn(&addr, proto)
+                    .ok_or_else(|| addr.into_owned()),
+            ),
         };
-        let Some(c) = self.conns.get_mut(&conn) else {
+        let conn = match found {
+            Some(Ok(conn)) => conn,
+            Some(Err(addr)) if dedicated => self.open(now, &addr, proto, true),
+            Some(Err(addr)) => self.connection(now, &addr, proto),
+            None => {
+                // No node serves the slot: the map may be stale.
+                self.refresh.want(now);
+                self.retry(now, key, error_frame(errors::CLUSTERDOWN_UNBOUND));
+                return;
+            }
+        };
+        let (Some(call), Some(c)) = (
+            self.requests
+                .get_mut(&key.0)
+                .and_then(|r| r.calls.get_mut(key.1)),
+            self.conns.get_mut(&conn),
+        ) else {
             return;
         };
-        if asking {
+        if call.asking.take().is_some() {
             c.write(&[&b"ASKING"[..]], Expect::Setup, now);
         }
-        if let Some(batch) = &batch {
+        if let Some(batch) = &call.batch {
             c.write(&[&b"MULTI"[..]], Expect::Queued(key), now);
             for command in batch {
                 c.write(command, Expect::Queued(key), now);
             }
         }
-        c.write(&argv, Expect::Call(key), now);
+        c.write(&call.argv, Expect::Call(key), now);
+        call.attempts += 1;
+        call.queued_error = None;
+        call.state = CallState::Sent(conn);
         if c.open {
             self.writable.push_back(conn);
-        }
-        if let Some(call) = self.call_mut(key) {
-            call.attempts += 1;
-            call.asking = None;
-            call.queued_error = None;
-            call.state = CallState::Sent(conn);
         }
     }
 
     /// The shared connection to `addr` for RESP `proto`, opened when there is none.
     pub(crate) fn connection(&mut self, now: Instant, addr: &str, proto: u8) -> ConnId {
-        if let Some(conn) = self.shared.get(&(addr.to_string(), proto)) {
-            return *conn;
+        if let Some(conn) = self.shared_conn(addr, proto) {
+            return conn;
         }
         let conn = self.open(now, addr, proto, false);
-        self.shared.insert((addr.to_string(), proto), conn);
+        self.shared.entry(addr.to_string()).or_default()[usize::from(proto == 3)] = Some(conn);
         conn
     }
 
@@ -712,7 +751,7 @@ impl Engine {
             argv.push(Bytes::from(password.clone()));
             c.write(&argv, Expect::Setup, now);
         }
-        if self.config.read_from != redis_cluster_route::ReadFrom::Master {
+        if self.config.read_from != ReadFrom::Master {
             c.write(&[&b"READONLY"[..]], Expect::Setup, now);
         }
         if !self.info_asked && !self.config.fixed_table {
@@ -729,7 +768,12 @@ impl Engine {
     fn forget(&mut self, conn: ConnId) -> Option<Conn> {
         let c = self.conns.remove(&conn)?;
         if !c.dedicated && !c.pinned && c.subscriber.is_none() {
-            self.shared.remove(&(c.addr.clone(), c.proto));
+            if let Some(pair) = self.shared.get_mut(&c.addr) {
+                let at = &mut pair[usize::from(c.proto == 3)];
+                if *at == Some(conn) {
+                    *at = None;
+                }
+            }
         }
         if c.pinned {
             self.watch_lost(conn);
@@ -894,6 +938,7 @@ impl Engine {
         if let Some(map) = &mut self.map {
             map.assign(slot, to);
         }
+        self.map_changed();
         self.refresh.want(now);
         self.drive_refresh(now);
     }

@@ -27,7 +27,7 @@ pub(crate) struct Subscriptions {
     /// The connections of SSUBSCRIBE, by node.
     shard_conns: BTreeMap<String, ConnId>,
     /// Confirmations of the engine's own re-subscriptions, to drop, per connection.
-    swallow: HashMap<ConnId, usize>,
+    swallow: HashMap<ConnId, usize, crate::IdHasher>,
     /// Frames held until the client's earlier replies are out.
     pub(crate) held: VecDeque<Frame>,
     /// When to subscribe again what a lost connection or a moved slot took.
@@ -333,6 +333,7 @@ impl Engine {
         if let Some(map) = &mut self.map {
             map.assign(slot, to);
         }
+        self.map_changed();
         self.refresh.want(now);
         let pause = self.config.retry_base;
         let Some(state) = self.clients.get_mut(&client) else {

@@ -165,6 +165,7 @@ impl Engine {
                 assigned: map.assigned(),
             });
             self.map = Some(map);
+            self.map_changed();
         }
         self.map_installed(now);
     }

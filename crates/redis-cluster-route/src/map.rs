@@ -155,6 +155,13 @@ impl SlotMap {
         self.shards.get(usize::from(index))
     }
 
+    /// The index in [`SlotMap::shards`] of the shard serving `slot` (one lookup: a driver
+    /// can keep per-shard state, a connection say, in a vector beside the map).
+    pub fn shard_index(&self, slot: Slot) -> Option<usize> {
+        let index = *self.slots.get(usize::from(u16::from(slot)))?;
+        (index != UNASSIGNED).then_some(usize::from(index))
+    }
+
     /// The master serving `slot`.
     pub fn master(&self, slot: Slot) -> Option<&Endpoint> {
         self.shard(slot).map(|shard| &shard.master)

@@ -8,7 +8,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use redis_cluster_proto::client::{ClientId, Config, ConnId, Counters, Engine, Output, RequestId};
+use redis_cluster_proto::client::{
+    ClientId, Config, ConnId, Counters, Engine, IdHasher, Output, RequestId,
+};
 use redis_cluster_proto::resp::Frame;
 use redis_cluster_proto::route::{Endpoint, ReadFrom};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -108,11 +110,11 @@ impl EngineHandle {
         let task = Task {
             engine: Engine::new(config, Instant::now()),
             tx: tx.clone(),
-            answers: HashMap::new(),
-            pushes: HashMap::new(),
-            writers: HashMap::new(),
-            readers: HashMap::new(),
-            addrs: HashMap::new(),
+            answers: HashMap::default(),
+            pushes: HashMap::default(),
+            writers: HashMap::default(),
+            readers: HashMap::default(),
+            addrs: HashMap::default(),
             timeout,
             stats,
             server_stats: Box::new(server_stats),
@@ -150,11 +152,11 @@ type StatsOf = Box<dyn Fn(&str) -> Arc<ServerStats> + Send>;
 struct Task {
     engine: Engine,
     tx: mpsc::UnboundedSender<ToEngine>,
-    answers: HashMap<RequestId, oneshot::Sender<Answer>>,
-    pushes: HashMap<ClientId, PushTx>,
-    writers: HashMap<ConnId, mpsc::UnboundedSender<Vec<u8>>>,
-    readers: HashMap<ConnId, tokio::task::AbortHandle>,
-    addrs: HashMap<ConnId, Arc<ServerStats>>,
+    answers: HashMap<RequestId, oneshot::Sender<Answer>, IdHasher>,
+    pushes: HashMap<ClientId, PushTx, IdHasher>,
+    writers: HashMap<ConnId, mpsc::UnboundedSender<Vec<u8>>, IdHasher>,
+    readers: HashMap<ConnId, tokio::task::AbortHandle, IdHasher>,
+    addrs: HashMap<ConnId, Arc<ServerStats>, IdHasher>,
     timeout: Duration,
     stats: Arc<Stats>,
     server_stats: StatsOf,
