@@ -730,3 +730,73 @@ fn daemon_pid_file_and_log_signals_as_nutcracker() {
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
+
+#[test]
+fn a_split_part_answered_with_an_error_is_invalid_argument_as_in_nutcracker() {
+    let master = RedisServer::start_standalone(&[]);
+    let port = master.port().to_string();
+    let replica = RedisServer::start_standalone(&["--replicaof", "127.0.0.1", &port]);
+    let listen = free_ports(1)[0];
+    let conf = format!(
+        "pair:\n  listen: 127.0.0.1:{listen}\n  redis: true\n  hash: md5\n  distribution: modula\n  \
+         servers:\n   - 127.0.0.1:{}:1\n   - 127.0.0.1:{}:1\n",
+        master.port(),
+        replica.port()
+    );
+    let dir =
+        std::env::temp_dir().join(format!("redis-cluster-proto-einval-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a scratch directory");
+    let path = dir.join("nutcracker.yml");
+    std::fs::write(&path, &conf).expect("write the configuration");
+    // Keys on each server (modula by name: the master's name sorts first).
+    let names: Vec<Weighted> = [master.port(), replica.port()]
+        .iter()
+        .map(|p| Weighted {
+            name: format!("127.0.0.1:{p}"),
+            weight: 1,
+        })
+        .collect();
+    let continuum = Continuum::new(Distribution::Modula, &names);
+    let on = |server: usize| -> Vec<String> {
+        (0..)
+            .map(|i| format!("key:{i}"))
+            .filter(|k| continuum.server_for(Hash::Md5, None, k.as_bytes(), 0) == server)
+            .take(2)
+            .collect()
+    };
+    let (m, r) = (on(0), on(1));
+    let steps = || {
+        vec![
+            cmd(&["DEL", &m[0], &r[0], &m[1]]),
+            cmd(&["UNLINK", &m[0], &r[0]]),
+            cmd(&["MSET", &m[0], "1", &r[0], "2"]),
+            cmd(&["MGET", &m[0], &r[0]]),
+            cmd(&["DEL", &r[1]]),
+            cmd(&["DEL", &m[0], &m[1]]),
+        ]
+    };
+    let args = vec![
+        "-c".to_string(),
+        path.display().to_string(),
+        "-s".into(),
+        free_ports(1)[0].to_string(),
+    ];
+    let mut runs = Vec::new();
+    for program in [PathBuf::from("nutcracker"), toy_proxy_binary()] {
+        let proxy = start(&program, &args, &[listen]);
+        runs.push(session(listen, &steps()));
+        drop(proxy);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    let invalid = Frame::SimpleError("ERR Invalid argument".into());
+    assert_eq!(
+        runs[0][..3],
+        [
+            Seen::Replies(vec![invalid.clone()]),
+            Seen::Replies(vec![invalid.clone()]),
+            Seen::Replies(vec![invalid]),
+        ],
+        "nutcracker itself"
+    );
+    assert_eq!(runs[1], runs[0], "ours, then nutcracker's");
+}

@@ -560,7 +560,9 @@ impl Pool {
                 .unwrap_or_else(|e| error(format!("ERR cannot merge the replies: {e}"))),
             Pending::Scan(argv) => self.scan(argv).await,
             Pending::Ring(call) => self.finish_ring(call).await.unwrap_or_else(|e| e),
-            Pending::Fragments(split, calls, _) => self.finish_fragments(split, calls).await.0,
+            Pending::Fragments(split, calls, mget) => {
+                self.finish_fragments(split, calls, mget).await.0
+            }
             Pending::Hangup => error("ERR no server"),
             Pending::Engine(rx) => rx
                 .await
@@ -612,7 +614,7 @@ impl Pool {
                 (answer, false)
             }
             Pending::Fragments(split, calls, close) => {
-                let (frame, failed) = self.finish_fragments(split, calls).await;
+                let (frame, failed) = self.finish_fragments(split, calls, close).await;
                 (Some(frame), failed && close)
             }
             other => (Some(self.resolve(other).await), false),
@@ -633,8 +635,11 @@ impl Pool {
     }
 
     /// A split command's merged reply, and whether a server failed a part (then the reply
-    /// is that failure's `-ERR <reason>`).
-    async fn finish_fragments(&self, split: Split, calls: Vec<Call>) -> (Frame, bool) {
+    /// is that failure's `-ERR <reason>`). A part a server answered with an error reply
+    /// makes a split DEL, UNLINK, TOUCH, EXISTS or MSET `-ERR Invalid argument`, as
+    /// nutcracker 0.5.0 answers (its coalescing meets a reply of the wrong type: EINVAL;
+    /// checked with a replica among the servers); a split MGET keeps the merged reply.
+    async fn finish_fragments(&self, split: Split, calls: Vec<Call>, mget: bool) -> (Frame, bool) {
         let mut replies = Vec::with_capacity(calls.len());
         let mut failed = None;
         for call in calls {
@@ -647,6 +652,9 @@ impl Pool {
         }
         if let Some(frame) = failed {
             return (frame, true);
+        }
+        if !mget && replies.iter().any(Frame::is_error) {
+            return (error("ERR Invalid argument"), false);
         }
         let merged = split
             .merge(replies)
