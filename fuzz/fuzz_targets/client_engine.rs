@@ -153,7 +153,7 @@ fuzz_target!(|input: &[u8]| {
             }
             _ => {
                 closed[pick % 2] = true;
-                engine.close_client(clients[pick % 2]);
+                engine.close_client(now, clients[pick % 2]);
             }
         }
         drain(&mut engine, &mut conns, &mut answered);

@@ -159,13 +159,13 @@ impl Engine {
 
     /// The client is gone, and so are its requests: replies still owed for them are dropped
     /// when they come, and nothing of theirs is sent again.
-    pub fn close_client(&mut self, client: ClientId) {
+    pub fn close_client(&mut self, now: Instant, client: ClientId) {
         if let Some(state) = self.clients.remove(&client) {
             if let Some(conn) = state.watch.and_then(|w| w.conn) {
-                self.close(conn);
+                self.close(now, conn);
             }
             for conn in state.subs.conns() {
-                self.close(conn);
+                self.close(now, conn);
             }
             // Its requests go: what a node still owes them is dropped when it comes, and the
             // connections of its blocking commands close (a BLPOP 0 would hold one forever).
@@ -184,7 +184,7 @@ impl Engine {
                 .map(|(id, _)| *id)
                 .collect();
             for conn in blocked {
-                self.close(conn);
+                self.close(now, conn);
             }
         }
     }
@@ -781,10 +781,23 @@ impl Engine {
         Some(c)
     }
 
-    /// Closes a connection the engine no longer needs; what it owed is dropped.
-    pub(crate) fn close(&mut self, conn: ConnId) {
-        if self.forget(conn).is_some() {
-            self.outputs.push_back(Output::Close { conn });
+    /// Closes a connection the engine no longer needs. A call still owed a reply on it (of a
+    /// request still there) gets an error rather than no answer.
+    pub(crate) fn close(&mut self, now: Instant, conn: ConnId) {
+        let Some(c) = self.forget(conn) else {
+            return;
+        };
+        self.outputs.push_back(Output::Close { conn });
+        let text = format!("ERR connection to {} closed", c.addr);
+        for (expect, _) in c.owed {
+            if let Expect::Call(key) = expect {
+                if self
+                    .call_ref(key)
+                    .is_some_and(|call| call.state == CallState::Sent(conn))
+                {
+                    self.complete(now, key, error_frame(&text));
+                }
+            }
         }
     }
 

@@ -99,6 +99,7 @@ mod ids;
 mod pubsub;
 mod refresh;
 mod request;
+pub mod sentinel;
 mod transaction;
 
 use bytes::Bytes;

@@ -67,7 +67,7 @@ impl Engine {
             (b"EXEC", Some(_)) => {
                 let multi = state.multi.take().unwrap_or_default();
                 if multi.dirty {
-                    self.unwatch(client);
+                    self.unwatch(now, client);
                     error_frame(EXECABORT)
                 } else {
                     self.exec(now, id, client, multi.commands);
@@ -76,7 +76,7 @@ impl Engine {
             }
             (b"DISCARD", Some(_)) => {
                 state.multi = None;
-                self.unwatch(client);
+                self.unwatch(now, client);
                 ok()
             }
             (b"WATCH", None) => {
@@ -84,7 +84,7 @@ impl Engine {
                 return None;
             }
             (b"UNWATCH", None) => {
-                self.unwatch(client);
+                self.unwatch(now, client);
                 ok()
             }
             (_, Some(multi)) => match table.check(&argv) {
@@ -131,7 +131,7 @@ impl Engine {
         let slot = match self.transaction_slot(&commands) {
             Ok(slot) => slot,
             Err(frame) => {
-                self.unwatch(client);
+                self.unwatch(now, client);
                 return self.finish(id, frame);
             }
         };
@@ -142,12 +142,12 @@ impl Engine {
             .map(|w| (w.conn, w.slot));
         let pinned = match watch {
             Some((_, Some(watched))) if slot.is_some_and(|s| s != watched) => {
-                self.unwatch(client);
+                self.unwatch(now, client);
                 return self.finish(id, error_frame(errors::CROSSSLOT));
             }
             // The WATCH cannot hold any more: the transaction fails as a touched one does.
             Some((None, _)) => {
-                self.unwatch(client);
+                self.unwatch(now, client);
                 let proto = self.clients.get(&client).map_or(2, |s| s.proto);
                 let null = if proto == 3 {
                     Frame::Null
@@ -243,11 +243,20 @@ impl Engine {
         self.dispatch(now, (id, 0));
     }
 
-    /// Forgets the client's WATCH: its connection is closed (the server forgets the keys).
-    fn unwatch(&mut self, client: ClientId) {
+    /// Forgets the client's WATCH: its connection is closed (the server forgets the keys),
+    /// once it has answered what is in flight on it (a pipelined WATCH still owes its OK).
+    fn unwatch(&mut self, now: Instant, client: ClientId) {
         let watch = self.clients.get_mut(&client).and_then(|s| s.watch.take());
-        if let Some(conn) = watch.and_then(|w| w.conn) {
-            self.close(conn);
+        let Some(conn) = watch.and_then(|w| w.conn) else {
+            return;
+        };
+        match self.conns.get_mut(&conn) {
+            Some(c) if !c.owed.is_empty() => {
+                // Closed after its last reply, as a blocking command's connection is.
+                c.pinned = false;
+                c.dedicated = true;
+            }
+            _ => self.close(now, conn),
         }
     }
 
@@ -305,7 +314,7 @@ impl Engine {
                     .and_then(|s| s.watch.as_ref())
                     .is_some_and(|w| w.conn == Some(conn))
                 {
-                    self.unwatch(client);
+                    self.unwatch(now, client);
                 }
             }
             return None;

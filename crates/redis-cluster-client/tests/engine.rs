@@ -643,7 +643,7 @@ fn a_closed_client_leaves_nothing_behind() {
     let early = h.engine.open_client();
     // A request waiting for the first map, then the client goes.
     h.engine.handle_request(h.now, early, argv("GET foo"));
-    h.engine.close_client(early);
+    h.engine.close_client(h.now, early);
     h.start();
     assert_eq!(h.engine.requests_pending(), 0);
     // A client blocked in BLPOP 0 goes: its connection of its own is closed.
@@ -653,7 +653,7 @@ fn a_closed_client_leaves_nothing_behind() {
     h.take_writes();
     while h.deliver_one() {}
     let links = h.cluster.links.len();
-    h.engine.close_client(blocked);
+    h.engine.close_client(h.now, blocked);
     h.outputs();
     assert_eq!(
         h.cluster.links.len(),
@@ -662,6 +662,36 @@ fn a_closed_client_leaves_nothing_behind() {
     );
     assert_eq!(h.engine.requests_pending(), 0);
     assert!(h.replies.is_empty());
+}
+
+#[test]
+fn a_pipelined_watch_keeps_its_reply_when_the_exec_behind_it_fails() {
+    // Found by the client_engine fuzz target: the failed EXEC closed the WATCH connection
+    // while the WATCH still owed its OK, and the WATCH never got an answer.
+    let (mut h, client) = started(2);
+    for line in [
+        "WATCH {t}k",
+        "MULTI",
+        "SET {t}k 1",
+        "SET other 2",
+        "EXEC",
+        "GET {t}k",
+    ] {
+        h.engine.handle_request(h.now, client, argv(line));
+    }
+    h.settle(10);
+    assert_eq!(
+        h.replies_of(client),
+        [
+            ok(),
+            ok(),
+            queued(),
+            queued(),
+            err(errors::CROSSSLOT),
+            Frame::NullBulkString
+        ]
+    );
+    assert_eq!(h.engine.requests_pending(), 0);
 }
 
 // ------------------------------------------------------------------------- the proptest

@@ -209,7 +209,7 @@ impl Task {
             }
             ToEngine::Close(client) => {
                 self.pushes.remove(&client);
-                self.engine.close_client(client);
+                self.engine.close_client(now, client);
             }
             ToEngine::Request {
                 client,
