@@ -203,12 +203,6 @@ impl Backend {
             }
         }
     }
-
-    /// [`Backend::send`] then [`Backend::wait`].
-    pub(crate) async fn call(&self, bytes: Vec<u8>, frames: usize) -> Reply {
-        let rx = self.send(bytes, frames);
-        self.wait(rx).await
-    }
 }
 
 /// Opens the connection, then writes (reading in a task of its own); if it cannot be

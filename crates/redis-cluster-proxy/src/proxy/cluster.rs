@@ -166,22 +166,18 @@ impl Pool {
         }
     }
 
-    /// A Sentinel pool asks its Sentinels where the masters are; other pools have nothing
-    /// to load (a cluster pool's engine keeps its own slot map).
+    /// A Sentinel pool waits (a few timeouts at most) until its follower knows every
+    /// group's master; other pools have nothing to load (a cluster pool's engine keeps its
+    /// own slot map).
     pub(crate) async fn refresh(&self) -> Result<(), String> {
-        if self.ring().is_some() {
+        let Some(groups) = self.groups() else {
             return Ok(());
+        };
+        let found = groups.wait_known(self.timeout * 3).await;
+        if found.is_ok() {
+            self.stats.refreshes.fetch_add(1, Ordering::Relaxed);
         }
-        if let Some(groups) = self.groups() {
-            let found = groups
-                .discover(self.timeout, self.password.as_deref())
-                .await;
-            if found.is_ok() {
-                self.stats.refreshes.fetch_add(1, Ordering::Relaxed);
-            }
-            return found;
-        }
-        Ok(())
+        found
     }
 
     /// Refreshes the map in the background, once at a time.
@@ -300,6 +296,19 @@ impl Pool {
             ));
         }
         let table = &CommandTable::REDIS_7_0;
+        if let Some(groups) = self.groups() {
+            // During a failover the group's new requests wait for its new master: none is
+            // acknowledged by a master that is about to stop being one.
+            let slot = match table.route(&argv) {
+                Ok(Route::Slot(slot)) => Some(slot),
+                _ => None,
+            };
+            if let Err(group) = groups.wait_unheld(slot).await {
+                return Pending::Ready(error(format!(
+                    "MASTERDOWN the failover of group {group} did not end within the hold"
+                )));
+            }
+        }
         let spec = table.lookup(&argv);
         let read = spec.is_some_and(|s| s.flags.contains(CommandFlags::READONLY));
         if spec.is_some_and(|s| s.flags.contains(CommandFlags::BLOCKING)) {

@@ -13,12 +13,10 @@ use redis_cluster_proto::client::{
 };
 use redis_cluster_proto::resp::Frame;
 use redis_cluster_proto::route::{Endpoint, ReadFrom};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
 
-use super::backend::strerror;
 use super::log;
+use super::net::{self, Wire};
 use super::stats::{ServerStats, Stats};
 
 /// Where a client connection takes frames out of band (Pub/Sub pushes), in its reply order.
@@ -39,9 +37,7 @@ enum ToEngine {
         argv: Vec<Bytes>,
         answer: oneshot::Sender<Answer>,
     },
-    Connected(ConnId, mpsc::UnboundedSender<Vec<u8>>),
-    Data(ConnId, Vec<u8>),
-    Closed(ConnId, String),
+    Wire(Wire),
 }
 
 /// A cluster pool's handle on its engine task.
@@ -219,7 +215,7 @@ impl Task {
                 let id = self.engine.handle_request(now, client, argv);
                 self.answers.insert(id, answer);
             }
-            ToEngine::Connected(conn, writer) => {
+            ToEngine::Wire(Wire::Connected(conn, writer)) => {
                 if let Some(stats) = self.addrs.get(&conn) {
                     stats
                         .server_connections
@@ -228,7 +224,7 @@ impl Task {
                 self.writers.insert(conn, writer);
                 self.engine.handle_connected(now, conn);
             }
-            ToEngine::Data(conn, bytes) => {
+            ToEngine::Wire(Wire::Data(conn, bytes)) => {
                 if let Some(stats) = self.addrs.get(&conn) {
                     stats
                         .response_bytes
@@ -236,7 +232,7 @@ impl Task {
                 }
                 self.engine.handle_data(now, conn, &bytes);
             }
-            ToEngine::Closed(conn, reason) => {
+            ToEngine::Wire(Wire::Closed(conn, reason)) => {
                 if self.forget(conn) {
                     self.stats
                         .backend_errors
@@ -336,58 +332,7 @@ impl Task {
             .backend_connections
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.addrs.insert(conn, stats);
-        let tx = self.tx.clone();
-        let timeout = self.timeout;
-        let reader = tokio::spawn(async move {
-            let socket = match tokio::time::timeout(timeout, TcpStream::connect(&addr)).await {
-                Ok(Ok(socket)) => socket,
-                Ok(Err(e)) => {
-                    let _ = tx.send(ToEngine::Closed(conn, strerror(&e)));
-                    return;
-                }
-                Err(_) => {
-                    let _ = tx.send(ToEngine::Closed(conn, "Connection timed out".into()));
-                    return;
-                }
-            };
-            let _ = socket.set_nodelay(true);
-            let (mut rd, mut wr) = socket.into_split();
-            let (writer, mut writes) = mpsc::unbounded_channel::<Vec<u8>>();
-            let closing = tx.clone();
-            tokio::spawn(async move {
-                while let Some(bytes) = writes.recv().await {
-                    if let Err(e) = wr.write_all(&bytes).await {
-                        let _ = closing.send(ToEngine::Closed(conn, strerror(&e)));
-                        return;
-                    }
-                }
-                let _ = wr.shutdown().await;
-            });
-            if tx.send(ToEngine::Connected(conn, writer)).is_err() {
-                return;
-            }
-            let mut buf = vec![0u8; 64 * 1024];
-            loop {
-                match rd.read(&mut buf).await {
-                    Ok(0) => {
-                        let _ = tx.send(ToEngine::Closed(
-                            conn,
-                            "Connection closed by the server".into(),
-                        ));
-                        return;
-                    }
-                    Ok(n) => {
-                        if tx.send(ToEngine::Data(conn, buf[..n].to_vec())).is_err() {
-                            return;
-                        }
-                    }
-                    Err(e) => {
-                        let _ = tx.send(ToEngine::Closed(conn, strerror(&e)));
-                        return;
-                    }
-                }
-            }
-        });
-        self.readers.insert(conn, reader.abort_handle());
+        let reader = net::connect(conn, addr, self.timeout, self.tx.clone(), ToEngine::Wire);
+        self.readers.insert(conn, reader);
     }
 }

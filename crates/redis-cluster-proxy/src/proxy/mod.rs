@@ -7,6 +7,7 @@ pub(crate) mod cluster;
 pub(crate) mod config;
 pub(crate) mod driver;
 pub(crate) mod log;
+pub(crate) mod net;
 pub(crate) mod sentinel;
 pub(crate) mod stats;
 pub(crate) mod twem;
@@ -77,10 +78,9 @@ pub(crate) async fn start(config: Config) -> std::io::Result<Running> {
         }
         if let Some(groups) = cluster.groups().filter(|g| !g.sentinels.is_empty()) {
             let groups = groups.clone();
-            // The watcher discovers the masters itself once subscribed.
             let pool_ = cluster.clone();
             let password = pool.password.clone();
-            tokio::spawn(groups.watch(pool.timeout, password, move |old, _new| {
+            tokio::spawn(groups.follow(pool.timeout, password, move |old, _new| {
                 pool_.switched(old);
             }));
         }

@@ -1,29 +1,24 @@
 //! A `sentinel` pool's topology: groups (each a Sentinel-managed master name) sharded by hash
 //! slot ranges, and the Sentinels that say where each group's master is.
 //!
-//! Discovery asks one Sentinel for every group's master (`SENTINEL get-master-addr-by-name`)
-//! and checks with `ROLE` that each really is a master. A watcher stays subscribed to that
-//! Sentinel's `+switch-master` (and `+sdown` / `-sdown`, logged), pings it every second, and
-//! when a switch comes moves the group to its new master (the old connection drains: what is
-//! in flight finishes, nothing new goes there). When the Sentinel link fails or stays silent
-//! for three seconds, the watcher moves to the next Sentinel and starts over.
+//! What Sentinel says is read by `redis-cluster-client`'s [`Follower`] (it asks for each
+//! group's master, checks ROLE, hears every Sentinel, and holds a group during a failover);
+//! [`Groups::follow`] is its driver: sockets, a timer, and the shared state the pool reads
+//! (each group's master, and until when its requests wait).
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use bytes::{Bytes, BytesMut};
+use redis_cluster_proto::client::sentinel::{Follower, FollowerConfig, Output};
+use redis_cluster_proto::client::{ConnId, IdHasher};
 use redis_cluster_proto::hash_slot::Slot;
-use redis_cluster_proto::resp::{Decoder, Frame, encode_command};
-use redis_cluster_proto::route::sentinel::{self, Role};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use redis_cluster_proto::route::Endpoint;
+use tokio::sync::{Notify, mpsc};
 
-use super::backend::Backend;
 use super::log;
-
-/// How long a subscribed Sentinel may stay silent (its heartbeat PONG included).
-const SILENCE: Duration = Duration::from_secs(3);
+use super::net::{self, Wire};
 
 /// One group: a master name and the slots it serves.
 pub(crate) struct Group {
@@ -32,6 +27,8 @@ pub(crate) struct Group {
     pub(crate) last: u16,
     /// `host:port` of its master, once known.
     pub(crate) master: RwLock<Option<String>>,
+    /// A failover is under way: new requests wait until this moment at most.
+    pub(crate) held: RwLock<Option<Instant>>,
 }
 
 /// The groups and the Sentinels.
@@ -42,6 +39,8 @@ pub(crate) struct Groups {
     pub(crate) current: AtomicUsize,
     /// Switches followed.
     pub(crate) switches: AtomicUsize,
+    /// Woken when a master becomes known or a hold ends.
+    pub(crate) changed: Notify,
 }
 
 fn read<T: Clone>(lock: &RwLock<T>) -> T {
@@ -56,22 +55,16 @@ fn set<T>(lock: &RwLock<T>, value: T) {
         .unwrap_or_else(std::sync::PoisonError::into_inner) = value;
 }
 
-fn address(a: &sentinel::Address) -> String {
-    if a.host.contains(':') {
-        format!("[{}]:{}", a.host, a.port)
-    } else {
-        format!("{}:{}", a.host, a.port)
-    }
-}
-
-fn argv(words: &[&str]) -> Vec<u8> {
-    let mut out = Vec::new();
-    let words: Vec<Bytes> = words
-        .iter()
-        .map(|w| Bytes::copy_from_slice(w.as_bytes()))
-        .collect();
-    encode_command(&words, &mut out);
-    out
+fn endpoint(addr: &str) -> Option<Endpoint> {
+    let (host, port) = addr.rsplit_once(':')?;
+    Some(Endpoint {
+        host: host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_string(),
+        port: port.parse().ok()?,
+        ..Endpoint::default()
+    })
 }
 
 impl Groups {
@@ -85,10 +78,12 @@ impl Groups {
                     first,
                     last,
                     master: RwLock::new(None),
+                    held: RwLock::new(None),
                 })
                 .collect(),
             current: AtomicUsize::new(0),
             switches: AtomicUsize::new(0),
+            changed: Notify::new(),
         }
     }
 
@@ -130,172 +125,186 @@ impl Groups {
         self.sentinels.get(at).map_or("", String::as_str)
     }
 
-    /// Asks the Sentinel in use (then the next ones) for every group's master, and checks
-    /// each with ROLE. Groups keep their old master when no Sentinel answers for them.
-    pub(crate) async fn discover(
-        &self,
-        timeout: Duration,
-        password: Option<&str>,
-    ) -> Result<(), String> {
-        let mut last = String::from("no Sentinel configured");
-        for _ in 0..self.sentinels.len() {
-            let at = self.sentinel().to_string();
-            match self.discover_from(&at, timeout, password).await {
-                Ok(()) => return Ok(()),
-                Err(e) => {
-                    last = format!("{at}: {e}");
-                    self.current.fetch_add(1, Ordering::Relaxed);
+    /// Waits while the group of `slot` (every group, for none) is held by a failover, at
+    /// most until its hold ends; `Err` with the group's name when the hold ended before the
+    /// switch came.
+    pub(crate) async fn wait_unheld(&self, slot: Option<Slot>) -> Result<(), String> {
+        let slot = slot.map(u16::from);
+        let groups = self
+            .groups
+            .iter()
+            .filter(|g| slot.is_none_or(|s| g.first <= s && s <= g.last));
+        for group in groups {
+            loop {
+                let notified = self.changed.notified();
+                let Some(until) = read(&group.held) else {
+                    break;
+                };
+                let now = Instant::now();
+                if until <= now {
+                    return Err(group.name.clone());
                 }
+                let _ = tokio::time::timeout(until - now, notified).await;
             }
-        }
-        Err(last)
-    }
-
-    async fn discover_from(
-        &self,
-        at: &str,
-        timeout: Duration,
-        password: Option<&str>,
-    ) -> Result<(), String> {
-        let sentinel = Backend::connect(at, timeout)
-            .await
-            .map_err(|e| e.to_string())?;
-        let mut found = Vec::new();
-        for group in &self.groups {
-            let reply = sentinel
-                .call(
-                    argv(&["SENTINEL", "get-master-addr-by-name", &group.name]),
-                    1,
-                )
-                .await
-                .map_err(|e| e.to_string())?;
-            let master = sentinel::master_addr(&reply)
-                .map_err(|e| format!("{}: {e:?}", group.name))?
-                .ok_or_else(|| format!("Sentinel does not know {}", group.name))?;
-            let master = address(&master);
-            // ROLE must say master: a Sentinel may answer before it reconfigured anything.
-            let node = Backend::connect(&master, timeout)
-                .await
-                .map_err(|e| e.to_string())?;
-            if let Some(password) = password {
-                let _ = node.call(argv(&["AUTH", password]), 1).await;
-            }
-            let role = node
-                .call(argv(&["ROLE"]), 1)
-                .await
-                .map_err(|e| e.to_string())?;
-            node.kill();
-            match sentinel::role(&role) {
-                Ok(Role::Master { .. }) => found.push(master),
-                other => {
-                    return Err(format!(
-                        "{master} of {} is not a master: {other:?}",
-                        group.name
-                    ));
-                }
-            }
-        }
-        sentinel.kill();
-        for (group, master) in self.groups.iter().zip(found) {
-            set(&group.master, Some(master));
         }
         Ok(())
     }
 
-    /// Follows the Sentinel in use forever: subscribed to its events, pinging it, moving to
-    /// the next one when it fails. `on_switch` gets the old and new master of a switch.
-    pub(crate) async fn watch(
+    /// Waits until every group's master is known, or `limit` passed.
+    pub(crate) async fn wait_known(&self, limit: Duration) -> Result<(), String> {
+        let deadline = Instant::now() + limit;
+        loop {
+            let notified = self.changed.notified();
+            let missing: Vec<&str> = self
+                .groups
+                .iter()
+                .filter(|g| read(&g.master).is_none())
+                .map(|g| g.name.as_str())
+                .collect();
+            if missing.is_empty() {
+                return Ok(());
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(format!("no master known for {}", missing.join(", ")));
+            }
+            let _ = tokio::time::timeout(deadline - now, notified).await;
+        }
+    }
+
+    /// Drives the pool's Sentinel [`Follower`] forever. `on_switch` gets the old and new
+    /// master of a switch.
+    pub(crate) async fn follow(
         self: Arc<Self>,
         timeout: Duration,
         password: Option<String>,
         on_switch: impl Fn(&str, &str),
     ) {
+        let sentinels = self.sentinels.iter().filter_map(|s| endpoint(s)).collect();
+        let names = self.groups.iter().map(|g| g.name.clone()).collect();
+        let mut config = FollowerConfig::new(sentinels, names);
+        config.auth = password.map(|p| (None, p));
+        let mut follower = Follower::new(config, Instant::now());
+        let (tx, mut rx) = mpsc::unbounded_channel::<Wire>();
+        let mut writers: HashMap<ConnId, mpsc::UnboundedSender<Vec<u8>>, IdHasher> =
+            HashMap::default();
+        let mut readers: HashMap<ConnId, tokio::task::AbortHandle, IdHasher> = HashMap::default();
+        let mut out = Vec::new();
         loop {
-            let at = self.sentinel().to_string();
-            if let Err(e) = self
-                .subscribed(&at, timeout, password.as_deref(), &on_switch)
-                .await
-            {
+            while let Some(output) = follower.poll_output() {
+                match output {
+                    Output::Connect { conn, endpoint } => {
+                        let reader =
+                            net::connect(conn, endpoint.to_string(), timeout, tx.clone(), |w| w);
+                        readers.insert(conn, reader);
+                    }
+                    Output::Close { conn } => {
+                        writers.remove(&conn);
+                        if let Some(reader) = readers.remove(&conn) {
+                            reader.abort();
+                        }
+                    }
+                    other => self.apply(&follower, other, &on_switch),
+                }
+            }
+            while let Some(conn) = follower.poll_transmit(&mut out) {
+                if let Some(writer) = writers.get(&conn) {
+                    let _ = writer.send(std::mem::take(&mut out));
+                }
+                out.clear();
+            }
+            let at = follower
+                .poll_timeout()
+                .unwrap_or_else(|| Instant::now() + Duration::from_secs(1));
+            tokio::select! {
+                wire = rx.recv() => {
+                    let now = Instant::now();
+                    match wire {
+                        Some(Wire::Connected(conn, writer)) => {
+                            writers.insert(conn, writer);
+                            follower.handle_connected(now, conn);
+                        }
+                        Some(Wire::Data(conn, bytes)) => follower.handle_data(now, conn, &bytes),
+                        Some(Wire::Closed(conn, reason)) => {
+                            writers.remove(&conn);
+                            readers.remove(&conn);
+                            follower.handle_closed(now, conn, &reason);
+                        }
+                        None => return,
+                    }
+                }
+                () = tokio::time::sleep_until(tokio::time::Instant::from_std(at)) => {
+                    follower.handle_timeout(Instant::now());
+                }
+            }
+        }
+    }
+
+    /// What the follower said, into the state the pool reads, and the log.
+    fn apply(&self, follower: &Follower, output: Output, on_switch: &impl Fn(&str, &str)) {
+        let group = |name: &str| self.groups.iter().find(|g| g.name == name);
+        match output {
+            Output::Master {
+                group: name,
+                old,
+                new,
+            } => {
+                let Some(g) = group(&name) else { return };
+                let new = new.to_string();
                 log::write(
-                    log::WARN,
-                    format_args!("sentinel {at}: {e}; moving to the next one"),
+                    log::NOTICE,
+                    format_args!(
+                        "group {name}: master {} -> {new}",
+                        old.as_ref()
+                            .map_or_else(|| "none".to_string(), ToString::to_string)
+                    ),
+                );
+                set(&g.master, Some(new.clone()));
+                if let Some(old) = old {
+                    self.switches.fetch_add(1, Ordering::Relaxed);
+                    on_switch(&old.to_string(), &new);
+                }
+            }
+            Output::Hold {
+                group: name,
+                event,
+                sentinel,
+            } => {
+                let Some(g) = group(&name) else { return };
+                let until = follower.held_until(&name, Instant::now());
+                set(&g.held, until);
+                log::write(
+                    log::NOTICE,
+                    format_args!(
+                        "group {name}: {event} from sentinel {sentinel}: holding its requests"
+                    ),
                 );
             }
-            self.current.fetch_add(1, Ordering::Relaxed);
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
-
-    async fn subscribed(
-        &self,
-        at: &str,
-        timeout: Duration,
-        password: Option<&str>,
-        on_switch: &impl Fn(&str, &str),
-    ) -> Result<(), String> {
-        let mut stream = tokio::time::timeout(timeout, TcpStream::connect(at))
-            .await
-            .map_err(|_| "connect timed out".to_string())?
-            .map_err(|e| e.to_string())?;
-        stream
-            .write_all(&argv(&["SUBSCRIBE", "+switch-master", "+sdown", "-sdown"]))
-            .await
-            .map_err(|e| e.to_string())?;
-        // Subscribed first, then asked: a switch between the two is not missed.
-        self.discover_from(at, timeout, password).await?;
-        let mut buf = BytesMut::with_capacity(4096);
-        let mut decoder = Decoder::new();
-        let mut heartbeat = tokio::time::interval(Duration::from_secs(1));
-        let mut heard = tokio::time::Instant::now();
-        loop {
-            while let Some(frame) = decoder.decode(&mut buf).map_err(|e| e.to_string())? {
-                heard = tokio::time::Instant::now();
-                self.event(&frame, on_switch);
+            Output::Release {
+                group: name,
+                switched,
+            } => {
+                let Some(g) = group(&name) else { return };
+                set(&g.held, None);
+                log::write(
+                    log::NOTICE,
+                    format_args!("group {name}: requests released (switched: {switched})"),
+                );
             }
-            tokio::select! {
-                n = stream.read_buf(&mut buf) => match n {
-                    Ok(0) => return Err("closed".into()),
-                    Ok(_) => {}
-                    Err(e) => return Err(e.to_string()),
-                },
-                _ = heartbeat.tick() => {
-                    if heard.elapsed() > SILENCE {
-                        return Err(format!("silent for {SILENCE:?}"));
-                    }
-                    stream.write_all(&argv(&["PING"])).await.map_err(|e| e.to_string())?;
-                }
+            Output::Notice { sentinel, text } => {
+                log::write(log::NOTICE, format_args!("sentinel {sentinel}: {text}"));
+            }
+            _ => {}
+        }
+        if let Some(at) = follower.sentinel() {
+            if let Some(i) = self
+                .sentinels
+                .iter()
+                .position(|s| endpoint(s).as_ref() == Some(at))
+            {
+                self.current.store(i, Ordering::Relaxed);
             }
         }
-    }
-
-    fn event(&self, frame: &Frame, on_switch: &impl Fn(&str, &str)) {
-        if let Some(switch) = sentinel::switch_master(frame) {
-            let Some(group) = self.groups.iter().find(|g| g.name == switch.name) else {
-                return;
-            };
-            let (old, new) = (address(&switch.old), address(&switch.new));
-            log::write(
-                log::NOTICE,
-                format_args!("group {}: master {old} -> {new}", group.name),
-            );
-            set(&group.master, Some(new.clone()));
-            self.switches.fetch_add(1, Ordering::Relaxed);
-            on_switch(&old, &new);
-            return;
-        }
-        if let Frame::Array(items) = frame {
-            if let [_, Frame::BulkString(channel), Frame::BulkString(payload)] = &items[..] {
-                if channel.as_ref() == b"+sdown" || channel.as_ref() == b"-sdown" {
-                    log::write(
-                        log::NOTICE,
-                        format_args!(
-                            "sentinel: {} {}",
-                            String::from_utf8_lossy(channel),
-                            String::from_utf8_lossy(payload)
-                        ),
-                    );
-                }
-            }
-        }
+        self.changed.notify_waiters();
     }
 }
