@@ -243,18 +243,6 @@ fn render(frame: &Frame) -> String {
     }
 }
 
-fn seed(text: &str) -> Option<Endpoint> {
-    let (host, port) = text.rsplit_once(':')?;
-    Some(Endpoint {
-        host: host
-            .trim_start_matches('[')
-            .trim_end_matches(']')
-            .to_string(),
-        port: port.parse().ok()?,
-        ..Endpoint::default()
-    })
-}
-
 fn main() {
     let mut args: Vec<String> = std::env::args().skip(1).collect();
     if args.first().is_some_and(|a| a == "-h" || a == "--help") {
@@ -265,7 +253,7 @@ fn main() {
     if verbose {
         args.remove(0);
     }
-    let Some(seed) = args.first().and_then(|a| seed(a)) else {
+    let Some(seed) = args.first().and_then(|a| a.parse::<Endpoint>().ok()) else {
         eprintln!("{USAGE}");
         std::process::exit(2);
     };

@@ -428,6 +428,15 @@ pub fn text(frame: &Frame) -> String {
     }
 }
 
+/// How many slot ranges a node's own CLUSTER NODES line lists (fields after the eighth).
+pub fn slot_ranges(node: &RedisServer) -> usize {
+    info(node, b"NODES")
+        .lines()
+        .find(|l| l.contains("myself"))
+        .map(|l| l.split(' ').skip(8).count())
+        .unwrap_or(0)
+}
+
 /// `CLUSTER <sub>` of a node, as text.
 pub fn info(node: &RedisServer, sub: &[u8]) -> String {
     match node.client().command(&[b"CLUSTER", sub]) {

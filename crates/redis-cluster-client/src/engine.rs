@@ -1130,15 +1130,11 @@ fn all_nodes(map: &SlotMap) -> Vec<String> {
     out
 }
 
-/// `host:port` (with `[v6]:port`) back into an endpoint.
+/// `host:port` (with `[v6]:port`) back into an endpoint; the engine only makes such text
+/// from endpoints, so the fallback (the text as a host, port 0) is for the impossible.
 pub(crate) fn endpoint(addr: &str) -> Endpoint {
-    let (host, port) = addr.rsplit_once(':').unwrap_or((addr, "0"));
-    Endpoint {
-        host: host
-            .trim_start_matches('[')
-            .trim_end_matches(']')
-            .to_string(),
-        port: port.parse().unwrap_or(0),
+    addr.parse().unwrap_or_else(|_| Endpoint {
+        host: addr.to_string(),
         ..Endpoint::default()
-    }
+    })
 }

@@ -96,12 +96,7 @@ impl Engine {
                         return None;
                     }
                 };
-                let addr = self
-                    .map
-                    .as_ref()
-                    .and_then(|m| m.master(slot))
-                    .map(ToString::to_string);
-                let Some(addr) = addr else {
+                let Some(addr) = self.master_of(slot) else {
                     self.finish(id, error_frame(errors::CLUSTERDOWN_UNBOUND));
                     return None;
                 };
@@ -241,6 +236,12 @@ impl Engine {
             }
         }
         conn
+    }
+
+    /// The master serving `slot` now, as `host:port`.
+    fn master_of(&self, slot: redis_hash_slot::Slot) -> Option<String> {
+        let index = self.map.as_ref()?.shard_index(slot)?;
+        self.master_addrs.get(index).cloned()
     }
 
     fn forward(&mut self, conn: ConnId, argv: &[Bytes]) {
@@ -433,12 +434,7 @@ impl Engine {
             .unwrap_or_default();
         for channel in orphans {
             let slot = redis_hash_slot::key_slot(&channel);
-            let addr = self
-                .map
-                .as_ref()
-                .and_then(|m| m.master(slot))
-                .map(ToString::to_string);
-            let Some(addr) = addr else {
+            let Some(addr) = self.master_of(slot) else {
                 if let Some(state) = self.clients.get_mut(&client) {
                     state.subs.again = Some(now + self.config.retry_max);
                 }

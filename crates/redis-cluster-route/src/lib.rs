@@ -39,7 +39,7 @@ mod table;
 pub mod twemproxy;
 
 pub use keys::{KeyError, Keys, SlotAnswer};
-pub use map::{Endpoint, MapError, ReadFrom, Shard, SlotMap};
+pub use map::{Endpoint, EndpointError, MapError, ReadFrom, Shard, SlotMap};
 pub use redirect::{ClusterError, Redirect};
 pub use reject::Rejection;
 pub use spec::{

@@ -48,6 +48,36 @@ impl fmt::Display for Endpoint {
     }
 }
 
+/// `host:port` (an IPv6 host in brackets, or bare: the port is after the last colon) is not
+/// an address.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("not host:port")]
+pub struct EndpointError;
+
+impl core::str::FromStr for Endpoint {
+    type Err = EndpointError;
+
+    /// Reads `host:port` as [`Endpoint`]'s `Display` writes it.
+    ///
+    /// ```
+    /// use redis_cluster_route::Endpoint;
+    ///
+    /// let node: Endpoint = "[::1]:7000".parse()?;
+    /// assert_eq!((node.host.as_str(), node.port), ("::1", 7000));
+    /// assert_eq!(node.to_string(), "[::1]:7000");
+    /// assert!("localhost".parse::<Endpoint>().is_err());
+    /// # Ok::<(), redis_cluster_route::EndpointError>(())
+    /// ```
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let (host, port) = text.rsplit_once(':').ok_or(EndpointError)?;
+        Ok(Self {
+            host: String::from(host.trim_start_matches('[').trim_end_matches(']')),
+            port: port.parse().map_err(|_| EndpointError)?,
+            ..Self::default()
+        })
+    }
+}
+
 /// A master and its replicas.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Shard {

@@ -228,6 +228,9 @@ async fn handle(pool: &Pool, session: &mut Session, argv: Argv) -> Action {
     if session.multi.is_some() {
         return in_transaction(pool, session, &name, argv);
     }
+    if let Some(frame) = about_the_proxy(pool, &name, &argv) {
+        return ready(frame);
+    }
     match name.as_slice() {
         b"PING" => match argv.get(1) {
             None => ready(Frame::SimpleString(Bytes::from_static(b"PONG"))),
@@ -235,11 +238,6 @@ async fn handle(pool: &Pool, session: &mut Session, argv: Argv) -> Action {
             _ => ready(error("ERR wrong number of arguments for 'ping' command")),
         },
         b"QUIT" => Action::ReplyAndClose(Pending::Ready(ok())),
-        b"SELECT" => match argv.get(1).map(|db| db.as_ref()) {
-            Some(b"0") => ready(ok()),
-            _ => ready(error("ERR SELECT is not allowed in cluster mode")),
-        },
-        b"INFO" if proxy_section(&argv) => ready(Frame::BulkString(Bytes::from(info(pool)))),
         b"MULTI" => {
             session.multi = Some(Vec::new());
             ready(ok())
@@ -254,14 +252,6 @@ async fn handle(pool: &Pool, session: &mut Session, argv: Argv) -> Action {
             }
             None => ready(ok()),
         },
-        b"CLIENT" => {
-            let sub = argv.get(1).map(|s| s.to_ascii_uppercase());
-            match sub.as_deref() {
-                Some(b"SETNAME") | Some(b"SETINFO") => ready(ok()),
-                _ => ready(error("ERR CLIENT is not supported by the proxy")),
-            }
-        }
-        b"AUTH" => ready(error(AUTH_WITHOUT_PASSWORD)),
         b"HELLO" => ready(error("NOPROTO the proxy speaks RESP2 only")),
         b"SUBSCRIBE" | b"PSUBSCRIBE" | b"SSUBSCRIBE" => match pool.pubsub_node(&argv) {
             Ok(addr) => {
@@ -303,7 +293,6 @@ async fn handle(pool: &Pool, session: &mut Session, argv: Argv) -> Action {
                     .collect(),
             )
         }
-        b"MONITOR" => ready(error("ERR MONITOR is not supported by the proxy")),
         _ => Action::Reply(pool.dispatch(argv).await),
     }
 }
@@ -312,25 +301,36 @@ async fn handle(pool: &Pool, session: &mut Session, argv: Argv) -> Action {
 /// its own, CLIENT SETNAME, AUTH, MONITOR); the engine everything else, transactions,
 /// Pub/Sub and HELLO included.
 fn as_cluster(pool: &Pool, engine: &EngineClient, name: &[u8], argv: Argv) -> Action {
-    let ready = |frame| Action::Reply(Pending::Ready(frame));
-    match name {
-        b"QUIT" => Action::ReplyAndClose(Pending::Ready(ok())),
+    if name == b"QUIT" {
+        return Action::ReplyAndClose(Pending::Ready(ok()));
+    }
+    match about_the_proxy(pool, name, &argv) {
+        Some(frame) => Action::Reply(Pending::Ready(frame)),
+        None => Action::Reply(Pending::Engine(engine.request(argv))),
+    }
+}
+
+/// The commands about the proxy itself, answered by it in every kind of pool but
+/// nutcracker's: SELECT (0 only), INFO of its own sections, CLIENT SETNAME / SETINFO, AUTH
+/// (no client password), MONITOR (refused).
+fn about_the_proxy(pool: &Pool, name: &[u8], argv: &[Bytes]) -> Option<Frame> {
+    Some(match name {
         b"SELECT" => match argv.get(1).map(|db| db.as_ref()) {
-            Some(b"0") => ready(ok()),
-            _ => ready(error("ERR SELECT is not allowed in cluster mode")),
+            Some(b"0") => ok(),
+            _ => error("ERR SELECT is not allowed in cluster mode"),
         },
-        b"INFO" if proxy_section(&argv) => ready(Frame::BulkString(Bytes::from(info(pool)))),
+        b"INFO" if proxy_section(argv) => Frame::BulkString(Bytes::from(info(pool))),
         b"CLIENT" => {
             let sub = argv.get(1).map(|s| s.to_ascii_uppercase());
             match sub.as_deref() {
-                Some(b"SETNAME") | Some(b"SETINFO") => ready(ok()),
-                _ => ready(error("ERR CLIENT is not supported by the proxy")),
+                Some(b"SETNAME") | Some(b"SETINFO") => ok(),
+                _ => error("ERR CLIENT is not supported by the proxy"),
             }
         }
-        b"AUTH" => ready(error(AUTH_WITHOUT_PASSWORD)),
-        b"MONITOR" => ready(error("ERR MONITOR is not supported by the proxy")),
-        _ => Action::Reply(Pending::Engine(engine.request(argv))),
-    }
+        b"AUTH" => error(AUTH_WITHOUT_PASSWORD),
+        b"MONITOR" => error("ERR MONITOR is not supported by the proxy"),
+        _ => return None,
+    })
 }
 
 /// Whether INFO asks for the proxy's own section (none named, or proxy, all, default,

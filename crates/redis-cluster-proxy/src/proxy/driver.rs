@@ -83,20 +83,7 @@ impl EngineHandle {
         server_stats: impl Fn(&str) -> Arc<ServerStats> + Send + 'static,
         name: String,
     ) -> Self {
-        let seeds = seeds
-            .iter()
-            .filter_map(|s| {
-                let (host, port) = s.rsplit_once(':')?;
-                Some(Endpoint {
-                    host: host
-                        .trim_start_matches('[')
-                        .trim_end_matches(']')
-                        .to_string(),
-                    port: port.parse().ok()?,
-                    ..Endpoint::default()
-                })
-            })
-            .collect();
+        let seeds = seeds.iter().filter_map(|s| s.parse().ok()).collect();
         let mut config = Config::new(seeds);
         config.read_from = read_from;
         config.timeout = timeout;

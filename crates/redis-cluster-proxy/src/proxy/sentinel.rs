@@ -56,15 +56,7 @@ fn set<T>(lock: &RwLock<T>, value: T) {
 }
 
 fn endpoint(addr: &str) -> Option<Endpoint> {
-    let (host, port) = addr.rsplit_once(':')?;
-    Some(Endpoint {
-        host: host
-            .trim_start_matches('[')
-            .trim_end_matches(']')
-            .to_string(),
-        port: port.parse().ok()?,
-        ..Endpoint::default()
-    })
+    addr.parse().ok()
 }
 
 impl Groups {
