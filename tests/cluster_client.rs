@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use support::{RealCluster, RedisServer, example_binary};
+use support::{RealCluster, example_binary};
 
 fn binary() -> std::path::PathBuf {
     example_binary(
@@ -92,44 +92,11 @@ fn a_reshard_under_the_blocking_client_shows_it_no_error() {
         (done, errors)
     });
     std::thread::sleep(Duration::from_millis(300));
-    let id = |node: &RedisServer| support::info(node, b"MYID").trim().to_string();
-    let reshard = support::redis_cli(
-        &[
-            "--cluster",
-            "reshard",
-            &format!("127.0.0.1:{}", cluster.nodes[0].port()),
-            "--cluster-from",
-            &id(&cluster.nodes[0]),
-            "--cluster-to",
-            &id(&cluster.nodes[1]),
-            "--cluster-slots",
-            "1000",
-            "--cluster-yes",
-            "--cluster-pipeline",
-            "10",
-        ],
-        Duration::from_secs(180),
-    );
+    support::reshard(&cluster, 0, 1, 1000);
     std::thread::sleep(Duration::from_millis(300));
     stop.store(true, Ordering::Relaxed);
     let (done, errors) = client.join().expect("the client thread");
     let _ = child.kill();
     let _ = child.wait();
-    assert!(
-        reshard.status.success(),
-        "reshard failed:\n{}",
-        String::from_utf8_lossy(&reshard.stdout)
-    );
-    assert!(
-        support::slot_ranges(&cluster.nodes[1]) >= 2,
-        "no slot moved"
-    );
-    println!("{done} commands through the engine during the reshard");
-    assert!(done > 1000, "the client hardly ran: {done}");
-    assert!(
-        errors.is_empty(),
-        "{} errors: {:?}",
-        errors.len(),
-        &errors[..errors.len().min(5)]
-    );
+    support::assert_served_through_reshard(&cluster.nodes[1], done, &errors, "the engine");
 }

@@ -225,11 +225,6 @@ fn garbage_closes_that_client_only() {
     assert_eq!(good.command(&argv("GET x")), Frame::BulkString("1".into()));
 }
 
-/// Ids of a cluster's nodes, by index.
-fn node_id(node: &RedisServer) -> String {
-    support::info(node, b"MYID").trim().to_string()
-}
-
 /// A client that pipelines SETs and GETs of its own keys through the proxy until told to
 /// stop, checking every reply; returns (commands, errors seen).
 fn pipelining_client(
@@ -276,33 +271,11 @@ fn a_reshard_under_a_pipelining_client_shows_it_no_error() {
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let client = pipelining_client(port, stop.clone());
     std::thread::sleep(Duration::from_millis(300));
-    let (from, to) = (node_id(&cluster.nodes[0]), node_id(&cluster.nodes[1]));
-    let output = Command::new("timeout")
-        .args(["180", "redis-cli", "--cluster", "reshard"])
-        .arg(format!("127.0.0.1:{}", cluster.nodes[0].port()))
-        .args(["--cluster-from", &from, "--cluster-to", &to])
-        .args(["--cluster-slots", "1000", "--cluster-yes"])
-        .args(["--cluster-pipeline", "10"])
-        .output()
-        .expect("redis-cli runs");
+    support::reshard(&cluster, 0, 1, 1000);
     std::thread::sleep(Duration::from_millis(300));
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let (done, errors) = client.join().expect("the client thread");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(output.status.success(), "reshard failed:\n{stdout}");
-    // The slots did move: node 1 now serves 1000 more.
-    assert!(
-        support::slot_ranges(&cluster.nodes[1]) >= 2,
-        "no slot moved"
-    );
-    println!("{done} commands through the proxy during the reshard");
-    assert!(done > 1000, "the client hardly ran: {done}");
-    assert!(
-        errors.is_empty(),
-        "{} errors: {:?}",
-        errors.len(),
-        &errors[..errors.len().min(5)]
-    );
+    support::assert_served_through_reshard(&cluster.nodes[1], done, &errors, "the proxy");
 }
 
 #[test]

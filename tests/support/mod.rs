@@ -428,6 +428,48 @@ pub fn text(frame: &Frame) -> String {
     }
 }
 
+/// `redis-cli --cluster reshard` of `slots` slots from node `from` to node `to` of
+/// `cluster` (pipeline 10, bounded to 180 s); fails the test when it fails.
+pub fn reshard(cluster: &RealCluster, from: usize, to: usize, slots: usize) {
+    let id = |node: &RedisServer| info(node, b"MYID").trim().to_string();
+    let output = redis_cli(
+        &[
+            "--cluster".to_string(),
+            "reshard".into(),
+            format!("127.0.0.1:{}", cluster.nodes[from].port()),
+            "--cluster-from".into(),
+            id(&cluster.nodes[from]),
+            "--cluster-to".into(),
+            id(&cluster.nodes[to]),
+            "--cluster-slots".into(),
+            slots.to_string(),
+            "--cluster-yes".into(),
+            "--cluster-pipeline".into(),
+            "10".into(),
+        ],
+        Duration::from_secs(180),
+    );
+    assert!(
+        output.status.success(),
+        "reshard failed:\n{}",
+        String::from_utf8_lossy(&output.stdout)
+    );
+}
+
+/// What a client that ran through a reshard to node `to` must show: the slots moved, it ran
+/// (more than 1000 commands), and it saw no error.
+pub fn assert_served_through_reshard(to: &RedisServer, done: usize, errors: &[String], via: &str) {
+    assert!(slot_ranges(to) >= 2, "no slot moved");
+    println!("{done} commands through {via} during the reshard");
+    assert!(done > 1000, "the client hardly ran: {done}");
+    assert!(
+        errors.is_empty(),
+        "{} errors: {:?}",
+        errors.len(),
+        &errors[..errors.len().min(5)]
+    );
+}
+
 /// How many slot ranges a node's own CLUSTER NODES line lists (fields after the eighth).
 pub fn slot_ranges(node: &RedisServer) -> usize {
     info(node, b"NODES")
