@@ -91,8 +91,10 @@
 //! The two central types are [`Engine`] (inputs) and [`Output`] (what it asks of its driver).
 #![forbid(unsafe_code)]
 
+mod answer;
 mod config;
 mod conn;
+mod dispatch;
 mod engine;
 mod hello;
 mod ids;

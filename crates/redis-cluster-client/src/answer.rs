@@ -1,0 +1,275 @@
+//! Receiving: what each reply means (a redirect, a retry, a call's final reply), how calls
+//! become a request's reply, and replies going out in each client's order.
+
+use std::time::Instant;
+
+use bytes::Bytes;
+use redis_cluster_route::{ClusterError, CommandTable, Endpoint, Redirect};
+use redis_hash_slot::Slot;
+use redis_resp::Frame;
+
+use crate::conn::Expect;
+use crate::engine::{Engine, endpoint};
+use crate::hello;
+use crate::request::{Call, CallKey, CallState, Combine, Target, scan_step};
+use crate::{ConnId, Event, Output, RequestId};
+
+impl Engine {
+    /// What a reply on `conn` answers.
+    pub(crate) fn answer(&mut self, now: Instant, conn: ConnId, expect: Expect, frame: Frame) {
+        match expect {
+            Expect::Call(key) => self.answer_call(now, conn, key, frame),
+            Expect::Queued(key) => {
+                if let Some(call) = self.call_mut(key) {
+                    if frame.is_error() && call.queued_error.is_none() {
+                        call.queued_error = Some(frame);
+                    }
+                }
+            }
+            Expect::Setup => {
+                if let Frame::SimpleError(text) | Frame::BulkError(text) = &frame {
+                    let addr = self
+                        .conns
+                        .get(&conn)
+                        .map(|c| c.addr.clone())
+                        .unwrap_or_default();
+                    self.outputs.push_back(Output::Event(Event::SetupRefused {
+                        endpoint: endpoint(&addr),
+                        error: String::from_utf8_lossy(text).into_owned(),
+                    }));
+                }
+            }
+            Expect::Refresh { shards } => self.answer_refresh(now, conn, shards, frame),
+            Expect::Info => self.answer_info(frame),
+        }
+    }
+
+    pub(crate) fn answer_call(&mut self, now: Instant, conn: ConnId, key: CallKey, frame: Frame) {
+        let Some(frame) = self.transaction_reply(now, key, frame) else {
+            return;
+        };
+        let text = match &frame {
+            Frame::SimpleError(text) => text.clone(),
+            _ => return self.complete(now, key, frame),
+        };
+        let host = self
+            .conns
+            .get(&conn)
+            .map(|c| c.host.clone())
+            .unwrap_or_default();
+        let max = self.config.max_attempts;
+        let attempts_left = self.call_mut(key).is_some_and(|c| c.attempts < max);
+        match ClusterError::parse(&text) {
+            ClusterError::Redirect(redirect) if attempts_left => {
+                let (slot, to_host, port, moved) = match redirect {
+                    Redirect::Moved { slot, host, port } => (slot, host, port, true),
+                    Redirect::Ask { slot, host, port } => (slot, host, port, false),
+                };
+                let to_host = if to_host.is_empty() || to_host == b"?" {
+                    host
+                } else {
+                    String::from_utf8_lossy(to_host).into_owned()
+                };
+                let to = Endpoint {
+                    host: to_host,
+                    port,
+                    ..Endpoint::default()
+                };
+                let addr = to.to_string();
+                if moved {
+                    self.counters.moved += 1;
+                    self.moved(now, slot, to);
+                } else {
+                    self.counters.asked += 1;
+                }
+                let Some(call) = self.call_mut(key) else {
+                    return;
+                };
+                call.state = CallState::Queued;
+                if !moved {
+                    call.asking = Some(addr);
+                }
+                self.dispatch(now, key);
+            }
+            ClusterError::TryAgain
+            | ClusterError::Loading
+            | ClusterError::MasterDown
+            | ClusterError::ClusterDown(_) => {
+                if matches!(ClusterError::parse(&text), ClusterError::ClusterDown(_)) {
+                    self.refresh.want(now);
+                    self.drive_refresh(now);
+                }
+                self.retry(now, key, frame);
+                let slot = self.call_mut(key).and_then(|c| c.slot());
+                let client = self.requests.get(&key.0).map(|r| r.client);
+                if let (Some(slot), Some(client)) = (slot, client) {
+                    self.pump(now, client, slot);
+                }
+            }
+            _ => self.complete(now, key, frame),
+        }
+    }
+
+    /// A MOVED: the slot is the named node's from now on, and the map is reloaded soon.
+    pub(crate) fn moved(&mut self, now: Instant, slot: Slot, to: Endpoint) {
+        self.refresh.moved(slot, to.clone());
+        if let Some(map) = &mut self.map {
+            map.assign(slot, to);
+        }
+        self.map_changed();
+        self.refresh.want(now);
+        self.drive_refresh(now);
+    }
+
+    /// A call has its final reply.
+    pub(crate) fn complete(&mut self, now: Instant, key: CallKey, frame: Frame) {
+        let Some(request) = self.requests.get_mut(&key.0) else {
+            return;
+        };
+        let client = request.client;
+        if let Combine::Scan { masters, node } = &mut request.combine {
+            match scan_step(frame, *node, masters.len()) {
+                Ok(reply) => {
+                    if let Some(call) = request.calls.get_mut(key.1) {
+                        call.reply = Some(reply);
+                        call.state = CallState::Done;
+                    }
+                }
+                Err(next) => {
+                    *node = next;
+                    let addr = masters[next].clone();
+                    if let Some(call) = request.calls.get_mut(key.1) {
+                        call.argv[1] = Bytes::from_static(b"0");
+                        call.target = Target::Node(addr);
+                        call.state = CallState::Queued;
+                        call.attempts = 0;
+                    }
+                    self.send(now, key);
+                    return;
+                }
+            }
+        } else if let Some(call) = request.calls.get_mut(key.1) {
+            call.reply = Some(frame);
+            call.state = CallState::Done;
+        }
+        let slot = request.calls.get(key.1).and_then(Call::slot);
+        let merged = request.combined();
+        if let Some(slot) = slot {
+            if let Some(state) = self.clients.get_mut(&client) {
+                let raw = u16::from(slot);
+                if let Some(queue) = state.slots.get_mut(&raw) {
+                    queue.retain(|k| *k != key);
+                    if queue.is_empty() {
+                        state.slots.remove(&raw);
+                    }
+                }
+            }
+            self.pump(now, client, slot);
+        }
+        if let Some(reply) = merged {
+            self.finish(key.0, reply);
+        }
+    }
+
+    /// A request has its reply: it goes out when every earlier one of its client has.
+    pub(crate) fn finish(&mut self, id: RequestId, reply: Frame) {
+        let Some(request) = self.requests.get_mut(&id) else {
+            return;
+        };
+        request.reply = Some(reply);
+        let client = request.client;
+        let Some(state) = self.clients.get_mut(&client) else {
+            // Its client is gone: nobody reads the reply.
+            self.requests.remove(&id);
+            return;
+        };
+        while let Some(front) = state.order.front().copied() {
+            let ready = self.requests.get(&front).is_some_and(|r| r.reply.is_some());
+            if !ready {
+                break;
+            }
+            state.order.pop_front();
+            if let Some(request) = self.requests.remove(&front) {
+                match (request.reply, request.silent) {
+                    (Some(frame), false) => self.outputs.push_back(Output::Reply {
+                        client,
+                        request: front,
+                        frame,
+                    }),
+                    _ => self.outputs.push_back(Output::Answered {
+                        client,
+                        request: front,
+                    }),
+                }
+            }
+        }
+        if state.order.is_empty() {
+            for frame in std::mem::take(&mut state.subs.held) {
+                self.outputs.push_back(Output::Push { client, frame });
+            }
+        }
+    }
+
+    /// A request whose replies come as pushes (SUBSCRIBE and the like): done, with no reply.
+    pub(crate) fn finish_silently(&mut self, id: RequestId) {
+        if let Some(request) = self.requests.get_mut(&id) {
+            request.silent = true;
+        }
+        self.finish(id, Frame::Null);
+    }
+
+    pub(crate) fn push_output(&mut self, output: Output) {
+        self.outputs.push_back(output);
+    }
+
+    /// A slot map arrived: requests that waited for one are routed, and calls of slots the
+    /// map did not serve are sent again.
+    pub(crate) fn map_installed(&mut self, now: Instant) {
+        for id in std::mem::take(&mut self.unrouted) {
+            self.route(now, id);
+        }
+    }
+
+    /// Requests that waited for a first map get `error`.
+    pub(crate) fn fail_unrouted(&mut self, error: &Frame) {
+        for id in std::mem::take(&mut self.unrouted) {
+            if let Some(request) = self.requests.get_mut(&id) {
+                request.unrouted = None;
+            }
+            self.finish(id, error.clone());
+        }
+    }
+
+    /// Chooses the command table from `INFO server`.
+    pub(crate) fn answer_info(&mut self, frame: Frame) {
+        let Some(text) = frame.as_bytes() else {
+            return;
+        };
+        self.server = hello::Server::from_info(text);
+        if self.config.fixed_table {
+            return;
+        }
+        let table = if self.server.name == "valkey" {
+            CommandTable::VALKEY_8_1
+        } else {
+            CommandTable::REDIS_7_0
+        };
+        self.table = table;
+        self.outputs
+            .push_back(Output::Event(Event::ServerIdentified {
+                name: self.server.name.clone(),
+                version: self.server.version.clone(),
+                table: table.server,
+            }));
+    }
+
+    pub(crate) fn push_event(&mut self, event: Event) {
+        self.outputs.push_back(Output::Event(event));
+    }
+
+    pub(crate) fn mark_writable(&mut self, conn: ConnId) {
+        if self.conns.get(&conn).is_some_and(|c| c.open) {
+            self.writable.push_back(conn);
+        }
+    }
+}

@@ -1,0 +1,467 @@
+//! Sending: a request routed into calls, each call onto the connection of its node, in the
+//! order its slot allows; connections opened, closed and lost; retries scheduled.
+
+use std::borrow::Cow;
+use std::time::Instant;
+
+use bytes::Bytes;
+use redis_cluster_route::{CommandFlags, ReadFrom, Route};
+use redis_hash_slot::Slot;
+use redis_resp::{Frame, errors};
+
+use crate::conn::{Conn, Expect};
+use crate::engine::{Engine, all_nodes, endpoint, masters};
+use crate::hello;
+use crate::request::{Call, CallKey, CallState, Combine, Target, scan_cursor};
+use crate::{ClientId, ConnId, Event, Output, RequestId, error_frame};
+
+impl Engine {
+    /// Routes a request whose command is still as the client sent it, once there is a map.
+    pub(crate) fn route(&mut self, now: Instant, id: RequestId) {
+        let Some(request) = self.requests.get_mut(&id) else {
+            return;
+        };
+        let client = request.client;
+        let Some(argv) = request.unrouted.take() else {
+            return;
+        };
+        if self.map.is_none() {
+            if let Some(request) = self.requests.get_mut(&id) {
+                request.unrouted = Some(argv);
+            }
+            self.unrouted.push(id);
+            return;
+        }
+        let Some(argv) = self.session(now, id, client, argv) else {
+            return;
+        };
+        let Some(argv) = self.pubsub(now, id, client, argv) else {
+            return;
+        };
+        if let Some(reply) = self.local(client, &argv) {
+            self.finish(id, reply);
+            return;
+        }
+        let Some(map) = &self.map else {
+            return;
+        };
+        let table = self.table;
+        let spec = table.lookup(&argv);
+        let read = spec.is_some_and(|s| s.flags.contains(CommandFlags::READONLY));
+        let blocking = spec.is_some_and(|s| s.flags.contains(CommandFlags::BLOCKING));
+        let several = table.keys(&argv).is_ok_and(|k| k.len() > 1);
+        let (combine, mut calls) = match table.route(&argv) {
+            Ok(Route::Slot(slot)) => {
+                let mut call = Call::new(argv, Target::Slot { slot, read });
+                call.barrier = several || blocking;
+                (Combine::One, vec![call])
+            }
+            Ok(Route::Any) | Err(_) => (Combine::One, vec![Call::new(argv, Target::Any)]),
+            // MSETNX split by slot could set some keys and report that it set none: only one
+            // node can give its all-or-nothing answer.
+            Ok(Route::Split(_)) if argv[0].eq_ignore_ascii_case(b"MSETNX") => {
+                self.finish(id, error_frame(errors::CROSSSLOT));
+                return;
+            }
+            Ok(Route::Split(split)) => {
+                let calls = (0..split.parts().len())
+                    .map(|i| {
+                        let part = &split.parts()[i];
+                        let sub: Vec<Bytes> = split.argv(i, &argv).cloned().collect();
+                        let mut call = Call::new(
+                            sub,
+                            Target::Slot {
+                                slot: part.slot,
+                                read,
+                            },
+                        );
+                        call.barrier = part.groups.len() > 1;
+                        call
+                    })
+                    .collect();
+                self.counters.split += 1;
+                (Combine::Split(split), calls)
+            }
+            Ok(Route::AllShards(merge)) => {
+                let calls = masters(map)
+                    .into_iter()
+                    .map(|node| Call::new(argv.clone(), Target::Node(node)))
+                    .collect();
+                (Combine::Fan(merge), calls)
+            }
+            Ok(Route::AllNodes(merge)) => {
+                let calls = all_nodes(map)
+                    .into_iter()
+                    .map(|node| Call::new(argv.clone(), Target::Node(node)))
+                    .collect();
+                (Combine::Fan(merge), calls)
+            }
+            Ok(Route::Special) => {
+                let masters = masters(map);
+                let start = argv.get(1).and_then(|c| scan_cursor(c));
+                match start {
+                    Some((node, inner)) if node < masters.len() => {
+                        let mut argv = argv;
+                        argv[1] = Bytes::from(inner.to_string());
+                        let call = Call::new(argv, Target::Node(masters[node].clone()));
+                        (Combine::Scan { masters, node }, vec![call])
+                    }
+                    _ => {
+                        self.finish(id, error_frame("ERR invalid cursor"));
+                        return;
+                    }
+                }
+            }
+            Ok(Route::CrossSlot) => {
+                self.finish(id, error_frame(errors::CROSSSLOT));
+                return;
+            }
+        };
+        if calls.is_empty() {
+            self.finish(id, error_frame(errors::CLUSTERDOWN_UNBOUND));
+            return;
+        }
+        for call in &mut calls {
+            call.dedicated = blocking;
+        }
+        let count = calls.len();
+        if let Some(request) = self.requests.get_mut(&id) {
+            request.calls = calls;
+            request.combine = combine;
+        }
+        for index in 0..count {
+            let key = (id, index);
+            self.enqueue(key);
+            self.dispatch(now, key);
+        }
+    }
+
+    /// Commands the engine answers itself (HELLO), with the reply.
+    pub(crate) fn local(&mut self, client: ClientId, argv: &[Bytes]) -> Option<Frame> {
+        let name = argv.first()?;
+        if !name.eq_ignore_ascii_case(b"HELLO") {
+            return None;
+        }
+        let state = self.clients.get_mut(&client)?;
+        let reply = hello::answer(argv, &mut state.proto, client, &self.server);
+        Some(reply)
+    }
+
+    /// Puts a call of a slot at the end of its client's queue for that slot.
+    pub(crate) fn enqueue(&mut self, key: CallKey) {
+        let Some(request) = self.requests.get(&key.0) else {
+            return;
+        };
+        let Some(slot) = request.calls.get(key.1).and_then(Call::slot) else {
+            return;
+        };
+        if let Some(state) = self.clients.get_mut(&request.client) {
+            state
+                .slots
+                .entry(u16::from(slot))
+                .or_default()
+                .push_back(key);
+        }
+    }
+
+    /// Sends a queued call if nothing of its client's slot must go before it.
+    pub(crate) fn dispatch(&mut self, now: Instant, key: CallKey) {
+        let Some(request) = self.requests.get(&key.0) else {
+            return;
+        };
+        match request.calls.get(key.1).and_then(Call::slot) {
+            Some(slot) => {
+                let client = request.client;
+                self.pump(now, client, slot);
+            }
+            None => self.send(now, key),
+        }
+    }
+
+    /// Sends what can go of one client's calls for one slot, oldest first. A call goes only
+    /// when every older one is on the connection it would take (a connection keeps order)
+    /// and none of them is a barrier; so a redirect or a retry never lets a later command of
+    /// the slot overtake an earlier one.
+    pub(crate) fn pump(&mut self, now: Instant, client: ClientId, slot: Slot) {
+        let Some(queue) = self
+            .clients
+            .get(&client)
+            .and_then(|c| c.slots.get(&u16::from(slot)))
+        else {
+            return;
+        };
+        let keys: Vec<CallKey> = queue.iter().copied().collect();
+        let mut on: Option<ConnId> = None;
+        for key in keys {
+            let Some(call) = self.requests.get(&key.0).and_then(|r| r.calls.get(key.1)) else {
+                continue;
+            };
+            let barrier = call.barrier;
+            match call.state {
+                CallState::Done => continue,
+                CallState::Retry(_) => return,
+                CallState::Sent(conn) => {
+                    if on.is_some_and(|o| o != conn) || barrier {
+                        return;
+                    }
+                    on = Some(conn);
+                }
+                CallState::Queued => {
+                    if on.is_some() && call.dedicated {
+                        return;
+                    }
+                    if let Some(o) = on {
+                        let proto = self.clients.get(&client).map_or(2, |c| c.proto);
+                        match self.target_addr(call) {
+                            Some(addr) if self.shared_conn(&addr, proto) == Some(o) => {}
+                            _ => return,
+                        }
+                    }
+                    self.send(now, key);
+                    match self.call_mut(key).map(|c| c.state) {
+                        Some(CallState::Sent(conn)) if !barrier => on = Some(conn),
+                        _ => return,
+                    }
+                }
+            }
+        }
+    }
+
+    /// Where a call would go now, as `host:port` (borrowed from the map's addresses for a
+    /// master: the common case allocates nothing).
+    pub(crate) fn target_addr(&self, call: &Call) -> Option<Cow<'_, str>> {
+        if let Some(addr) = &call.asking {
+            return Some(Cow::Owned(addr.clone()));
+        }
+        let map = self.map.as_ref();
+        match &call.target {
+            Target::Node(addr) => Some(Cow::Owned(addr.clone())),
+            Target::Slot { slot, read } => {
+                let map = map?;
+                let master = !*read || self.config.read_from == ReadFrom::Master;
+                if master {
+                    let index = map.shard_index(*slot)?;
+                    return self
+                        .master_addrs
+                        .get(index)
+                        .map(|a| Cow::Borrowed(a.as_str()));
+                }
+                map.node_for(*slot, *read, self.config.read_from, self.turn)
+                    .map(|node| Cow::Owned(node.to_string()))
+            }
+            Target::Any => match self.masters_sorted.len() {
+                0 => self.config.seeds.first().map(|s| Cow::Owned(s.to_string())),
+                n => self
+                    .masters_sorted
+                    .get(self.turn % n)
+                    .map(|a| Cow::Borrowed(a.as_str())),
+            },
+        }
+    }
+
+    /// The map's masters' addresses, after the map changed.
+    pub(crate) fn map_changed(&mut self) {
+        let Some(map) = &self.map else {
+            return;
+        };
+        self.master_addrs = map.shards().iter().map(|s| s.master.to_string()).collect();
+        self.masters_sorted = masters(map);
+    }
+
+    /// The shared connection to `addr` for RESP `proto`, if there is one.
+    pub(crate) fn shared_conn(&self, addr: &str, proto: u8) -> Option<ConnId> {
+        self.shared.get(addr)?[usize::from(proto == 3)]
+    }
+
+    /// Writes a call on the connection of its node.
+    pub(crate) fn send(&mut self, now: Instant, key: CallKey) {
+        let Some(request) = self.requests.get(&key.0) else {
+            return;
+        };
+        let proto = self.clients.get(&request.client).map_or(2, |c| c.proto);
+        let Some(call) = request.calls.get(key.1) else {
+            return;
+        };
+        if let Some(conn) = call.pinned {
+            return self.send_pinned(now, key, conn);
+        }
+        self.turn = self.turn.wrapping_add(1);
+        let dedicated = call.dedicated;
+        // The connection, found without allocating when it is open already.
+        let found = match self.target_addr(call) {
+            None => None,
+            Some(addr) if dedicated => Some(Err(addr.into_owned())),
+            Some(addr) => Some(
+                self.shared_conn(&addr, proto)
+                    .ok_or_else(|| addr.into_owned()),
+            ),
+        };
+        let conn = match found {
+            Some(Ok(conn)) => conn,
+            Some(Err(addr)) if dedicated => self.open(now, &addr, proto, true),
+            Some(Err(addr)) => self.connection(now, &addr, proto),
+            None => {
+                // No node serves the slot: the map may be stale.
+                self.refresh.want(now);
+                self.retry(now, key, error_frame(errors::CLUSTERDOWN_UNBOUND));
+                return;
+            }
+        };
+        let (Some(call), Some(c)) = (
+            self.requests
+                .get_mut(&key.0)
+                .and_then(|r| r.calls.get_mut(key.1)),
+            self.conns.get_mut(&conn),
+        ) else {
+            return;
+        };
+        if call.asking.take().is_some() {
+            c.write(&[&b"ASKING"[..]], Expect::Setup, now);
+        }
+        if let Some(batch) = &call.batch {
+            c.write(&[&b"MULTI"[..]], Expect::Queued(key), now);
+            for command in batch {
+                c.write(command, Expect::Queued(key), now);
+            }
+        }
+        c.write(&call.argv, Expect::Call(key), now);
+        call.attempts += 1;
+        call.queued_error = None;
+        call.state = CallState::Sent(conn);
+        if c.open {
+            self.writable.push_back(conn);
+        }
+    }
+
+    /// The shared connection to `addr` for RESP `proto`, opened when there is none.
+    pub(crate) fn connection(&mut self, now: Instant, addr: &str, proto: u8) -> ConnId {
+        if let Some(conn) = self.shared_conn(addr, proto) {
+            return conn;
+        }
+        let conn = self.open(now, addr, proto, false);
+        self.shared.entry(addr.to_string()).or_default()[usize::from(proto == 3)] = Some(conn);
+        conn
+    }
+
+    /// A new connection to `addr`, its set-up commands queued first.
+    pub(crate) fn open(&mut self, now: Instant, addr: &str, proto: u8, dedicated: bool) -> ConnId {
+        let conn = ConnId(self.id());
+        let endpoint = endpoint(addr);
+        let mut c = Conn::new(addr.to_string(), endpoint.host.clone(), proto, dedicated);
+        let auth = self.config.auth.clone();
+        if proto == 3 {
+            let mut hello: Vec<Bytes> =
+                vec![Bytes::from_static(b"HELLO"), Bytes::from_static(b"3")];
+            if let Some((user, password)) = &auth {
+                hello.push(Bytes::from_static(b"AUTH"));
+                hello.push(Bytes::from(
+                    user.clone().unwrap_or_else(|| "default".into()),
+                ));
+                hello.push(Bytes::from(password.clone()));
+            }
+            c.write(&hello, Expect::Setup, now);
+        } else if let Some((user, password)) = &auth {
+            let mut argv = vec![Bytes::from_static(b"AUTH")];
+            argv.extend(user.clone().map(Bytes::from));
+            argv.push(Bytes::from(password.clone()));
+            c.write(&argv, Expect::Setup, now);
+        }
+        if self.config.read_from != ReadFrom::Master {
+            c.write(&[&b"READONLY"[..]], Expect::Setup, now);
+        }
+        if !self.info_asked && !self.config.fixed_table {
+            self.info_asked = true;
+            c.write(&[&b"INFO"[..], b"server"], Expect::Info, now);
+        }
+        self.conns.insert(conn, c);
+        self.counters.connections += 1;
+        self.outputs.push_back(Output::Connect { conn, endpoint });
+        conn
+    }
+
+    /// Drops a connection from the tables (its owed replies are the caller's business).
+    pub(crate) fn forget(&mut self, conn: ConnId) -> Option<Conn> {
+        let c = self.conns.remove(&conn)?;
+        if !c.dedicated && !c.pinned && c.subscriber.is_none() {
+            if let Some(pair) = self.shared.get_mut(&c.addr) {
+                let at = &mut pair[usize::from(c.proto == 3)];
+                if *at == Some(conn) {
+                    *at = None;
+                }
+            }
+        }
+        if c.pinned {
+            self.watch_lost(conn);
+        }
+        Some(c)
+    }
+
+    /// Closes a connection the engine no longer needs. A call still owed a reply on it (of a
+    /// request still there) gets an error rather than no answer.
+    pub(crate) fn close(&mut self, now: Instant, conn: ConnId) {
+        let Some(c) = self.forget(conn) else {
+            return;
+        };
+        self.outputs.push_back(Output::Close { conn });
+        let text = format!("ERR connection to {} closed", c.addr);
+        for (expect, _) in c.owed {
+            if let Expect::Call(key) = expect {
+                if self
+                    .call_ref(key)
+                    .is_some_and(|call| call.state == CallState::Sent(conn))
+                {
+                    self.complete(now, key, error_frame(&text));
+                }
+            }
+        }
+    }
+
+    /// A connection failed: its calls are retried, its refresh moves to another node.
+    pub(crate) fn lost(&mut self, now: Instant, conn: ConnId, reason: &str) {
+        let Some(c) = self.forget(conn) else {
+            return;
+        };
+        if let Some(client) = c.subscriber {
+            self.subscriber_lost(now, client, conn);
+        }
+        self.outputs.push_back(Output::Event(Event::ConnectionLost {
+            endpoint: endpoint(&c.addr),
+            reason: reason.to_string(),
+        }));
+        let text = format!("ERR connection to {} lost: {reason}", c.addr);
+        for (expect, _) in c.owed {
+            match expect {
+                // A WATCH held on this connection is gone: no retry can bring it back.
+                Expect::Call(key) if self.call_ref(key).is_some_and(|c| c.pinned.is_some()) => {
+                    self.complete(now, key, error_frame(&text));
+                }
+                Expect::Call(key) => self.retry(now, key, error_frame(&text)),
+                Expect::Refresh { .. } => self.refresh_failed(now, &text),
+                Expect::Info => self.info_asked = false,
+                Expect::Setup | Expect::Queued(_) => {}
+            }
+        }
+        self.refresh.want(now);
+        self.drive_refresh(now);
+    }
+
+    /// A call to send again after a pause, or, its attempts spent, answered with `error`.
+    pub(crate) fn retry(&mut self, now: Instant, key: CallKey, error: Frame) {
+        let max = self.config.max_attempts;
+        let (base, longest) = (self.config.retry_base, self.config.retry_max);
+        let Some(call) = self.call_mut(key) else {
+            return;
+        };
+        if call.attempts >= max {
+            let last = call.last_error.take().unwrap_or(error);
+            self.complete(now, key, last);
+            return;
+        }
+        let pause = crate::config::backoff(base, longest, call.attempts.max(1));
+        let at = now + pause;
+        call.last_error = Some(error);
+        call.state = CallState::Retry(at);
+        self.retries.insert((at, key));
+        self.counters.retried += 1;
+    }
+}
