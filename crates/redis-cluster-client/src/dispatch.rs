@@ -82,20 +82,8 @@ impl Engine {
                 self.counters.split += 1;
                 (Combine::Split(split), calls)
             }
-            Ok(Route::AllShards(merge)) => {
-                let calls = masters(map)
-                    .into_iter()
-                    .map(|node| Call::new(argv.clone(), Target::Node(node)))
-                    .collect();
-                (Combine::Fan(merge), calls)
-            }
-            Ok(Route::AllNodes(merge)) => {
-                let calls = all_nodes(map)
-                    .into_iter()
-                    .map(|node| Call::new(argv.clone(), Target::Node(node)))
-                    .collect();
-                (Combine::Fan(merge), calls)
-            }
+            Ok(Route::AllShards(merge)) => (Combine::Fan(merge), fan(&argv, masters(map))),
+            Ok(Route::AllNodes(merge)) => (Combine::Fan(merge), fan(&argv, all_nodes(map))),
             Ok(Route::Special) => {
                 let masters = masters(map);
                 let start = argv.get(1).and_then(|c| scan_cursor(c));
@@ -464,4 +452,12 @@ impl Engine {
         self.retries.insert((at, key));
         self.counters.retried += 1;
     }
+}
+
+/// One call of `argv` to each of `nodes`.
+fn fan(argv: &[Bytes], nodes: Vec<String>) -> Vec<Call> {
+    nodes
+        .into_iter()
+        .map(|node| Call::new(argv.to_vec(), Target::Node(node)))
+        .collect()
 }

@@ -135,12 +135,7 @@ impl Engine {
                 return self.finish(id, frame);
             }
         };
-        let watch = self
-            .clients
-            .get(&client)
-            .and_then(|s| s.watch.as_ref())
-            .map(|w| (w.conn, w.slot));
-        let pinned = match watch {
+        let pinned = match self.watch_of(client) {
             Some((_, Some(watched))) if slot.is_some_and(|s| s != watched) => {
                 self.unwatch(now, client);
                 return self.finish(id, error_frame(errors::CROSSSLOT));
@@ -181,12 +176,7 @@ impl Engine {
             _ => None,
         };
         let proto = self.clients.get(&client).map_or(2, |s| s.proto);
-        let known = self
-            .clients
-            .get(&client)
-            .and_then(|s| s.watch.as_ref())
-            .map(|w| (w.conn, w.slot));
-        let conn = match known {
+        let conn = match self.watch_of(client) {
             Some((_, Some(watched))) if slot.is_some_and(|s| s != watched) => {
                 return self.finish(id, error_frame(errors::CROSSSLOT));
             }
@@ -232,6 +222,12 @@ impl Engine {
         call.pinned = Some(conn);
         call.barrier = true;
         self.start(now, id, call);
+    }
+
+    /// The client's WATCH: its connection (`None` once lost) and the watched slot.
+    fn watch_of(&self, client: ClientId) -> Option<(Option<ConnId>, Option<Slot>)> {
+        let watch = self.clients.get(&client)?.watch.as_ref()?;
+        Some((watch.conn, watch.slot))
     }
 
     /// Routes a request made of one call.
