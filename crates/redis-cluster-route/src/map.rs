@@ -4,7 +4,7 @@
 use alloc::{string::String, vec, vec::Vec};
 use core::fmt;
 
-use redis_hash_slot::{SLOT_COUNT, Slot};
+use redis_hash_slot::{SLOT_COUNT, Slot, SlotRange};
 use redis_resp::Frame;
 
 use crate::{
@@ -246,6 +246,29 @@ impl SlotMap {
         }
     }
 
+    /// Gives every slot of `range` to the shard whose master is `master` (added when new): a
+    /// map of standalone masters sharded by slot range is built this way.
+    ///
+    /// ```
+    /// use redis_cluster_route::{Endpoint, SlotMap};
+    /// use redis_hash_slot::{Slot, SlotRange};
+    ///
+    /// let node = |port| Endpoint { host: "127.0.0.1".into(), port, ..Endpoint::default() };
+    /// let mut map = SlotMap::default();
+    /// map.assign_range("0-8191".parse()?, node(6379));
+    /// map.assign_range("8192-16383".parse()?, node(6380));
+    /// assert_eq!(map.assigned(), 16384);
+    /// assert_eq!(map.master(Slot::new(9000).unwrap()).map(|m| m.port), Some(6380));
+    /// # Ok::<(), redis_hash_slot::ParseSlotRangeError>(())
+    /// ```
+    pub fn assign_range(&mut self, range: SlotRange, master: Endpoint) {
+        let index = self.shard_of(master);
+        let (first, last) = (range.start().get(), range.end().get());
+        if let Some(slots) = self.slots.get_mut(usize::from(first)..=usize::from(last)) {
+            slots.fill(index);
+        }
+    }
+
     /// Applies a redirect: MOVED gives the slot to the node named (so later commands for it
     /// go there at once; the caller should still reload the whole map in the background, as
     /// a MOVED usually means more slots moved); ASK changes nothing (it is one-shot: send
@@ -275,7 +298,7 @@ impl SlotMap {
         (self.shards.len() - 1) as u16
     }
 
-    fn assign_range(&mut self, start: i64, end: i64, shard: u16) -> Result<(), MapError> {
+    fn fill_range(&mut self, start: i64, end: i64, shard: u16) -> Result<(), MapError> {
         let bad = MapError::BadSlot(start, end);
         let (Ok(first), Ok(last)) = (usize::try_from(start), usize::try_from(end)) else {
             return Err(bad);
@@ -307,7 +330,7 @@ impl SlotMap {
                     shard.replicas.push(replica);
                 }
             }
-            map.assign_range(start, end, index)?;
+            map.fill_range(start, end, index)?;
         }
         Ok(map)
     }
@@ -348,7 +371,7 @@ impl SlotMap {
                         let (Some(start), Some(end)) = (int(start), int(end)) else {
                             return Err(MapError::Shape("slot numbers are integers"));
                         };
-                        map.assign_range(start, end, index)?;
+                        map.fill_range(start, end, index)?;
                     }
                     _ => return Err(MapError::Shape("slots come in start, end pairs")),
                 }
@@ -430,7 +453,7 @@ impl SlotMap {
             }
             let index = map.shard_of(master.endpoint.clone());
             for &(start, end) in &master.slots {
-                map.assign_range(start, end, index)?;
+                map.fill_range(start, end, index)?;
             }
             map.shards[usize::from(index)].replicas = replicas
                 .iter()
