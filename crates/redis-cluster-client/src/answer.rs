@@ -91,9 +91,12 @@ impl Engine {
                 }
                 self.dispatch(now, key);
             }
+            // READONLY: a standalone master was demoted (a Sentinel failover); the driver
+            // names the new one with `set_slot_map`.
             ClusterError::TryAgain
             | ClusterError::Loading
             | ClusterError::MasterDown
+            | ClusterError::ReadOnly
             | ClusterError::ClusterDown(_) => {
                 if matches!(ClusterError::parse(&text), ClusterError::ClusterDown(_)) {
                     self.refresh.want(now);

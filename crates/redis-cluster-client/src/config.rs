@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use redis_cluster_route::{CommandTable, Endpoint, ReadFrom};
+use redis_cluster_route::{CommandTable, Endpoint, ReadFrom, SlotMap};
 
 /// How an [`Engine`](crate::Engine) finds its cluster and how patient it is.
 ///
@@ -43,6 +43,12 @@ pub struct Config {
     pub timeout: Duration,
     /// Sent on every backend connection first: `AUTH [user] password` (or in `HELLO 3`).
     pub auth: Option<(Option<String>, String)>,
+    /// Standalone masters sharded by slot range (fixed servers, or Sentinel-managed groups):
+    /// this map is used as given and never read from the nodes (no `CLUSTER` command is
+    /// sent; `seeds` may be empty). Slots it leaves out answer `CLUSTERDOWN` after the
+    /// retries. [`Engine::set_slot_map`](crate::Engine::set_slot_map) replaces it, and
+    /// [`Engine::hold`](crate::Engine::hold) holds a range during a failover.
+    pub fixed_map: Option<SlotMap>,
 }
 
 impl Config {
@@ -62,6 +68,7 @@ impl Config {
             refresh_min_interval: Duration::from_millis(100),
             timeout: Duration::from_secs(2),
             auth: None,
+            fixed_map: None,
         }
     }
 }

@@ -273,6 +273,15 @@ impl Engine {
         if let Some(conn) = call.pinned {
             return self.send_pinned(now, key, conn);
         }
+        if !self.holds.is_empty() {
+            let addr = self.target_addr(call).map(Cow::into_owned);
+            if addr.is_some_and(|addr| self.held(now, key, &addr)) {
+                return;
+            }
+        }
+        let Some(call) = self.requests.get(&key.0).and_then(|r| r.calls.get(key.1)) else {
+            return;
+        };
         self.turn = self.turn.wrapping_add(1);
         let dedicated = call.dedicated;
         // The connection, found without allocating when it is open already.
@@ -289,8 +298,12 @@ impl Engine {
             Some(Err(addr)) if dedicated => self.open(now, &addr, proto, true),
             Some(Err(addr)) => self.connection(now, &addr, proto),
             None => {
-                // No node serves the slot: the map may be stale.
+                // No node serves the slot: the map may be stale. This counts as an attempt,
+                // or a slot nobody serves would be asked about forever.
                 self.refresh.want(now);
+                if let Some(call) = self.call_mut(key) {
+                    call.attempts += 1;
+                }
                 self.retry(now, key, error_frame(errors::CLUSTERDOWN_UNBOUND));
                 return;
             }

@@ -6,6 +6,7 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use redis_cluster_route::{CommandTable, Endpoint, SlotMap};
+use redis_hash_slot::SlotRange;
 use redis_resp::Frame;
 
 use crate::conn::{Conn, Expect};
@@ -72,6 +73,10 @@ pub struct Engine {
     pub(crate) server: hello::Server,
     pub(crate) turn: usize,
     pub(crate) counters: Counters,
+    /// Slot ranges whose commands wait, each until when (`fixed.rs`).
+    pub(crate) holds: Vec<(SlotRange, Instant)>,
+    /// The calls waiting for a hold to end, with the range that holds them.
+    pub(crate) held: Vec<(CallKey, SlotRange)>,
 }
 
 /// What the engine did, counted since it started (for a driver's INFO or metrics).
@@ -94,7 +99,8 @@ pub struct Counters {
 }
 
 impl Engine {
-    /// An engine that starts by loading the slot map from `config`'s seeds.
+    /// An engine that starts by loading the slot map from `config`'s seeds, or with
+    /// [`Config::fixed_map`] when it is set.
     pub fn new(config: Config, now: Instant) -> Self {
         let table = config.table;
         let config_refresh = (config.refresh_interval, config.refresh_min_interval);
@@ -118,7 +124,15 @@ impl Engine {
             server: hello::Server::default(),
             turn: 0,
             counters: Counters::default(),
+            holds: Vec::new(),
+            held: Vec::new(),
         };
+        if let Some(map) = engine.config.fixed_map.clone() {
+            // Masters the caller names: nothing is asked of the nodes.
+            engine.refresh.stop();
+            engine.map = Some(map);
+            engine.map_changed();
+        }
         engine.drive_refresh(now);
         engine
     }
@@ -339,6 +353,7 @@ impl Engine {
         for client in due {
             self.resubscribe(now, client);
         }
+        self.prune_holds(now);
         self.drive_refresh(now);
     }
 

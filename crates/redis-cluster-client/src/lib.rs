@@ -43,6 +43,15 @@
 //! until EXEC, DISCARD or UNWATCH; a lost WATCH connection makes the next EXEC fail as a
 //! touched key does (a null reply).
 //!
+//! # Standalone masters
+//! With [`Config::fixed_map`] the engine serves masters the caller names, sharded by slot
+//! range (fixed servers, or Sentinel-managed groups), and asks the nodes nothing about slots.
+//! [`Engine::set_slot_map`] moves a range to a new master (a Sentinel switch: what is in
+//! flight finishes on the old one), [`Engine::hold`] keeps a range's commands unsent while a
+//! failover is under way and [`Engine::release`] sends them on; a hold that ends first
+//! answers `MASTERDOWN`. A demoted master's `READONLY` is retried as `MASTERDOWN` is.
+//! [`sentinel::Follower`] says when to do which.
+//!
 //! # The run loop
 //! Inputs are `handle_*` calls, each with `now`; after each, drain [`Engine::poll_transmit`],
 //! [`Engine::poll_output`], then sleep until [`Engine::poll_timeout`] or the next input. Here
@@ -96,6 +105,7 @@ mod config;
 mod conn;
 mod dispatch;
 mod engine;
+mod fixed;
 mod hello;
 mod ids;
 mod pubsub;

@@ -34,6 +34,8 @@ pub(crate) struct Refresh {
     moved: Vec<(Slot, Endpoint)>,
     /// Nodes that refused `CLUSTER SHARDS` (older than 7.0).
     no_shards: HashSet<String>,
+    /// The map is the caller's ([`crate::Config::fixed_map`]): never reloaded.
+    stopped: bool,
 }
 
 impl Refresh {
@@ -50,7 +52,13 @@ impl Refresh {
             failures: 0,
             moved: Vec::new(),
             no_shards: HashSet::new(),
+            stopped: false,
         }
+    }
+
+    /// No reload, ever: the caller gives the map.
+    pub(crate) fn stop(&mut self) {
+        self.stopped = true;
     }
 
     /// A reload is wanted as soon as the minimum interval allows.
@@ -67,7 +75,7 @@ impl Refresh {
 
     /// When the next reload may start; `None` while one is in flight.
     pub(crate) fn due(&self) -> Option<Instant> {
-        if self.in_flight.is_some() {
+        if self.in_flight.is_some() || self.stopped {
             return None;
         }
         let wanted = self.wanted.map(|at| match self.last {

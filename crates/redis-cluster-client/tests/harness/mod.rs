@@ -54,6 +54,8 @@ pub struct Cluster {
     pub links: BTreeMap<ConnId, Link>,
     /// Connections that refuse to open.
     pub refuse: HashSet<usize>,
+    /// Nodes that were demoted to replicas outside cluster mode: writes get READONLY.
+    pub demoted: HashSet<usize>,
 }
 
 pub fn addr(node: usize) -> String {
@@ -88,6 +90,7 @@ impl Cluster {
             no_shards: vec![true; nodes],
             links: BTreeMap::new(),
             refuse: HashSet::new(),
+            demoted: HashSet::new(),
         }
     }
 
@@ -289,6 +292,12 @@ impl Cluster {
             _ => {}
         }
         let table = CommandTable::REDIS_7_0;
+        let write = table
+            .lookup(args)
+            .is_some_and(|s| s.flags.contains(redis_cluster_route::CommandFlags::WRITE));
+        if write && self.demoted.contains(&node) {
+            return err("READONLY You can't write against a read only replica.");
+        }
         let keys: Vec<Bytes> = match table.keys(args) {
             Ok(keys) => keys.positions().map(|i| args[i].clone()).collect(),
             Err(_) => Vec::new(),

@@ -1,0 +1,215 @@
+//! The engine over masters the caller names (fixed servers, Sentinel groups): a given slot
+//! map, a switch of master, holds during a failover, a demoted master's READONLY.
+
+mod harness;
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use harness::{BASE_PORT, Harness, argv, bulk};
+use redis_cluster_route::{Endpoint, SlotMap};
+use redis_hash_slot::SlotRange;
+use redis_resp::Frame;
+
+fn ok() -> Frame {
+    Frame::SimpleString(Bytes::from_static(b"OK"))
+}
+
+fn node(n: usize) -> Endpoint {
+    Endpoint {
+        host: "127.0.0.1".into(),
+        port: BASE_PORT + n as u16,
+        ..Endpoint::default()
+    }
+}
+
+/// Every slot to node `n`.
+fn all_to(n: usize) -> SlotMap {
+    let mut map = SlotMap::default();
+    map.assign_range(SlotRange::ALL, node(n));
+    map
+}
+
+/// An engine whose map is given: every slot on node 0, node 1 a spare the scripted cluster
+/// also runs.
+fn given() -> (Harness, redis_cluster_client::ClientId) {
+    let mut h = Harness::new(2, |c| {
+        c.seeds.clear();
+        c.fixed_map = Some(all_to(0));
+    });
+    h.cluster.owner.fill(0);
+    h.start();
+    let client = h.engine.open_client();
+    (h, client)
+}
+
+/// What the node behind `n`'s links ran, by command name.
+fn ran(h: &Harness, n: usize) -> Vec<String> {
+    h.cluster
+        .links
+        .values()
+        .filter(|l| l.node == n)
+        .flat_map(|l| &l.seen)
+        .map(|a| String::from_utf8_lossy(&a.join(&b' ')).into_owned())
+        .collect()
+}
+
+/// Lets `ms` pass in steps of 10 ms, every write delivered and answered, without jumping to
+/// the next deadline as `Harness::settle` does.
+fn wait(h: &mut Harness, ms: u64) {
+    for _ in 0..ms / 10 {
+        h.now += Duration::from_millis(10);
+        h.engine.handle_timeout(h.now);
+        h.take_writes();
+        while h.deliver_one() {}
+        h.answer_all();
+    }
+}
+
+/// The node becomes its group's master: the scripted cluster serves every slot there.
+fn promote(h: &mut Harness, n: usize) {
+    h.cluster.owner.fill(n);
+}
+
+#[test]
+fn a_given_map_is_used_as_is_and_nothing_asks_the_nodes_for_one() {
+    let (mut h, client) = given();
+    for k in ["a", "b", "c"] {
+        h.engine
+            .handle_request(h.now, client, argv(&format!("SET {k} 1")));
+    }
+    h.engine.handle_request(h.now, client, argv("MGET a b c"));
+    h.settle(10);
+    let one = Frame::BulkString(Bytes::from_static(b"1"));
+    assert_eq!(
+        h.replies_of(client),
+        [
+            ok(),
+            ok(),
+            ok(),
+            Frame::Array(vec![one.clone(), one.clone(), one])
+        ]
+    );
+    let asked = ran(&h, 0);
+    assert!(asked.iter().all(|c| !c.starts_with("CLUSTER")), "{asked:?}");
+    assert_eq!(asked.first().map(String::as_str), Some("INFO server"));
+    assert!(ran(&h, 1).is_empty());
+    assert_eq!(h.engine.poll_timeout(), None, "no reload is ever due");
+}
+
+#[test]
+fn a_switch_sends_later_commands_to_the_new_master_and_lets_earlier_ones_finish() {
+    let (mut h, client) = given();
+    h.engine.handle_request(h.now, client, argv("SET k1 1"));
+    h.take_writes();
+    // The old master has the write; its reply is still on the way when the switch comes.
+    while h.deliver_one() {}
+    promote(&mut h, 1);
+    h.engine.set_slot_map(h.now, all_to(1));
+    h.engine.handle_request(h.now, client, argv("SET k2 2"));
+    h.settle(10);
+    assert_eq!(h.replies_of(client), [ok(), ok()]);
+    assert!(ran(&h, 0).contains(&"SET k1 1".to_string()));
+    assert!(ran(&h, 1).contains(&"SET k2 2".to_string()));
+    assert!(!ran(&h, 1).contains(&"SET k1 1".to_string()));
+    assert_eq!(
+        h.engine
+            .slot_map()
+            .and_then(|m| m.master(redis_hash_slot::key_slot(b"k1"))),
+        Some(&node(1))
+    );
+}
+
+#[test]
+fn a_held_range_sends_nothing_until_released_and_then_in_order_to_the_new_master() {
+    let (mut h, client) = given();
+    h.engine.handle_request(h.now, client, argv("SET warm 0"));
+    h.settle(5);
+    let until = h.now + Duration::from_secs(5);
+    h.engine.hold(h.now, SlotRange::ALL, until);
+    h.engine.handle_request(h.now, client, argv("SET a 1"));
+    h.engine.handle_request(h.now, client, argv("INCR a"));
+    h.engine.handle_request(h.now, client, argv("GET a"));
+    h.engine.handle_request(h.now, client, argv("DBSIZE"));
+    wait(&mut h, 1000);
+    assert_eq!(h.replies_of(client), [ok()], "nothing answered while held");
+    assert_eq!(
+        ran(&h, 0).len(),
+        2,
+        "INFO and the first SET only: {:?}",
+        ran(&h, 0)
+    );
+    promote(&mut h, 1);
+    h.engine.set_slot_map(h.now, all_to(1));
+    h.engine.release(h.now, SlotRange::ALL);
+    h.settle(10);
+    assert_eq!(
+        h.replies_of(client),
+        [ok(), ok(), Frame::Integer(2), bulk("2"), Frame::Integer(2)]
+    );
+    let on_new: Vec<String> = ran(&h, 1)
+        .into_iter()
+        .filter(|c| !c.starts_with("INFO"))
+        .collect();
+    assert_eq!(on_new, ["SET a 1", "INCR a", "GET a", "DBSIZE"]);
+    // The idle connection to the old master closed at the switch, and none was opened
+    // again: nothing more reached it.
+    assert_eq!(h.link_of(0), None);
+    assert!(ran(&h, 0).is_empty());
+}
+
+#[test]
+fn a_hold_that_ends_before_the_switch_answers_masterdown_and_later_commands_flow() {
+    let (mut h, client) = given();
+    h.engine
+        .hold(h.now, SlotRange::ALL, h.now + Duration::from_millis(200));
+    h.engine.handle_request(h.now, client, argv("GET a"));
+    wait(&mut h, 100);
+    assert!(h.replies_of(client).is_empty());
+    wait(&mut h, 200);
+    let replies = h.replies_of(client);
+    assert_eq!(replies.len(), 1);
+    let Frame::SimpleError(text) = &replies[0] else {
+        panic!("an error: {replies:?}");
+    };
+    assert!(text.starts_with(b"MASTERDOWN "), "{text:?}");
+    // The hold is over: the next command goes to the master the map names.
+    h.engine.handle_request(h.now, client, argv("SET a 1"));
+    h.settle(5);
+    assert_eq!(h.replies_of(client)[1], ok());
+}
+
+#[test]
+fn a_demoted_master_is_retried_until_the_driver_names_the_new_one() {
+    let (mut h, client) = given();
+    h.cluster.demoted.insert(0);
+    h.engine.handle_request(h.now, client, argv("SET a 1"));
+    h.settle(3);
+    assert!(
+        h.replies_of(client).is_empty(),
+        "READONLY is retried, not answered"
+    );
+    promote(&mut h, 1);
+    h.engine.set_slot_map(h.now, all_to(1));
+    h.settle(20);
+    assert_eq!(h.replies_of(client), [ok()]);
+    assert_eq!(h.cluster.store.get(&b"a"[..]), Some(&b"1".to_vec()));
+}
+
+#[test]
+fn slots_a_given_map_leaves_out_answer_clusterdown_after_the_retries() {
+    let mut h = Harness::new(1, |c| {
+        c.seeds.clear();
+        c.max_attempts = 3;
+        c.fixed_map = Some(SlotMap::default());
+    });
+    h.start();
+    let client = h.engine.open_client();
+    h.engine.handle_request(h.now, client, argv("GET a"));
+    h.settle(20);
+    let replies = h.replies_of(client);
+    assert!(
+        matches!(&replies[..], [Frame::SimpleError(t)] if t.starts_with(b"CLUSTERDOWN")),
+        "{replies:?}"
+    );
+}
