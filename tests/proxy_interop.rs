@@ -594,6 +594,20 @@ fn a_static_pool_shards_by_slot_range() {
         ])
     );
     assert_eq!(client.command(&argv("DBSIZE")), Frame::Integer(2));
+    // The pool's engine answers HELLO: a RESP3 client (redis-py 8's default) is served.
+    let hello = client.command(&argv("HELLO 3"));
+    let proto = match &hello {
+        Frame::Map(fields) => fields
+            .iter()
+            .find(|(k, _)| *k == bulk("proto"))
+            .map(|(_, v)| v.clone()),
+        _ => None,
+    };
+    assert_eq!(proto, Some(Frame::Integer(3)), "{hello:?}");
+    assert_eq!(
+        client.command(&argv("MGET foo bar nope")),
+        Frame::Array(vec![bulk("2"), bulk("1"), Frame::Null])
+    );
     // The same pool as an extra kind in a nutcracker YAML file, beside a nutcracker pool.
     let yaml = format!(
         "twem:\n  listen: 127.0.0.1:0\n  redis: true\n  servers:\n   - 127.0.0.1:{}:1\n\

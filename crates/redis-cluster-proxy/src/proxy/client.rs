@@ -1,19 +1,14 @@
-//! One client connection: commands are read and dispatched in order (each queued on its
-//! node's connection at once), and a writer task waits for the replies in that same order,
-//! following redirects, so a pipelining client gets its replies in the order it asked.
-//!
-//! WATCH pins the client to a connection of its own to the watched keys' node, where its
-//! MULTI … EXEC then runs; SUBSCRIBE, PSUBSCRIBE and SSUBSCRIBE turn the client into a relay
-//! to a Pub/Sub connection of its own, until it disconnects.
+//! One client connection: commands are read and handed on in order (to the pool's engine,
+//! or queued on a nutcracker pool's server connection), and a writer task writes the replies
+//! in that same order, so a pipelining client gets its replies in the order it asked.
+//! Transactions, Pub/Sub and HELLO are the engine's; the proxy answers what is about itself.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
-use redis_cluster_proto::hash_slot::Slot;
-use redis_cluster_proto::resp::{Decoder, Frame, encode, encode_command};
-use redis_cluster_proto::route::{CommandTable, Route};
+use redis_cluster_proto::resp::{Decoder, Frame, encode};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
@@ -24,20 +19,14 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 /// still flows.
 const WINDOW: usize = 16;
 
-use super::backend::Backend;
 use super::cluster::{Argv, Pending, Pool};
 use super::driver::{EngineClient, PushTx};
 
 enum Item {
     /// A reply to come, when the command arrived, and its place in the client's window.
     Reply(Pending, Instant, Option<OwnedSemaphorePermit>),
-    /// Several replies to one command (UNSUBSCRIBE of several channels).
+    /// Frames out of band (Pub/Sub pushes from the engine).
     Frames(Vec<Frame>),
-    /// From here on, relay between the client and a Pub/Sub connection to `addr`, which
-    /// gets `bytes` first.
-    PubSub { addr: String, bytes: Vec<u8> },
-    /// A command for the Pub/Sub connection.
-    Forward(Vec<u8>),
     /// Close the connection after the replies before it.
     Close,
 }
@@ -49,13 +38,7 @@ enum Action {
     /// QUIT in a nutcracker pool: closed without a reply, counted as the client's own close.
     Quit,
     Reply(Pending),
-    Frames(Vec<Frame>),
     ReplyAndClose(Pending),
-    PubSub {
-        addr: String,
-        bytes: Vec<u8>,
-    },
-    Forward(Vec<u8>),
 }
 
 fn error(text: &str) -> Frame {
@@ -66,25 +49,13 @@ fn ok() -> Frame {
     Frame::SimpleString(Bytes::from_static(b"OK"))
 }
 
-fn encoded(argv: &[Bytes]) -> Vec<u8> {
-    let mut out = Vec::new();
-    encode_command(argv, &mut out);
-    out
-}
-
 /// What a connection is in the middle of.
 #[derive(Default)]
 struct Session {
-    /// Inside MULTI: the commands queued.
-    multi: Option<Vec<Argv>>,
-    /// After WATCH: the connection the watch lives on, and the watched keys' slot.
-    watch: Option<(Arc<Backend>, Option<Slot>)>,
-    /// Relaying to a Pub/Sub connection.
-    pubsub: bool,
     /// A nutcracker pool with `redis_auth`: whether the client sent the password.
     authenticated: bool,
-    /// A cluster pool: this client's side of the engine, which has its transactions and
-    /// Pub/Sub.
+    /// Every pool but nutcracker's: this client's side of the engine, which has its
+    /// transactions and Pub/Sub.
     engine: Option<EngineClient>,
 }
 
@@ -145,13 +116,10 @@ pub(crate) async fn serve(stream: TcpStream, pool: Arc<Pool>) {
                             break 'read;
                         }
                         Action::Reply(pending) => Item::Reply(pending, started, permit),
-                        Action::Frames(frames) => Item::Frames(frames),
                         Action::ReplyAndClose(pending) => {
                             let _ = tx.send(Item::Reply(pending, started, permit));
                             Item::Close
                         }
-                        Action::PubSub { addr, bytes } => Item::PubSub { addr, bytes },
-                        Action::Forward(bytes) => Item::Forward(bytes),
                     };
                     let close = matches!(item, Item::Close);
                     by_proxy |= close;
@@ -206,101 +174,26 @@ pub(crate) async fn serve(stream: TcpStream, pool: Arc<Pool>) {
     stats.connected.fetch_sub(1, Ordering::Relaxed);
 }
 
-/// Commands the proxy answers itself, transactions, Pub/Sub, and everything else routed.
+/// A nutcracker pool's commands as nutcracker takes them; every other pool's go to its
+/// engine.
 async fn handle(pool: &Pool, session: &mut Session, argv: Argv) -> Action {
     let name = argv
         .first()
         .map(|n| n.to_ascii_uppercase())
         .unwrap_or_default();
-    let ready = |frame| Action::Reply(Pending::Ready(frame));
     if pool.ring().is_some() {
         return as_nutcracker(pool, session, &name, argv).await;
     }
-    if let Some(engine) = &session.engine {
-        return as_cluster(pool, engine, &name, argv);
-    }
-    if session.pubsub {
-        return match name.as_slice() {
-            b"QUIT" => Action::ReplyAndClose(Pending::Ready(ok())),
-            _ => Action::Forward(encoded(&argv)),
-        };
-    }
-    if session.multi.is_some() {
-        return in_transaction(pool, session, &name, argv);
-    }
-    if let Some(frame) = about_the_proxy(pool, &name, &argv) {
-        return ready(frame);
-    }
-    match name.as_slice() {
-        b"PING" => match argv.get(1) {
-            None => ready(Frame::SimpleString(Bytes::from_static(b"PONG"))),
-            Some(text) if argv.len() == 2 => ready(Frame::BulkString(text.clone())),
-            _ => ready(error("ERR wrong number of arguments for 'ping' command")),
-        },
-        b"QUIT" => Action::ReplyAndClose(Pending::Ready(ok())),
-        b"MULTI" => {
-            session.multi = Some(Vec::new());
-            ready(ok())
-        }
-        b"EXEC" => ready(error("ERR EXEC without MULTI")),
-        b"DISCARD" => ready(error("ERR DISCARD without MULTI")),
-        b"WATCH" => watch(pool, session, argv).await,
-        b"UNWATCH" => match session.watch.take() {
-            Some((backend, _)) => {
-                let rx = backend.send(encoded(&argv), 1);
-                Action::Reply(Pending::Pinned(backend, rx))
-            }
-            None => ready(ok()),
-        },
-        b"HELLO" => ready(error("NOPROTO the proxy speaks RESP2 only")),
-        b"SUBSCRIBE" | b"PSUBSCRIBE" | b"SSUBSCRIBE" => match pool.pubsub_node(&argv) {
-            Ok(addr) => {
-                session.pubsub = true;
-                let mut bytes = Vec::new();
-                if let Some(password) = pool.password() {
-                    let auth = [
-                        Bytes::from_static(b"AUTH"),
-                        Bytes::copy_from_slice(password.as_bytes()),
-                    ];
-                    encode_command(&auth, &mut bytes);
-                }
-                encode_command(&argv, &mut bytes);
-                Action::PubSub { addr, bytes }
-            }
-            Err(frame) => ready(frame),
-        },
-        b"UNSUBSCRIBE" | b"PUNSUBSCRIBE" | b"SUNSUBSCRIBE" => {
-            // Not subscribed: what a server answers, one reply per channel (or one for none).
-            let kind = Bytes::from(String::from_utf8_lossy(&name).to_ascii_lowercase());
-            let channels: Vec<Frame> = if argv.len() > 1 {
-                argv[1..]
-                    .iter()
-                    .map(|c| Frame::BulkString(c.clone()))
-                    .collect()
-            } else {
-                vec![Frame::NullBulkString]
-            };
-            Action::Frames(
-                channels
-                    .into_iter()
-                    .map(|channel| {
-                        Frame::Array(vec![
-                            Frame::BulkString(kind.clone()),
-                            channel,
-                            Frame::Integer(0),
-                        ])
-                    })
-                    .collect(),
-            )
-        }
-        _ => Action::Reply(pool.dispatch(argv).await),
+    match &session.engine {
+        Some(engine) => as_engine(pool, engine, &name, argv),
+        None => Action::Reply(Pending::Ready(error("ERR the pool has no engine"))),
     }
 }
 
-/// A cluster pool's commands: the proxy answers what is about itself (QUIT, SELECT, INFO of
-/// its own, CLIENT SETNAME, AUTH, MONITOR); the engine everything else, transactions,
-/// Pub/Sub and HELLO included.
-fn as_cluster(pool: &Pool, engine: &EngineClient, name: &[u8], argv: Argv) -> Action {
+/// The commands of a pool with an engine: the proxy answers what is about itself (QUIT,
+/// SELECT, INFO of its own, CLIENT SETNAME, AUTH, MONITOR); the engine everything else,
+/// transactions, Pub/Sub and HELLO included.
+fn as_engine(pool: &Pool, engine: &EngineClient, name: &[u8], argv: Argv) -> Action {
     if name == b"QUIT" {
         return Action::ReplyAndClose(Pending::Ready(ok()));
     }
@@ -395,91 +288,11 @@ fn nutcracker_accepts(name: &[u8], extra: usize) -> bool {
         .is_some_and(|mask| mask & (1 << probed) != 0)
 }
 
-/// Inside MULTI: commands are queued here; EXEC sends them all at once, on the pinned
-/// connection after a WATCH, else on a connection of their own.
-fn in_transaction(pool: &Pool, session: &mut Session, name: &[u8], argv: Argv) -> Action {
-    let ready = |frame| Action::Reply(Pending::Ready(frame));
-    match name {
-        b"EXEC" => {
-            let queued = session.multi.take().unwrap_or_default();
-            match session.watch.take() {
-                Some((backend, watched)) => {
-                    let slot = match Pool::transaction_slot(&queued) {
-                        Ok(slot) => slot,
-                        Err(frame) => return ready(frame),
-                    };
-                    if slot.is_some() && watched.is_some() && slot != watched {
-                        return ready(error(
-                            "CROSSSLOT Keys in request don't hash to the same slot",
-                        ));
-                    }
-                    let (bytes, frames) = Pool::transaction_bytes(&queued);
-                    let rx = backend.send(bytes, frames);
-                    Action::Reply(Pending::Pinned(backend, rx))
-                }
-                None => Action::Reply(pool.transaction(&queued)),
-            }
-        }
-        b"DISCARD" => {
-            session.multi = None;
-            match session.watch.take() {
-                // DISCARD also forgets the watched keys.
-                Some((backend, _)) => {
-                    let rx = backend.send(encoded(&[Bytes::from_static(b"UNWATCH")]), 1);
-                    Action::Reply(Pending::Pinned(backend, rx))
-                }
-                None => ready(ok()),
-            }
-        }
-        b"MULTI" => ready(error("ERR MULTI calls can not be nested")),
-        b"WATCH" => ready(error("ERR WATCH inside MULTI is not allowed")),
-        _ => {
-            if let Some(queued) = session.multi.as_mut() {
-                queued.push(argv);
-            }
-            ready(Frame::SimpleString(Bytes::from_static(b"QUEUED")))
-        }
-    }
-}
-
-/// WATCH: the keys' node gets a connection of this client's own, kept until EXEC, DISCARD
-/// or UNWATCH; later WATCHes must be in the same slot.
-async fn watch(pool: &Pool, session: &mut Session, argv: Argv) -> Action {
-    let ready = |frame| Action::Reply(Pending::Ready(frame));
-    let slot = match CommandTable::REDIS_7_0.route(&argv) {
-        Ok(Route::Slot(slot)) => Some(slot),
-        Ok(Route::CrossSlot) | Ok(Route::Split(_)) => {
-            return ready(error(
-                "CROSSSLOT Keys in request don't hash to the same slot",
-            ));
-        }
-        // Wrong arity and the like: the server's own error.
-        _ => None,
-    };
-    if let Some((backend, watched)) = &session.watch {
-        if slot.is_some() && *watched != slot {
-            return ready(error(
-                "CROSSSLOT Keys in request don't hash to the same slot",
-            ));
-        }
-        let rx = backend.send(encoded(&argv), 1);
-        return Action::Reply(Pending::Pinned(backend.clone(), rx));
-    }
-    match pool.dedicated_to(slot).await {
-        Ok(backend) => {
-            let rx = backend.send(encoded(&argv), 1);
-            session.watch = Some((backend.clone(), slot));
-            Action::Reply(Pending::Pinned(backend, rx))
-        }
-        Err(frame) => ready(frame),
-    }
-}
-
 /// The `INFO` text: the pool's counters, and for a Sentinel pool the Sentinel in use and
 /// each group's master.
 fn info(pool: &Pool) -> String {
     if let Some(engine) = pool.engine() {
-        // A cluster pool's redirects and retries are its engine's.
+        // Redirects and retries are the engine's.
         let counters = engine.counters();
         let stats = &pool.stats;
         stats.moved.store(counters.moved, Ordering::Relaxed);
@@ -509,9 +322,8 @@ fn info(pool: &Pool) -> String {
     text
 }
 
-/// Writes the replies in request order, as many per write as are ready; after a Pub/Sub
-/// item, relays between the client and its Pub/Sub connection. Returns whether it closed
-/// the connection itself (a nutcracker pool's split request a server failed).
+/// Writes the replies in request order, as many per write as are ready. Returns whether it
+/// closed the connection itself (a nutcracker pool's split request a server failed).
 async fn write_replies(
     mut wr: tokio::net::tcp::OwnedWriteHalf,
     mut rx: mpsc::UnboundedReceiver<Item>,
@@ -525,7 +337,6 @@ async fn write_replies(
         let mut next = Some(item);
         let mut close = false;
         let mut failed = false;
-        let mut pubsub = None;
         while let Some(item) = next.take() {
             match item {
                 Item::Reply(pending, started, permit) => {
@@ -549,10 +360,8 @@ async fn write_replies(
                     }
                 }
                 Item::Close => close = true,
-                Item::PubSub { addr, bytes } => pubsub = Some((addr, bytes)),
-                Item::Forward(_) => {} // only after a Pub/Sub item, handled by the relay
             }
-            if !close && pubsub.is_none() && out.len() < 64 * 1024 {
+            if !close && out.len() < 64 * 1024 {
                 next = rx.try_recv().ok();
             }
         }
@@ -565,67 +374,6 @@ async fn write_replies(
             let _ = wr.shutdown().await;
             return failed;
         }
-        if let Some((addr, bytes)) = pubsub {
-            relay(wr, rx, &addr, bytes).await;
-            return false;
-        }
     }
     false
-}
-
-/// The Pub/Sub relay: the client's commands to the server as they come, the server's
-/// frames (replies and messages) to the client byte for byte.
-async fn relay(
-    mut wr: tokio::net::tcp::OwnedWriteHalf,
-    mut rx: mpsc::UnboundedReceiver<Item>,
-    addr: &str,
-    first: Vec<u8>,
-) {
-    let mut server = match TcpStream::connect(addr).await {
-        Ok(server) => server,
-        Err(e) => {
-            let mut out = Vec::new();
-            encode(
-                &error(&format!("ERR cannot connect to the server: {e}")),
-                &mut out,
-            );
-            let _ = wr.write_all(&out).await;
-            let _ = wr.shutdown().await;
-            return;
-        }
-    };
-    if server.write_all(&first).await.is_err() {
-        return;
-    }
-    let mut buf = vec![0u8; 16 * 1024];
-    loop {
-        tokio::select! {
-            item = rx.recv() => match item {
-                Some(Item::Forward(bytes)) => {
-                    if server.write_all(&bytes).await.is_err() {
-                        break;
-                    }
-                }
-                Some(Item::Reply(pending, _, _)) => {
-                    // QUIT's OK: the last thing the client gets.
-                    if let Pending::Ready(frame) = pending {
-                        let mut out = Vec::new();
-                        encode(&frame, &mut out);
-                        let _ = wr.write_all(&out).await;
-                    }
-                }
-                Some(Item::Close) | None => break,
-                Some(Item::PubSub { .. }) | Some(Item::Frames(_)) => {}
-            },
-            n = server.read(&mut buf) => match n {
-                Ok(0) | Err(_) => break,
-                Ok(n) => {
-                    if wr.write_all(&buf[..n]).await.is_err() {
-                        break;
-                    }
-                }
-            },
-        }
-    }
-    let _ = wr.shutdown().await;
 }

@@ -1,16 +1,16 @@
-//! A pool: a `cluster` pool hands every command to its engine (`driver.rs`, over
-//! `redis-cluster-client`); a Sentinel or static pool routes by slot range to standalone
-//! masters, one pipelined connection per server; a nutcracker pool by its continuum.
+//! A pool: a `cluster`, `sentinel` or `static` pool hands every command to its engine
+//! (`driver.rs`, over `redis-cluster-client`: a cluster's slot map, or the masters the
+//! configuration and Sentinel name); a nutcracker pool routes by its continuum to its
+//! servers, one pipelined connection each.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use redis_cluster_proto::hash_slot::Slot;
 use redis_cluster_proto::resp::{Frame, encode_command};
-use redis_cluster_proto::route::{ClusterError, CommandFlags, CommandTable, Merge, Route, Split};
+use redis_cluster_proto::route::{CommandFlags, CommandTable, Split};
 use tokio::sync::oneshot;
 
 use super::backend::{Backend, BackendError, Reply};
@@ -19,9 +19,6 @@ use super::sentinel::Groups;
 use super::stats::{ServerStats, ServerTable, Stats};
 use super::twem::Ring;
 
-/// How often one command is redirected or retried before its error goes to the client.
-const ATTEMPTS: usize = 16;
-
 /// A command's arguments.
 pub(crate) type Argv = Vec<Bytes>;
 
@@ -29,16 +26,8 @@ pub(crate) type Argv = Vec<Bytes>;
 pub(crate) enum Pending {
     /// Answered already (locally, or an error).
     Ready(Frame),
-    /// A cluster pool's command, answered by its engine (`None`: by pushes, SUBSCRIBE).
+    /// A command answered by the pool's engine (`None`: by pushes, SUBSCRIBE).
     Engine(oneshot::Receiver<super::driver::Answer>),
-    /// One command to one node.
-    One(Call),
-    /// A split command: one call per part, merged.
-    Split(Split, Vec<Call>),
-    /// A command sent to several nodes, merged.
-    Fan(Merge, Vec<Call>),
-    /// SCAN over the masters one after the other.
-    Scan(Argv),
     /// A nutcracker pool's command to one server: no retry, a failure is the client's
     /// `-ERR <reason>`.
     Ring(Call),
@@ -49,31 +38,19 @@ pub(crate) enum Pending {
     /// Close the client's connection without a reply (nutcracker, when no server is left
     /// for a split MGET).
     Hangup,
-    /// A request on a client's pinned connection (WATCH): its reply as it comes.
-    Pinned(Arc<Backend>, oneshot::Receiver<Reply>),
-    /// A command run on a connection of its own (blocking commands, transactions).
+    /// A nutcracker pool's blocking command, on a connection of its own.
     Dedicated {
-        /// The node.
+        /// The server.
         addr: String,
         /// The bytes to send.
         bytes: Vec<u8>,
-        /// Frames it produces; the last is the reply.
-        frames: usize,
-        /// How long to wait (a blocking command's own timeout, or none).
-        wait: Option<Duration>,
     },
 }
 
-/// One command queued on a node's connection, with what is needed to send it again.
+/// One command queued on a server's connection.
 pub(crate) struct Call {
-    argv: Argv,
-    slot: Option<Slot>,
-    read: bool,
-    /// A node the call is bound to whatever the map says (fan-outs, nutcracker pools).
-    node: Option<String>,
-    backend: Option<Arc<Backend>>,
-    rx: Option<oneshot::Receiver<Reply>>,
-    error: Option<Frame>,
+    backend: Arc<Backend>,
+    rx: oneshot::Receiver<Reply>,
 }
 
 /// The pool.
@@ -85,11 +62,11 @@ pub(crate) struct Pool {
     /// Sent with AUTH on every backend connection.
     password: Option<String>,
     timeout: Duration,
+    /// A nutcracker pool's server connections.
     backends: Mutex<HashMap<String, Arc<Backend>>>,
     /// Each server's counters by address, in the order first connected (a nutcracker pool
     /// keeps its servers' in its ring).
     server_stats: ServerTable,
-    refreshing: AtomicBool,
     turn: AtomicUsize,
     /// Counters.
     pub(crate) stats: Arc<Stats>,
@@ -101,9 +78,9 @@ pub(crate) struct Pool {
 pub(crate) enum Topology {
     /// A Redis Cluster, behind the engine's task.
     Cluster(EngineHandle),
-    /// Standalone masters sharded by slot ranges: Sentinel-managed groups, or fixed
-    /// servers (a `static` pool's groups have no Sentinel).
-    Groups(Arc<Groups>),
+    /// Standalone masters sharded by slot ranges, behind the engine's task: Sentinel-managed
+    /// groups, or fixed servers (a `static` pool's groups have no Sentinel).
+    Groups(EngineHandle, Arc<Groups>),
     /// A nutcracker pool: its servers and how keys pick one.
     Ring(Ring),
 }
@@ -119,7 +96,7 @@ fn encode(argv: &[Bytes]) -> Vec<u8> {
 }
 
 impl Pool {
-    /// A pool in front of `topology`, nothing loaded yet ([`Pool::refresh`]).
+    /// A pool in front of `topology`.
     pub(crate) fn new(
         name: String,
         topology: Topology,
@@ -135,7 +112,6 @@ impl Pool {
             timeout,
             backends: Mutex::new(HashMap::new()),
             server_stats,
-            refreshing: AtomicBool::new(false),
             turn: AtomicUsize::new(0),
             stats,
             read_buffer: 16 * 1024,
@@ -153,43 +129,17 @@ impl Pool {
     /// A Sentinel or static pool's groups.
     pub(crate) fn groups(&self) -> Option<&Arc<Groups>> {
         match &self.topology {
-            Topology::Groups(groups) => Some(groups),
+            Topology::Groups(_, groups) => Some(groups),
             _ => None,
         }
     }
 
-    /// A cluster pool's engine.
+    /// The engine of a cluster, Sentinel or static pool.
     pub(crate) fn engine(&self) -> Option<&EngineHandle> {
         match &self.topology {
-            Topology::Cluster(engine) => Some(engine),
+            Topology::Cluster(engine) | Topology::Groups(engine, _) => Some(engine),
             _ => None,
         }
-    }
-
-    /// A Sentinel pool waits (a few timeouts at most) until its follower knows every
-    /// group's master; other pools have nothing to load (a cluster pool's engine keeps its
-    /// own slot map).
-    pub(crate) async fn refresh(&self) -> Result<(), String> {
-        let Some(groups) = self.groups() else {
-            return Ok(());
-        };
-        let found = groups.wait_known(self.timeout * 3).await;
-        if found.is_ok() {
-            self.stats.refreshes.fetch_add(1, Ordering::Relaxed);
-        }
-        found
-    }
-
-    /// Refreshes the map in the background, once at a time.
-    pub(crate) fn refresh_soon(self: &Arc<Self>) {
-        if self.refreshing.swap(true, Ordering::AcqRel) {
-            return;
-        }
-        let pool = self.clone();
-        tokio::spawn(async move {
-            let _ = pool.refresh().await;
-            pool.refreshing.store(false, Ordering::Release);
-        });
     }
 
     /// The counters of the server at `addr` (created on first use).
@@ -247,120 +197,16 @@ impl Pool {
         backend
     }
 
-    /// Where a command for `slot` goes: a group's master (any master when there is no
-    /// slot), a nutcracker pool's first server.
-    fn node_for(&self, slot: Option<Slot>, _read: bool) -> Option<String> {
-        match &self.topology {
-            Topology::Ring(ring) => ring.servers.first().map(|s| s.addr.clone()),
-            Topology::Groups(groups) => groups.master_for(slot),
-            Topology::Cluster(_) => None,
-        }
-    }
-
-    fn masters(&self) -> Vec<String> {
-        match &self.topology {
-            Topology::Ring(ring) => ring.servers.iter().map(|s| s.addr.clone()).collect(),
-            Topology::Groups(groups) => groups.masters(),
-            Topology::Cluster(_) => Vec::new(),
-        }
-    }
-
-    /// Queues `argv` for `slot` (or any node) now, so that it keeps its place among the
-    /// client's commands.
-    async fn call(&self, argv: Argv, slot: Option<Slot>, read: bool) -> Call {
-        let Some(node) = self.node_for(slot, read) else {
-            return Call {
-                argv,
-                slot,
-                read,
-                node: None,
-                backend: None,
-                rx: None,
-                error: Some(error("CLUSTERDOWN Hash slot not served")),
-            };
-        };
-        let mut call = self.call_node(&node, argv).await;
-        (call.slot, call.read, call.node) = (slot, read, None);
-        call
-    }
-
-    /// Routes one client command and queues what it needs.
-    pub(crate) async fn dispatch(&self, argv: Argv) -> Pending {
-        if let Some(ring) = self.ring() {
-            return self.ring_dispatch(ring, argv).await;
-        }
-        if self.engine().is_some() {
-            // A cluster pool's clients talk to its engine (client.rs): nothing comes here.
-            return Pending::Ready(error(
-                "ERR internal: a cluster pool command outside its engine",
-            ));
-        }
-        let table = &CommandTable::REDIS_7_0;
-        if let Some(groups) = self.groups() {
-            // During a failover the group's new requests wait for its new master: none is
-            // acknowledged by a master that is about to stop being one.
-            let slot = match table.route(&argv) {
-                Ok(Route::Slot(slot)) => Some(slot),
-                _ => None,
-            };
-            if let Err(group) = groups.wait_unheld(slot).await {
-                return Pending::Ready(error(format!(
-                    "MASTERDOWN the failover of group {group} did not end within the hold"
-                )));
-            }
-        }
-        let spec = table.lookup(&argv);
-        let read = spec.is_some_and(|s| s.flags.contains(CommandFlags::READONLY));
-        if spec.is_some_and(|s| s.flags.contains(CommandFlags::BLOCKING)) {
-            return self.dedicated(&argv);
-        }
-        match table.route(&argv) {
-            Ok(Route::Any) => Pending::One(self.call(argv, None, read).await),
-            Ok(Route::Slot(slot)) => Pending::One(self.call(argv, Some(slot), read).await),
-            // MSETNX split by slot could set some keys and report that it set none: only
-            // one server can give its all-or-nothing answer.
-            Ok(Route::Split(_)) if argv[0].eq_ignore_ascii_case(b"MSETNX") => Pending::Ready(
-                error("CROSSSLOT Keys in request don't hash to the same slot"),
-            ),
-            Ok(Route::Split(split)) => {
-                let mut calls = Vec::with_capacity(split.parts().len());
-                for (i, part) in split.parts().iter().enumerate() {
-                    let sub: Argv = split.argv(i, &argv).cloned().collect();
-                    calls.push(self.call(sub, Some(part.slot), read).await);
-                }
-                self.stats.splits.fetch_add(1, Ordering::Relaxed);
-                Pending::Split(split, calls)
-            }
-            Ok(Route::AllShards(merge)) => {
-                let mut calls = Vec::new();
-                for node in self.masters() {
-                    calls.push(self.call_node(&node, argv.clone()).await);
-                }
-                Pending::Fan(merge, calls)
-            }
-            // Standalone masters have no replicas of their own to reach.
-            Ok(Route::AllNodes(merge)) => {
-                let mut calls = Vec::new();
-                for node in self.masters() {
-                    calls.push(self.call_node(&node, argv.clone()).await);
-                }
-                Pending::Fan(merge, calls)
-            }
-            Ok(Route::Special) => Pending::Scan(argv),
-            Ok(Route::CrossSlot) => Pending::Ready(error(
-                "CROSSSLOT Keys in request don't hash to the same slot",
-            )),
-            // Unknown commands, wrong arities: the server's own error text.
-            Err(_) => Pending::One(self.call(argv, None, false).await),
-        }
-    }
-
     /// A nutcracker pool's routing: a command goes to the server of its first key (that of
     /// its hash-tagged part) on the continuum of the servers in service. MGET, DEL, UNLINK,
     /// TOUCH, EXISTS and MSET with several keys are split by server, each part named in
     /// lower case as nutcracker sends its fragments, and merged. Blocking commands get a
     /// connection of their own to their key's server.
-    async fn ring_dispatch(&self, ring: &Ring, argv: Argv) -> Pending {
+    pub(crate) async fn dispatch(&self, argv: Argv) -> Pending {
+        let Some(ring) = self.ring() else {
+            // Every other pool's clients talk to its engine (client.rs): nothing comes here.
+            return Pending::Ready(error("ERR internal: a command outside the pool's engine"));
+        };
         let table = &CommandTable::REDIS_7_0;
         let random = self.turn.fetch_add(1, Ordering::Relaxed) as u32;
         let server = |key: &[u8]| ring.server_for(key, random, &self.stats);
@@ -417,138 +263,15 @@ impl Pool {
             return Pending::Dedicated {
                 addr: addr.clone(),
                 bytes: encode(&argv),
-                frames: 1,
-                wait: None,
             };
         }
         Pending::Ring(self.call_node(addr, argv).await)
     }
 
     async fn call_node(&self, node: &str, argv: Argv) -> Call {
-        let mut call = Call {
-            argv,
-            slot: None,
-            read: false,
-            node: Some(node.to_string()),
-            backend: None,
-            rx: None,
-            error: None,
-        };
         let backend = self.backend(node);
-        call.rx = Some(backend.send(encode(&call.argv), 1));
-        call.backend = Some(backend);
-        call
-    }
-
-    /// A blocking command on a connection of its own, to the node of its slot.
-    fn dedicated(&self, argv: &Argv) -> Pending {
-        let slot = match CommandTable::REDIS_7_0.route(argv) {
-            Ok(Route::Slot(slot)) => Some(slot),
-            Ok(Route::CrossSlot) => {
-                return Pending::Ready(error(
-                    "CROSSSLOT Keys in request don't hash to the same slot",
-                ));
-            }
-            _ => None,
-        };
-        let Some(addr) = self.node_for(slot, false) else {
-            return Pending::Ready(error("CLUSTERDOWN Hash slot not served"));
-        };
-        Pending::Dedicated {
-            addr,
-            bytes: encode(argv),
-            frames: 1,
-            wait: None,
-        }
-    }
-
-    /// The one slot of a transaction's commands (`None` when none has a key), or the
-    /// error a client gets for it.
-    pub(crate) fn transaction_slot(commands: &[Argv]) -> Result<Option<Slot>, Frame> {
-        let mut slot: Option<Slot> = None;
-        for argv in commands {
-            match CommandTable::REDIS_7_0.route(argv) {
-                Ok(Route::Slot(s)) if slot.is_none_or(|known| known == s) => slot = Some(s),
-                Ok(Route::Any) => {}
-                Ok(Route::Slot(_)) | Ok(Route::CrossSlot) | Ok(Route::Split(_)) => {
-                    return Err(error(
-                        "CROSSSLOT Keys in request don't hash to the same slot",
-                    ));
-                }
-                Ok(_) => {
-                    return Err(error(
-                        "ERR this command cannot run inside a transaction through the proxy",
-                    ));
-                }
-                Err(_) => {}
-            }
-        }
-        Ok(slot)
-    }
-
-    /// MULTI, the commands, EXEC, as bytes, and the frames they produce.
-    pub(crate) fn transaction_bytes(commands: &[Argv]) -> (Vec<u8>, usize) {
-        let mut bytes = encode(&[Bytes::from_static(b"MULTI")]);
-        for argv in commands {
-            encode_command(argv, &mut bytes);
-        }
-        encode_command(&[Bytes::from_static(b"EXEC")], &mut bytes);
-        (bytes, commands.len() + 2)
-    }
-
-    /// A transaction (MULTI, the commands, EXEC) on a connection of its own, to the node of
-    /// the commands' one slot.
-    pub(crate) fn transaction(&self, commands: &[Argv]) -> Pending {
-        let slot = match Self::transaction_slot(commands) {
-            Ok(slot) => slot,
-            Err(frame) => return Pending::Ready(frame),
-        };
-        let Some(addr) = self.node_for(slot, false) else {
-            return Pending::Ready(error("CLUSTERDOWN Hash slot not served"));
-        };
-        let (bytes, frames) = Self::transaction_bytes(commands);
-        Pending::Dedicated {
-            addr,
-            bytes,
-            frames,
-            wait: Some(self.timeout),
-        }
-    }
-
-    /// A connection of its own to the master of `slot` (WATCH pins one; a Pub/Sub client
-    /// gets one).
-    pub(crate) async fn dedicated_to(&self, slot: Option<Slot>) -> Result<Arc<Backend>, Frame> {
-        let Some(addr) = self.node_for(slot, false) else {
-            return Err(error("CLUSTERDOWN Hash slot not served"));
-        };
-        let backend = Backend::connect(&addr, self.timeout)
-            .await
-            .map_err(|e| error(format!("ERR {e}")))?;
-        if let Some(password) = &self.password {
-            let auth = [Bytes::from_static(b"AUTH"), Bytes::from(password.clone())];
-            drop(backend.send(encode(&auth), 1));
-        }
-        Ok(backend)
-    }
-
-    /// Where a client's Pub/Sub connection goes: SSUBSCRIBE to the node of its channels'
-    /// one slot, SUBSCRIBE and PSUBSCRIBE to any master (PUBLISH reaches every node).
-    pub(crate) fn pubsub_node(&self, argv: &Argv) -> Result<String, Frame> {
-        let slot = if argv[0].eq_ignore_ascii_case(b"SSUBSCRIBE") {
-            match CommandTable::REDIS_7_0.route(argv) {
-                Ok(Route::Slot(slot)) => Some(slot),
-                Ok(Route::CrossSlot) => {
-                    return Err(error(
-                        "CROSSSLOT Keys in request don't hash to the same slot",
-                    ));
-                }
-                _ => None,
-            }
-        } else {
-            None
-        };
-        self.node_for(slot, false)
-            .ok_or_else(|| error("CLUSTERDOWN Hash slot not served"))
+        let rx = backend.send(encode(&argv), 1);
+        Call { backend, rx }
     }
 
     /// The password backends are sent, if any.
@@ -556,18 +279,10 @@ impl Pool {
         self.password.as_deref()
     }
 
-    /// Waits for a pending request and follows redirects until it has the client's reply.
+    /// Waits for a pending request's reply.
     pub(crate) async fn resolve(self: &Arc<Self>, pending: Pending) -> Frame {
         match pending {
             Pending::Ready(frame) => frame,
-            Pending::One(call) => self.finish(call).await,
-            Pending::Split(split, calls) => split
-                .merge(self.finish_all(calls).await)
-                .unwrap_or_else(|e| error(format!("ERR cannot merge the replies: {e}"))),
-            Pending::Fan(merge, calls) => merge
-                .merge(self.finish_all(calls).await)
-                .unwrap_or_else(|e| error(format!("ERR cannot merge the replies: {e}"))),
-            Pending::Scan(argv) => self.scan(argv).await,
             Pending::Ring(call) => self.finish_ring(call).await.unwrap_or_else(|e| e),
             Pending::Fragments(split, calls, mget) => {
                 self.finish_fragments(split, calls, mget).await.0
@@ -578,30 +293,15 @@ impl Pool {
                 .ok()
                 .flatten()
                 .unwrap_or_else(|| error("ERR no reply")),
-            Pending::Pinned(backend, rx) => backend
-                .wait(rx)
-                .await
-                .unwrap_or_else(|e| error(format!("ERR {e}"))),
-            Pending::Dedicated {
-                addr,
-                bytes,
-                frames,
-                wait,
-            } => {
+            Pending::Dedicated { addr, bytes } => {
                 let backend = match Backend::connect(&addr, self.timeout).await {
                     Ok(backend) => backend,
                     Err(e) => return error(format!("ERR {e}")),
                 };
-                let rx = backend.send(bytes, frames);
-                let reply = match wait {
-                    Some(wait) => match tokio::time::timeout(wait, rx).await {
-                        Ok(Ok(reply)) => reply,
-                        _ => Err(BackendError::Timeout),
-                    },
-                    None => rx
-                        .await
-                        .unwrap_or(Err(BackendError::Closed("closed".into()))),
-                };
+                let rx = backend.send(bytes, 1);
+                let reply = rx
+                    .await
+                    .unwrap_or(Err(BackendError::Closed("closed".into())));
                 backend.kill();
                 reply.unwrap_or_else(|e| error(format!("ERR {e}")))
             }
@@ -631,11 +331,8 @@ impl Pool {
     }
 
     /// A nutcracker pool's call: its reply, or `Err` with nutcracker's `-ERR <reason>`.
-    async fn finish_ring(&self, mut call: Call) -> Result<Frame, Frame> {
-        let reply = match (call.rx.take(), &call.backend) {
-            (Some(rx), Some(backend)) => backend.wait(rx).await,
-            _ => Err(BackendError::Closed("unknown".into())),
-        };
+    async fn finish_ring(&self, call: Call) -> Result<Frame, Frame> {
+        let reply = call.backend.wait(call.rx).await;
         reply.map_err(|e| {
             self.stats.forward_error.fetch_add(1, Ordering::Relaxed);
             self.stats.backend_errors.fetch_add(1, Ordering::Relaxed);
@@ -669,141 +366,6 @@ impl Pool {
             .merge(replies)
             .unwrap_or_else(|e| error(format!("ERR cannot merge the replies: {e}")));
         (merged, false)
-    }
-
-    /// The call sent again: to its bound node, or wherever the map now sends its slot.
-    async fn again(&self, call: Call) -> Call {
-        match call.node {
-            Some(node) => self.call_node(&node, call.argv).await,
-            None => self.call(call.argv, call.slot, call.read).await,
-        }
-    }
-
-    /// Every call's reply, in order.
-    async fn finish_all(self: &Arc<Self>, calls: Vec<Call>) -> Vec<Frame> {
-        let mut replies = Vec::with_capacity(calls.len());
-        for call in calls {
-            replies.push(self.finish(call).await);
-        }
-        replies
-    }
-
-    /// One call's reply to a standalone server: READONLY / MASTERDOWN (a Sentinel group in a
-    /// failover), TRYAGAIN, LOADING and lost connections are retried with a growing pause.
-    async fn finish(self: &Arc<Self>, mut call: Call) -> Frame {
-        let mut pause = Duration::from_millis(5);
-        for attempt in 0..ATTEMPTS {
-            let reply = match (call.error.take(), call.rx.take(), &call.backend) {
-                (Some(frame), _, _) => Ok(frame),
-                (None, Some(rx), Some(backend)) => backend.wait(rx).await,
-                _ => Err(BackendError::Closed("not sent".into())),
-            };
-            let last = attempt + 1 == ATTEMPTS;
-            let frame = match reply {
-                Ok(frame) => frame,
-                Err(e) => {
-                    self.stats.backend_errors.fetch_add(1, Ordering::Relaxed);
-                    // A node that refuses connections: its error at once, as when the
-                    // connection was opened before queuing.
-                    if last || call.argv.is_empty() || matches!(e, BackendError::Connect(..)) {
-                        return error(format!("ERR {e}"));
-                    }
-                    self.refresh_soon();
-                    tokio::time::sleep(pause).await;
-                    pause = (pause * 2).min(Duration::from_millis(500));
-                    call = self.again(call).await;
-                    continue;
-                }
-            };
-            let Frame::SimpleError(text) = &frame else {
-                return frame;
-            };
-            match ClusterError::parse(text) {
-                // READONLY / MASTERDOWN from a Sentinel group's node: it was demoted, or its
-                // master is away; ask the Sentinels and try again.
-                ClusterError::ReadOnly | ClusterError::MasterDown
-                    if !last && self.groups().is_some() =>
-                {
-                    self.stats.retries.fetch_add(1, Ordering::Relaxed);
-                    self.refresh_soon();
-                    tokio::time::sleep(pause).await;
-                    pause = (pause * 2).min(Duration::from_millis(500));
-                    call = self.again(call).await;
-                }
-                ClusterError::TryAgain | ClusterError::ClusterDown(_) | ClusterError::Loading
-                    if !last =>
-                {
-                    self.stats.retries.fetch_add(1, Ordering::Relaxed);
-                    tokio::time::sleep(pause).await;
-                    pause = (pause * 2).min(Duration::from_millis(500));
-                    self.refresh_soon();
-                    call = self.again(call).await;
-                }
-                _ => return frame,
-            }
-        }
-        error("ERR too many redirects")
-    }
-
-    /// A Sentinel switch: new requests go to the new master; the old connection drains
-    /// (what is in flight finishes) and is dropped when the last of it is answered.
-    pub(crate) fn switched(&self, old: &str) {
-        lock(&self.backends).remove(old);
-    }
-
-    /// SCAN across the masters: the proxy's cursor is the node's cursor times 1024 plus the
-    /// node's place in the sorted list of masters.
-    async fn scan(self: &Arc<Self>, mut argv: Argv) -> Frame {
-        let masters = self.masters();
-        let cursor: u64 = argv
-            .get(1)
-            .and_then(|c| std::str::from_utf8(c).ok())
-            .and_then(|c| c.parse().ok())
-            .unwrap_or(u64::MAX);
-        if cursor == u64::MAX || masters.is_empty() {
-            return error("ERR invalid cursor");
-        }
-        let (mut node, mut inner) = ((cursor % 1024) as usize, cursor / 1024);
-        while node < masters.len() {
-            argv[1] = Bytes::from(inner.to_string());
-            let call = self.call_node(&masters[node], argv.clone()).await;
-            let reply = self.finish(call).await;
-            let Frame::Array(mut parts) = reply else {
-                return reply;
-            };
-            let (Some(keys), Some(next)) = (parts.pop(), parts.pop()) else {
-                return error("ERR unexpected SCAN reply");
-            };
-            let next: u64 = match &next {
-                Frame::BulkString(b) => std::str::from_utf8(b)
-                    .ok()
-                    .and_then(|s| s.parse().ok())
-                    .unwrap_or(0),
-                _ => 0,
-            };
-            let (following, at) = if next != 0 {
-                (next, node)
-            } else {
-                (0, node + 1)
-            };
-            let out = if next == 0 && at >= masters.len() {
-                0
-            } else {
-                match following.checked_mul(1024) {
-                    Some(base) => base + at as u64,
-                    None => return error("ERR the node's cursor is too large for the proxy"),
-                }
-            };
-            let empty = matches!(&keys, Frame::Array(k) if k.is_empty());
-            if !empty || out == 0 {
-                return Frame::Array(vec![Frame::BulkString(Bytes::from(out.to_string())), keys]);
-            }
-            (node, inner) = (at, following);
-        }
-        Frame::Array(vec![
-            Frame::BulkString(Bytes::from_static(b"0")),
-            Frame::Array(vec![]),
-        ])
     }
 }
 

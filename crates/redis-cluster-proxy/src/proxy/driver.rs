@@ -1,4 +1,4 @@
-//! The tokio driver of a cluster pool's [`Engine`]: one task owns the engine; client tasks
+//! The tokio driver of a pool's [`Engine`] (a cluster's, or standalone masters'): one task owns the engine; client tasks
 //! send it commands and get replies and pushes back; each backend connection is a reader
 //! task and a writer task. Sockets, timers and counters live here; routing, redirects,
 //! retries, splits, transactions and Pub/Sub are the engine's.
@@ -12,7 +12,8 @@ use redis_cluster_proto::client::{
     ClientId, Config, ConnId, Counters, Engine, IdHasher, Output, RequestId,
 };
 use redis_cluster_proto::resp::Frame;
-use redis_cluster_proto::route::{Endpoint, ReadFrom};
+use redis_cluster_proto::hash_slot::SlotRange;
+use redis_cluster_proto::route::{Endpoint, ReadFrom, SlotMap};
 use tokio::sync::{mpsc, oneshot};
 
 use super::log;
@@ -38,6 +39,12 @@ enum ToEngine {
         answer: oneshot::Sender<Answer>,
     },
     Wire(Wire),
+    /// The masters moved (a Sentinel switch).
+    Map(SlotMap),
+    /// Hold a range's commands until then (a failover began).
+    Hold(SlotRange, Instant),
+    /// Release them.
+    Release(SlotRange),
 }
 
 /// A cluster pool's handle on its engine task.
@@ -73,9 +80,13 @@ impl Drop for EngineClient {
 }
 
 impl EngineHandle {
-    /// Starts the engine task of a cluster pool over `seeds`.
+    /// Starts the engine task of a pool: a cluster found from `seeds`, or standalone masters
+    /// as `fixed` shards them (their driver then reports switches with
+    /// [`EngineHandle::set_slot_map`]).
+    #[allow(clippy::too_many_arguments)] // the pool's settings, each named
     pub(crate) fn start(
         seeds: &[String],
+        fixed: Option<SlotMap>,
         read_from: ReadFrom,
         timeout: Duration,
         password: Option<String>,
@@ -85,6 +96,7 @@ impl EngineHandle {
     ) -> Self {
         let seeds = seeds.iter().filter_map(|s| s.parse().ok()).collect();
         let mut config = Config::new(seeds);
+        config.fixed_map = fixed;
         config.read_from = read_from;
         config.timeout = timeout;
         config.auth = password.map(|p| (None, p));
@@ -117,6 +129,21 @@ impl EngineHandle {
             id,
             tx: self.tx.clone(),
         })
+    }
+
+    /// The masters moved: later commands go where `map` says.
+    pub(crate) fn set_slot_map(&self, map: SlotMap) {
+        let _ = self.tx.send(ToEngine::Map(map));
+    }
+
+    /// A failover of `range` began: its commands wait until `until` at most.
+    pub(crate) fn hold(&self, range: SlotRange, until: Instant) {
+        let _ = self.tx.send(ToEngine::Hold(range, until));
+    }
+
+    /// The failover of `range` ended: its commands go on.
+    pub(crate) fn release(&self, range: SlotRange) {
+        let _ = self.tx.send(ToEngine::Release(range));
     }
 
     /// The engine's counters, as of its last round.
@@ -219,6 +246,9 @@ impl Task {
                 }
                 self.engine.handle_data(now, conn, &bytes);
             }
+            ToEngine::Map(map) => self.engine.set_slot_map(now, map),
+            ToEngine::Hold(range, until) => self.engine.hold(now, range, until),
+            ToEngine::Release(range) => self.engine.release(now, range),
             ToEngine::Wire(Wire::Closed(conn, reason)) => {
                 if self.forget(conn) {
                     self.stats

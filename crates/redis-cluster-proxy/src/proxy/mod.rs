@@ -19,6 +19,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::TcpListener;
 
 use cluster::Topology;
+use redis_cluster_proto::route::ReadFrom;
 
 pub(crate) use config::{Config, PoolKind};
 
@@ -42,24 +43,35 @@ pub(crate) async fn start(config: Config) -> std::io::Result<Running> {
         running.addrs.push(listener.local_addr()?);
         let stats = Arc::new(stats::Stats::default());
         let server_stats = stats::ServerTable::default();
+        let table = server_stats.clone();
+        let engine = |seeds: &[String], fixed, read_from| {
+            driver::EngineHandle::start(
+                seeds,
+                fixed,
+                read_from,
+                pool.timeout,
+                pool.password.clone(),
+                stats.clone(),
+                move |addr| cluster::stats_for(&table, addr),
+                pool.name.clone(),
+            )
+        };
+        let mut follow = None;
         let topology = match pool.kind.clone() {
             PoolKind::Cluster { seeds, read_from } => {
-                let table = server_stats.clone();
-                Topology::Cluster(driver::EngineHandle::start(
-                    &seeds,
-                    read_from,
-                    pool.timeout,
-                    pool.password.clone(),
-                    stats.clone(),
-                    move |addr| cluster::stats_for(&table, addr),
-                    pool.name.clone(),
-                ))
+                Topology::Cluster(engine(&seeds, None, read_from))
             }
             PoolKind::Sentinel { sentinels, groups } => {
-                Topology::Groups(Arc::new(sentinel::Groups::new(sentinels, groups)))
+                // No master is known yet: the follower names them as it learns them.
+                let groups = Arc::new(sentinel::Groups::new(sentinels, groups));
+                let handle = engine(&[], Some(Default::default()), ReadFrom::Master);
+                follow = Some((groups.clone(), handle.clone()));
+                Topology::Groups(handle, groups)
             }
             PoolKind::Static { servers } => {
-                Topology::Groups(Arc::new(sentinel::Groups::fixed(servers)))
+                let groups = Arc::new(sentinel::Groups::fixed(servers));
+                let handle = engine(&[], Some(groups.map()), ReadFrom::Master);
+                Topology::Groups(handle, groups)
             }
             PoolKind::Twemproxy(twem) => Topology::Ring(twem::Ring::new(&twem)),
         };
@@ -76,20 +88,19 @@ pub(crate) async fn start(config: Config) -> std::io::Result<Running> {
         if matches!(&pool.kind, PoolKind::Twemproxy(twem) if twem.preconnect) {
             cluster.preconnect().await;
         }
-        if let Some(groups) = cluster.groups().filter(|g| !g.sentinels.is_empty()) {
-            let groups = groups.clone();
-            let pool_ = cluster.clone();
-            let password = pool.password.clone();
-            tokio::spawn(groups.follow(pool.timeout, password, move |old, _new| {
-                pool_.switched(old);
-            }));
-        }
-        if let Err(e) = cluster.refresh().await {
-            log::write(
-                log::WARN,
-                format_args!("pool {}: no masters yet ({e}); retrying", pool.name),
-            );
-            cluster.refresh_soon();
+        if let Some((groups, handle)) = follow {
+            tokio::spawn(groups.clone().follow(pool.timeout, pool.password.clone(), handle));
+            // Clients are served at once; a few timeouts are given to learn every master
+            // first (commands for one not known yet are retried, then CLUSTERDOWN).
+            match groups.wait_known(pool.timeout * 3).await {
+                Ok(()) => {
+                    cluster.stats.refreshes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+                Err(e) => log::write(
+                    log::WARN,
+                    format_args!("pool {}: {e}; still asking the Sentinels", pool.name),
+                ),
+            }
         }
         running.pools.push(cluster.clone());
         tokio::spawn(async move {

@@ -2,9 +2,10 @@
 //! slot ranges, and the Sentinels that say where each group's master is.
 //!
 //! What Sentinel says is read by `redis-cluster-client`'s [`Follower`] (it asks for each
-//! group's master, checks ROLE, hears every Sentinel, and holds a group during a failover);
-//! [`Groups::follow`] is its driver: sockets, a timer, and the shared state the pool reads
-//! (each group's master, and until when its requests wait).
+//! group's master, checks ROLE, hears every Sentinel, and says when to hold a group during a
+//! failover); [`Groups::follow`] is its driver: sockets and a timer. What it hears goes to the
+//! pool's engine (the slot map of the groups' masters, holds and releases), which routes,
+//! holds and retries; the groups keep each master for INFO.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -13,10 +14,11 @@ use std::time::{Duration, Instant};
 
 use redis_cluster_proto::client::sentinel::{Follower, FollowerConfig, Output};
 use redis_cluster_proto::client::{ConnId, IdHasher};
-use redis_cluster_proto::hash_slot::Slot;
-use redis_cluster_proto::route::Endpoint;
+use redis_cluster_proto::hash_slot::{Slot, SlotRange};
+use redis_cluster_proto::route::{Endpoint, SlotMap};
 use tokio::sync::{Notify, mpsc};
 
+use super::driver::EngineHandle;
 use super::log;
 use super::net::{self, Wire};
 
@@ -27,8 +29,6 @@ pub(crate) struct Group {
     pub(crate) last: u16,
     /// `host:port` of its master, once known.
     pub(crate) master: RwLock<Option<String>>,
-    /// A failover is under way: new requests wait until this moment at most.
-    pub(crate) held: RwLock<Option<Instant>>,
 }
 
 /// The groups and the Sentinels.
@@ -39,7 +39,7 @@ pub(crate) struct Groups {
     pub(crate) current: AtomicUsize,
     /// Switches followed.
     pub(crate) switches: AtomicUsize,
-    /// Woken when a master becomes known or a hold ends.
+    /// Woken when a master becomes known.
     pub(crate) changed: Notify,
 }
 
@@ -59,6 +59,13 @@ fn endpoint(addr: &str) -> Option<Endpoint> {
     addr.parse().ok()
 }
 
+impl Group {
+    /// Its slots (`None` only for a range the configuration reader would have refused).
+    fn range(&self) -> Option<SlotRange> {
+        SlotRange::new(Slot::new(self.first)?, Slot::new(self.last)?)
+    }
+}
+
 impl Groups {
     pub(crate) fn new(sentinels: Vec<String>, groups: Vec<(String, u16, u16)>) -> Self {
         Self {
@@ -70,7 +77,6 @@ impl Groups {
                     first,
                     last,
                     master: RwLock::new(None),
-                    held: RwLock::new(None),
                 })
                 .collect(),
             current: AtomicUsize::new(0),
@@ -89,57 +95,24 @@ impl Groups {
         groups
     }
 
-    /// The master of the group serving `slot` (the first group's for no slot).
-    pub(crate) fn master_for(&self, slot: Option<Slot>) -> Option<String> {
-        let group = match slot {
-            Some(slot) => {
-                let slot = u16::from(slot);
-                self.groups
-                    .iter()
-                    .find(|g| g.first <= slot && slot <= g.last)?
+    /// The slot map of the masters known: each group's range to its master.
+    pub(crate) fn map(&self) -> SlotMap {
+        let mut map = SlotMap::default();
+        for group in &self.groups {
+            let (Some(master), Some(range)) = (read(&group.master), group.range()) else {
+                continue;
+            };
+            if let Some(master) = endpoint(&master) {
+                map.assign_range(range, master);
             }
-            None => self.groups.first()?,
-        };
-        read(&group.master)
-    }
-
-    /// Every group's master that is known.
-    pub(crate) fn masters(&self) -> Vec<String> {
-        let mut masters: Vec<String> = self.groups.iter().filter_map(|g| read(&g.master)).collect();
-        masters.sort();
-        masters.dedup();
-        masters
+        }
+        map
     }
 
     /// The Sentinel in use.
     pub(crate) fn sentinel(&self) -> &str {
         let at = self.current.load(Ordering::Relaxed) % self.sentinels.len().max(1);
         self.sentinels.get(at).map_or("", String::as_str)
-    }
-
-    /// Waits while the group of `slot` (every group, for none) is held by a failover, at
-    /// most until its hold ends; `Err` with the group's name when the hold ended before the
-    /// switch came.
-    pub(crate) async fn wait_unheld(&self, slot: Option<Slot>) -> Result<(), String> {
-        let slot = slot.map(u16::from);
-        let groups = self
-            .groups
-            .iter()
-            .filter(|g| slot.is_none_or(|s| g.first <= s && s <= g.last));
-        for group in groups {
-            loop {
-                let notified = self.changed.notified();
-                let Some(until) = read(&group.held) else {
-                    break;
-                };
-                let now = Instant::now();
-                if until <= now {
-                    return Err(group.name.clone());
-                }
-                let _ = tokio::time::timeout(until - now, notified).await;
-            }
-        }
-        Ok(())
     }
 
     /// Waits until every group's master is known, or `limit` passed.
@@ -164,13 +137,12 @@ impl Groups {
         }
     }
 
-    /// Drives the pool's Sentinel [`Follower`] forever. `on_switch` gets the old and new
-    /// master of a switch.
+    /// Drives the pool's Sentinel [`Follower`] forever, telling `engine` what it hears.
     pub(crate) async fn follow(
         self: Arc<Self>,
         timeout: Duration,
         password: Option<String>,
-        on_switch: impl Fn(&str, &str),
+        engine: EngineHandle,
     ) {
         let sentinels = self.sentinels.iter().filter_map(|s| endpoint(s)).collect();
         let names = self.groups.iter().map(|g| g.name.clone()).collect();
@@ -196,7 +168,7 @@ impl Groups {
                             reader.abort();
                         }
                     }
-                    other => self.apply(&follower, other, &on_switch),
+                    other => self.apply(&follower, other, &engine),
                 }
             }
             while let Some(conn) = follower.poll_transmit(&mut out) {
@@ -233,7 +205,7 @@ impl Groups {
     }
 
     /// What the follower said, into the state the pool reads, and the log.
-    fn apply(&self, follower: &Follower, output: Output, on_switch: &impl Fn(&str, &str)) {
+    fn apply(&self, follower: &Follower, output: Output, engine: &EngineHandle) {
         let group = |name: &str| self.groups.iter().find(|g| g.name == name);
         match output {
             Output::Master {
@@ -251,11 +223,11 @@ impl Groups {
                             .map_or_else(|| "none".to_string(), ToString::to_string)
                     ),
                 );
-                set(&g.master, Some(new.clone()));
-                if let Some(old) = old {
+                set(&g.master, Some(new));
+                if old.is_some() {
                     self.switches.fetch_add(1, Ordering::Relaxed);
-                    on_switch(&old.to_string(), &new);
                 }
+                engine.set_slot_map(self.map());
             }
             Output::Hold {
                 group: name,
@@ -263,8 +235,11 @@ impl Groups {
                 sentinel,
             } => {
                 let Some(g) = group(&name) else { return };
-                let until = follower.held_until(&name, Instant::now());
-                set(&g.held, until);
+                if let (Some(until), Some(range)) =
+                    (follower.held_until(&name, Instant::now()), g.range())
+                {
+                    engine.hold(range, until);
+                }
                 log::write(
                     log::NOTICE,
                     format_args!(
@@ -277,7 +252,9 @@ impl Groups {
                 switched,
             } => {
                 let Some(g) = group(&name) else { return };
-                set(&g.held, None);
+                if let Some(range) = g.range() {
+                    engine.release(range);
+                }
                 log::write(
                     log::NOTICE,
                     format_args!("group {name}: requests released (switched: {switched})"),
