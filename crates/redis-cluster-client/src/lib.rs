@@ -113,6 +113,8 @@ mod refresh;
 mod request;
 pub mod sentinel;
 mod transaction;
+#[cfg(feature = "twemproxy")]
+pub mod twemproxy;
 
 use bytes::Bytes;
 use redis_cluster_route::Endpoint;

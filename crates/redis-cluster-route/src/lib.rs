@@ -36,6 +36,7 @@ pub mod sentinel;
 mod spec;
 mod split;
 mod table;
+#[cfg(feature = "twemproxy")]
 pub mod twemproxy;
 
 pub use keys::{KeyError, Keys, SlotAnswer};

@@ -309,7 +309,7 @@ impl CommandTable {
     /// Splits a `multi_shard` command (MGET, MSET, DEL, UNLINK, EXISTS, TOUCH, MSETNX) by any
     /// function of its keys instead of their slots: one part per shard, in the order shards
     /// first appear, each with its keys in their original order. This is how a proxy that
-    /// shards keys another way (a consistent-hash ring: [`crate::twemproxy`]) splits such a
+    /// shards keys another way (a consistent-hash ring: the `twemproxy` module's) splits such a
     /// command and merges the replies with [`Split::merge`].
     ///
     /// Unlike [`CommandTable::route`], the split is made even when every key lands on one

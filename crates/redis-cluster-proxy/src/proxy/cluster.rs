@@ -9,8 +9,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
+use redis_cluster_proto::client::twemproxy::{Fragments, Plan};
 use redis_cluster_proto::resp::{Frame, encode_command};
-use redis_cluster_proto::route::{CommandFlags, CommandTable, Split};
+use redis_cluster_proto::route::CommandTable;
 use tokio::sync::oneshot;
 
 use super::backend::{Backend, BackendError, Reply};
@@ -32,9 +33,8 @@ pub(crate) enum Pending {
     /// `-ERR <reason>`.
     Ring(Call),
     /// A nutcracker pool's split command (MGET, DEL, UNLINK, TOUCH, EXISTS, MSET with
-    /// several keys): one part per server, merged; a server failing any part fails the
-    /// request, and for MGET (`true`) closes the client's connection, as nutcracker does.
-    Fragments(Split, Vec<Call>, bool),
+    /// several keys): one part per server, merged by [`Fragments::merge`].
+    Fragments(Fragments, Vec<Call>),
     /// Close the client's connection without a reply (nutcracker, when no server is left
     /// for a split MGET).
     Hangup,
@@ -197,75 +197,47 @@ impl Pool {
         backend
     }
 
-    /// A nutcracker pool's routing: a command goes to the server of its first key (that of
-    /// its hash-tagged part) on the continuum of the servers in service. MGET, DEL, UNLINK,
-    /// TOUCH, EXISTS and MSET with several keys are split by server, each part named in
-    /// lower case as nutcracker sends its fragments, and merged. Blocking commands get a
-    /// connection of their own to their key's server.
+    /// A nutcracker pool's routing, as its [`Ring`] plans it: a command to the server of its
+    /// first key; MGET, DEL, UNLINK, TOUCH, EXISTS and MSET with several keys split by
+    /// server and merged; blocking commands on a connection of their own.
     pub(crate) async fn dispatch(&self, argv: Argv) -> Pending {
         let Some(ring) = self.ring() else {
             // Every other pool's clients talk to its engine (client.rs): nothing comes here.
             return Pending::Ready(error("ERR internal: a command outside the pool's engine"));
         };
-        let table = &CommandTable::REDIS_7_0;
         let random = self.turn.fetch_add(1, Ordering::Relaxed) as u32;
-        let server = |key: &[u8]| ring.server_for(key, random, &self.stats);
-        let splits = [
-            &b"mget"[..],
-            b"del",
-            b"unlink",
-            b"touch",
-            b"exists",
-            b"mset",
-        ]
-        .into_iter()
-        .find(|n| argv[0].eq_ignore_ascii_case(n));
-        let pairs = usize::from(splits == Some(&b"mset"[..]));
-        if let Some(name) = splits.filter(|_| argv.len() > 2 + pairs * 2) {
-            let split = table.split_by(&argv, |key| server(key).unwrap_or(usize::MAX));
-            if let Some(split) = split {
-                let mget = name == b"mget";
-                let name = Bytes::from_static(name);
-                if split.parts().iter().any(|p| p.shard == usize::MAX) {
-                    // No server left: nutcracker drops an MGET's client without a reply.
-                    self.stats.forward_error.fetch_add(1, Ordering::Relaxed);
-                    return match mget {
-                        true => Pending::Hangup,
-                        false => Pending::Ready(error("ERR Connection refused")),
+        match ring.plan(&CommandTable::REDIS_7_0, &argv, random, &self.stats) {
+            Plan::One { server, blocking } => {
+                let addr = &ring.servers[server].addr;
+                if blocking {
+                    return Pending::Dedicated {
+                        addr: addr.clone(),
+                        bytes: encode(&argv),
                     };
                 }
-                let mut calls = Vec::with_capacity(split.parts().len());
-                for (i, part) in split.parts().iter().enumerate() {
-                    let mut sub: Argv = split.argv(i, &argv).cloned().collect();
-                    sub[0] = name.clone();
-                    let addr = &ring.servers[part.shard].addr;
-                    calls.push(self.call_node(addr, sub).await);
+                Pending::Ring(self.call_node(addr, argv).await)
+            }
+            Plan::Fragments(fragments) => {
+                let mut calls = Vec::with_capacity(fragments.parts().len());
+                for (server, part) in fragments.parts() {
+                    calls.push(
+                        self.call_node(&ring.servers[*server].addr, part.clone())
+                            .await,
+                    );
                 }
                 self.stats
                     .fragments
                     .fetch_add(calls.len() as u64, Ordering::Relaxed);
-                return Pending::Fragments(split, calls, mget);
+                Pending::Fragments(fragments, calls)
+            }
+            Plan::NoServer { reply, hang_up } => {
+                self.stats.forward_error.fetch_add(1, Ordering::Relaxed);
+                match hang_up {
+                    true => Pending::Hangup,
+                    false => Pending::Ready(reply),
+                }
             }
         }
-        let first = table
-            .keys(&argv)
-            .ok()
-            .and_then(|keys| keys.positions().next())
-            .and_then(|at| argv.get(at));
-        let chosen = server(first.map_or(&[][..], |k| k.as_ref()));
-        let Some(index) = chosen else {
-            self.stats.forward_error.fetch_add(1, Ordering::Relaxed);
-            return Pending::Ready(error("ERR Connection refused"));
-        };
-        let addr = &ring.servers[index].addr;
-        let spec = table.lookup(&argv);
-        if spec.is_some_and(|s| s.flags.contains(CommandFlags::BLOCKING)) {
-            return Pending::Dedicated {
-                addr: addr.clone(),
-                bytes: encode(&argv),
-            };
-        }
-        Pending::Ring(self.call_node(addr, argv).await)
     }
 
     async fn call_node(&self, node: &str, argv: Argv) -> Call {
@@ -284,9 +256,7 @@ impl Pool {
         match pending {
             Pending::Ready(frame) => frame,
             Pending::Ring(call) => self.finish_ring(call).await.unwrap_or_else(|e| e),
-            Pending::Fragments(split, calls, mget) => {
-                self.finish_fragments(split, calls, mget).await.0
-            }
+            Pending::Fragments(fragments, calls) => self.finish_fragments(fragments, calls).await.0,
             Pending::Hangup => error("ERR no server"),
             Pending::Engine(rx) => rx
                 .await
@@ -322,9 +292,9 @@ impl Pool {
                     .unwrap_or_else(|_| Some(error("ERR the proxy's engine stopped")));
                 (answer, false)
             }
-            Pending::Fragments(split, calls, close) => {
-                let (frame, failed) = self.finish_fragments(split, calls, close).await;
-                (Some(frame), failed && close)
+            Pending::Fragments(fragments, calls) => {
+                let (frame, hang_up) = self.finish_fragments(fragments, calls).await;
+                (Some(frame), hang_up)
             }
             other => (Some(self.resolve(other).await), false),
         }
@@ -340,32 +310,20 @@ impl Pool {
         })
     }
 
-    /// A split command's merged reply, and whether a server failed a part (then the reply
-    /// is that failure's `-ERR <reason>`). A part a server answered with an error reply
-    /// makes a split DEL, UNLINK, TOUCH, EXISTS or MSET `-ERR Invalid argument`, as
-    /// nutcracker 0.5.0 answers (its coalescing meets a reply of the wrong type: EINVAL;
-    /// checked with a replica among the servers); a split MGET keeps the merged reply.
-    async fn finish_fragments(&self, split: Split, calls: Vec<Call>, mget: bool) -> (Frame, bool) {
+    /// A split command's merged reply (the engine crate's [`Fragments::merge`]), and
+    /// whether the client's connection closes after it.
+    async fn finish_fragments(&self, fragments: Fragments, calls: Vec<Call>) -> (Frame, bool) {
         let mut replies = Vec::with_capacity(calls.len());
-        let mut failed = None;
         for call in calls {
-            match self.finish_ring(call).await {
-                Ok(frame) => replies.push(frame),
-                Err(frame) => {
-                    failed.get_or_insert(frame);
-                }
+            let reply = call.backend.wait(call.rx).await;
+            if reply.is_err() {
+                self.stats.forward_error.fetch_add(1, Ordering::Relaxed);
+                self.stats.backend_errors.fetch_add(1, Ordering::Relaxed);
             }
+            replies.push(reply.map_err(|e| e.errno_text().to_string()));
         }
-        if let Some(frame) = failed {
-            return (frame, true);
-        }
-        if !mget && replies.iter().any(Frame::is_error) {
-            return (error("ERR Invalid argument"), false);
-        }
-        let merged = split
-            .merge(replies)
-            .unwrap_or_else(|e| error(format!("ERR cannot merge the replies: {e}")));
-        (merged, false)
+        let merged = fragments.merge(replies);
+        (merged.reply, merged.hang_up)
     }
 }
 

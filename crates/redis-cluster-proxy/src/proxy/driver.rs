@@ -11,8 +11,8 @@ use bytes::Bytes;
 use redis_cluster_proto::client::{
     ClientId, Config, ConnId, Counters, Engine, IdHasher, Output, RequestId,
 };
-use redis_cluster_proto::resp::Frame;
 use redis_cluster_proto::hash_slot::SlotRange;
+use redis_cluster_proto::resp::Frame;
 use redis_cluster_proto::route::{Endpoint, ReadFrom, SlotMap};
 use tokio::sync::{mpsc, oneshot};
 

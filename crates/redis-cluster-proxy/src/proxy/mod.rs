@@ -89,12 +89,19 @@ pub(crate) async fn start(config: Config) -> std::io::Result<Running> {
             cluster.preconnect().await;
         }
         if let Some((groups, handle)) = follow {
-            tokio::spawn(groups.clone().follow(pool.timeout, pool.password.clone(), handle));
+            tokio::spawn(
+                groups
+                    .clone()
+                    .follow(pool.timeout, pool.password.clone(), handle),
+            );
             // Clients are served at once; a few timeouts are given to learn every master
             // first (commands for one not known yet are retried, then CLUSTERDOWN).
             match groups.wait_known(pool.timeout * 3).await {
                 Ok(()) => {
-                    cluster.stats.refreshes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    cluster
+                        .stats
+                        .refreshes
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 }
                 Err(e) => log::write(
                     log::WARN,

@@ -1,14 +1,18 @@
 //! What a nutcracker pool keeps besides its connections: its servers with their counters,
-//! their ejection and retry (`auto_eject_hosts`, `server_failure_limit`,
-//! `server_retry_timeout`), the continuum of the servers in service, and the stats document
-//! nutcracker's stats port serves.
+//! the engine crate's sans-IO `twemproxy::Pool` (the continuum of the servers in service, plans, and
+//! ejection and retry: `auto_eject_hosts`, `server_failure_limit`, `server_retry_timeout`),
+//! and the stats document nutcracker's stats port serves.
 
 use std::fmt::Write as _;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use redis_cluster_proto::route::twemproxy::{Continuum, Distribution, Hash, Weighted};
+use bytes::Bytes;
+use redis_cluster_proto::client::twemproxy::{
+    Ejection, Plan, Pool as Continuum, PoolConfig, ServerConfig,
+};
+use redis_cluster_proto::route::CommandTable;
 
 use super::cluster::Pool;
 use super::config::Twemproxy;
@@ -28,179 +32,149 @@ pub(crate) struct Server {
     pub(crate) name: String,
     /// `host:port`.
     pub(crate) addr: String,
-    weight: u32,
-    /// Its counters, shared by its connections.
+    /// Its counters, shared by its connections (`failures` counts those in a row).
     pub(crate) stats: Arc<ServerStats>,
-    /// While ejected: when it goes back on the continuum (µs since the epoch); 0 in service.
-    retry_at: AtomicU64,
 }
 
-/// `auto_eject_hosts: true`: after `limit` failures in a row a server leaves the continuum
-/// for `retry`.
-struct Eject {
-    limit: u64,
-    retry: Duration,
-}
-
-/// The continuum of the servers in service.
-struct Live {
-    continuum: Continuum,
-    /// Continuum index → server index.
-    servers: Vec<usize>,
-    /// The earliest time an ejected server comes back (µs; `u64::MAX`: none is out).
-    next_rebuild: u64,
-}
-
-/// A nutcracker pool's servers and how a key picks one.
+/// A nutcracker pool's servers: where keys go and which servers are out is
+/// `redis-cluster-client`'s [`twemproxy::Pool`](Continuum); this holds it for the client tasks (lookups read,
+/// ejections write), with the servers' addresses and counters.
 pub(crate) struct Ring {
-    pub(crate) hash: Hash,
-    pub(crate) hash_tag: Option<[u8; 2]>,
-    distribution: Distribution,
+    pool: RwLock<Continuum>,
+    /// Whether a server is out: while none is, a lookup needs no clock.
+    any_out: AtomicBool,
+    /// `server_failure_limit` with ejection on.
+    limit: Option<u64>,
     /// In configuration order.
     pub(crate) servers: Vec<Server>,
     /// SELECTed on every server connection.
     pub(crate) db: u32,
-    eject: Option<Eject>,
-    live: RwLock<Live>,
-    /// The live continuum's `next_rebuild`, readable without the lock: while no server is
-    /// out (`u64::MAX`) a lookup needs no clock.
-    next_rebuild: AtomicU64,
 }
 
 impl Ring {
     /// The pool's servers, all in service.
     pub(crate) fn new(twem: &Twemproxy) -> Self {
-        let servers: Vec<Server> = twem
+        let servers = twem
             .servers
             .iter()
             .map(|s| Server {
                 name: s.name.clone(),
                 addr: s.address.clone(),
-                weight: s.weight,
                 stats: Arc::default(),
-                retry_at: AtomicU64::new(0),
             })
             .collect();
-        let eject = twem.auto_eject_hosts.then(|| Eject {
-            limit: u64::from(twem.server_failure_limit.max(1)),
+        let ejection = twem.auto_eject_hosts.then(|| Ejection {
+            failure_limit: twem.server_failure_limit.max(1),
             retry: twem.server_retry_timeout,
         });
-        let live = build(twem.distribution, &servers, 0);
-        let next_rebuild = AtomicU64::new(live.next_rebuild);
-        Self {
+        let pool = Continuum::new(PoolConfig {
             hash: twem.hash,
             hash_tag: twem.hash_tag,
             distribution: twem.distribution,
+            servers: twem
+                .servers
+                .iter()
+                .map(|s| ServerConfig {
+                    name: s.name.clone(),
+                    weight: s.weight,
+                })
+                .collect(),
+            ejection,
+        });
+        Self {
+            pool: RwLock::new(pool),
+            any_out: AtomicBool::new(false),
+            limit: ejection.map(|e| u64::from(e.failure_limit)),
             servers,
             db: twem.redis_db,
-            eject,
-            live: RwLock::new(live),
-            next_rebuild,
         }
     }
 
-    /// The server `key` goes to (`random` for the random distribution), or `None` when every
-    /// server is ejected. A server that failed `server_failure_limit` times in a row is
-    /// ejected first, and servers whose retry time has come are back.
-    pub(crate) fn server_for(&self, key: &[u8], random: u32, stats: &Stats) -> Option<usize> {
-        if self.next_rebuild.load(Ordering::Relaxed) != u64::MAX {
-            let now = now_us();
-            if self.next_rebuild.load(Ordering::Relaxed) <= now {
-                self.rebuild(now);
-            }
-        }
-        loop {
-            let chosen = {
-                let live = read(&self.live);
-                if live.servers.is_empty() {
-                    return None;
-                }
-                let at = live
-                    .continuum
-                    .server_for(self.hash, self.hash_tag, key, random);
-                live.servers.get(at).copied()?
+    /// Where `argv` goes (`random` for the random distribution). Servers whose retry time
+    /// has come are back first, and a server the plan names that failed
+    /// `server_failure_limit` times in a row is ejected and the command planned again.
+    pub(crate) fn plan(
+        &self,
+        table: &CommandTable,
+        argv: &[Bytes],
+        random: u32,
+        stats: &Stats,
+    ) -> Plan {
+        self.bring_back();
+        let mut plan = read(&self.pool).plan(table, argv, random);
+        for _ in 0..self.servers.len() {
+            let failing = match &plan {
+                Plan::One { server, .. } => Some(*server).filter(|s| self.failing(*s)),
+                Plan::Fragments(f) => f.parts().iter().map(|(s, _)| *s).find(|s| self.failing(*s)),
+                Plan::NoServer { .. } => None,
             };
-            if !self.eject_if_failing(chosen, stats) {
-                return Some(chosen);
-            }
+            let Some(server) = failing else { break };
+            self.eject(server, stats);
+            plan = read(&self.pool).plan(table, argv, random);
         }
+        plan
     }
 
     /// Ejects every server that has failed too often (the stats document calls this before
     /// it reads the counters, as nutcracker ejects at the failure itself).
     pub(crate) fn eject_failing(&self, stats: &Stats) {
+        self.bring_back();
         for index in 0..self.servers.len() {
-            self.eject_if_failing(index, stats);
-        }
-        let now = now_us();
-        if self.next_rebuild.load(Ordering::Relaxed) <= now {
-            self.rebuild(now);
+            if self.failing(index) {
+                self.eject(index, stats);
+            }
         }
     }
 
-    /// Ejects server `index` if it failed `limit` times in a row; whether it did.
-    fn eject_if_failing(&self, index: usize, stats: &Stats) -> bool {
-        let (Some(eject), Some(server)) = (&self.eject, self.servers.get(index)) else {
-            return false;
+    fn failing(&self, index: usize) -> bool {
+        let failures = self
+            .servers
+            .get(index)
+            .map_or(0, |s| s.stats.failures.load(Ordering::Relaxed));
+        self.limit.is_some_and(|limit| failures >= limit)
+    }
+
+    /// Takes server `index` out of service for its retry time.
+    fn eject(&self, index: usize, stats: &Stats) {
+        let Some(server) = self.servers.get(index) else {
+            return;
         };
-        let failures = &server.stats.failures;
-        let due = failures.load(Ordering::Relaxed);
-        if due < eject.limit
-            || failures
-                .compare_exchange(due, 0, Ordering::Relaxed, Ordering::Relaxed)
-                .is_err()
-        {
-            return false;
-        }
-        let now = now_us();
-        let back = now + eject.retry.as_micros() as u64;
-        server.retry_at.store(back.max(1), Ordering::Relaxed);
-        server.stats.server_ejected_at.store(now, Ordering::Relaxed);
+        let failures = server.stats.failures.swap(0, Ordering::Relaxed);
+        let mut pool = self.pool.write().unwrap_or_else(|e| e.into_inner());
+        let Some(back) = pool.eject_if_failing(index, failures, Instant::now()) else {
+            return;
+        };
+        self.any_out.store(true, Ordering::Relaxed);
+        drop(pool);
+        server
+            .stats
+            .server_ejected_at
+            .store(now_us(), Ordering::Relaxed);
         stats.server_ejects.fetch_add(1, Ordering::Relaxed);
         log::write(
             log::WARN,
             format_args!(
-                "server {} ({}) ejected after {due} failures, back in {:?}",
-                server.name, server.addr, eject.retry
+                "server {} ({}) ejected after {failures} failures, back in {:?}",
+                server.name,
+                server.addr,
+                back.saturating_duration_since(Instant::now())
             ),
         );
-        self.rebuild(now);
-        true
     }
 
-    /// The continuum again, from the servers in service at `now`.
-    fn rebuild(&self, now: u64) {
-        let live = build(self.distribution, &self.servers, now);
-        let mut current = self.live.write().unwrap_or_else(|e| e.into_inner());
-        self.next_rebuild
-            .store(live.next_rebuild, Ordering::Relaxed);
-        *current = live;
-    }
-}
-
-fn build(distribution: Distribution, servers: &[Server], now: u64) -> Live {
-    let mut next_rebuild = u64::MAX;
-    let mut weighted = Vec::new();
-    let mut indexes = Vec::new();
-    for (index, server) in servers.iter().enumerate() {
-        let retry_at = server.retry_at.load(Ordering::Relaxed);
-        if retry_at > now {
-            next_rebuild = next_rebuild.min(retry_at);
-            continue;
+    /// Ejected servers whose retry time has come are back on the continuum.
+    fn bring_back(&self) {
+        if !self.any_out.load(Ordering::Relaxed) {
+            return;
         }
-        if retry_at != 0 {
-            server.retry_at.store(0, Ordering::Relaxed);
+        let now = Instant::now();
+        if read(&self.pool).poll_timeout().is_none_or(|at| at > now) {
+            return;
         }
-        weighted.push(Weighted {
-            name: server.name.clone(),
-            weight: server.weight,
-        });
-        indexes.push(index);
-    }
-    Live {
-        continuum: Continuum::new(distribution, &weighted),
-        servers: indexes,
-        next_rebuild,
+        let mut pool = self.pool.write().unwrap_or_else(|e| e.into_inner());
+        pool.handle_timeout(now);
+        self.any_out
+            .store(pool.poll_timeout().is_some(), Ordering::Relaxed);
     }
 }
 
