@@ -628,7 +628,8 @@ fn signal(pid: u32, name: &str) {
 /// What an operator does to nutcracker, done to both binaries with the same command line:
 /// `-d` returns at once and leaves a daemon whose pid is in the `-p` file (no newline);
 /// SIGTTIN / SIGTTOU move the log level (and say so in the log, in the same words); after a
-/// rotation moved the log away, SIGHUP makes it write a new file by the `-o` name.
+/// rotation moved the log away, SIGHUP makes it write a new file by the `-o` name; SIGSEGV
+/// is logged in nutcracker's words before the process dies of it.
 #[test]
 fn daemon_pid_file_and_log_signals_as_nutcracker() {
     let server = RedisServer::start_standalone(&[]);
@@ -725,6 +726,22 @@ fn daemon_pid_file_and_log_signals_as_nutcracker() {
         assert!(
             !contains(&rotated, "up log level to 5"),
             "{}",
+            program.display()
+        );
+        // A segmentation fault: one line in the log, then the process dies of it.
+        signal(pid, "SEGV");
+        wait_for("the process to die", || {
+            !Command::new("kill")
+                .args(["-0", &pid.to_string()])
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success())
+        });
+        let text = std::fs::read_to_string(&log).expect("the log");
+        assert_eq!(
+            text.lines().last(),
+            Some("[.......................] signal 11 (SIGSEGV) received, core dumping"),
+            "{}: {text}",
             program.display()
         );
         let _ = std::fs::remove_dir_all(&dir);

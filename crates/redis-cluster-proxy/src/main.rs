@@ -21,6 +21,7 @@
 //! seeds = ["127.0.0.1:7000"]
 //! ```
 
+mod crash;
 mod proxy;
 
 use std::time::Duration;
@@ -268,6 +269,7 @@ fn main() {
             options.output
         ));
     }
+    crash::log_segfaults();
     if let Some(pidfile) = &options.pidfile {
         // The pid alone, no newline, as nutcracker writes it.
         if let Err(e) = std::fs::write(pidfile, std::process::id().to_string()) {

@@ -5,8 +5,9 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::Write as _;
+use std::os::fd::AsRawFd as _;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU8, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// nutcracker's levels that the proxy uses.
@@ -18,6 +19,16 @@ pub(crate) const MAX: u8 = 11;
 
 static LEVEL: AtomicU8 = AtomicU8::new(NOTICE);
 static SINK: Mutex<Option<(String, File)>> = Mutex::new(None);
+/// The descriptor the log is written to, for a signal handler that may not lock (standard
+/// error until `-o` opens a file).
+static FD: AtomicI32 = AtomicI32::new(2);
+
+/// The log's file descriptor: all a signal handler can write to (see the binary's
+/// `crash.rs`). It stays open until the next one is stored.
+#[allow(dead_code)] // the binary's crash handler reads it; the tests that embed the proxy do not
+pub(crate) fn raw_fd() -> i32 {
+    FD.load(Ordering::Relaxed)
+}
 
 fn sink() -> std::sync::MutexGuard<'static, Option<(String, File)>> {
     SINK.lock().unwrap_or_else(|e| e.into_inner())
@@ -28,6 +39,7 @@ pub(crate) fn init(path: Option<&str>, level: u8) -> std::io::Result<()> {
     LEVEL.store(level.min(MAX), Ordering::Relaxed);
     if let Some(path) = path {
         let file = open(path)?;
+        FD.store(file.as_raw_fd(), Ordering::Relaxed);
         *sink() = Some((path.to_string(), file));
     }
     Ok(())
@@ -80,7 +92,11 @@ pub(crate) fn reopen() {
     let mut sink = sink();
     if let Some((path, file)) = sink.as_mut() {
         match open(path) {
-            Ok(reopened) => *file = reopened,
+            Ok(reopened) => {
+                // The new descriptor first: the old one stays open until it is replaced.
+                FD.store(reopened.as_raw_fd(), Ordering::Relaxed);
+                *file = reopened;
+            }
             Err(e) => {
                 let line = format!("[{}] reopening log file '{path}' failed: {e}\n", stamp());
                 let _ = file.write_all(line.as_bytes());
