@@ -1049,3 +1049,49 @@ fn a_manual_then_an_automatic_sentinel_failover_show_no_error_and_lose_no_write(
     );
     assert!(lost.is_empty(), "lost: {:?}", &lost[..lost.len().min(10)]);
 }
+
+/// Closed clients are gone: their tasks end, the proxy counts them out, and a client that
+/// shuts its side down after a pipeline still gets every reply first. (Each closed client's
+/// tasks and buffers used to stay alive: `connected_clients` only grew, and so did memory.)
+#[test]
+fn closed_clients_leave_nothing_behind_and_a_half_closed_one_gets_its_replies() {
+    let server = RedisServer::start_standalone(&[]);
+    let text = format!(
+        "[[pool]]\nkind = \"static\"\nlisten = \"127.0.0.1:0\"\n\
+         servers = [{{ address = \"127.0.0.1:{}\", slots = \"0-16383\" }}]\n",
+        server.port()
+    );
+    let port = toy_proxy::start(&text)[0];
+    for n in 0..50 {
+        let mut client = Client::connect(port);
+        assert_eq!(
+            client.command(&[b"SET", format!("k{n}").as_bytes(), b"v"]),
+            ok()
+        );
+    }
+    wait_for("the closed clients to be counted out", 10, || {
+        info_field(&proxy_info(port), "connected_clients") == "1"
+    });
+    // A pipeline, then the write side shut: the replies still come, then the end.
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    let mut pipeline = Vec::new();
+    for n in 0..200 {
+        let key = format!("k{}", n % 50);
+        redis_cluster_proto::resp::encode_command(&[&b"GET"[..], key.as_bytes()], &mut pipeline);
+    }
+    stream.write_all(&pipeline).expect("write");
+    stream
+        .shutdown(std::net::Shutdown::Write)
+        .expect("shut the write side");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("a read timeout");
+    let mut replies = Vec::new();
+    stream
+        .read_to_end(&mut replies)
+        .expect("read until the proxy closes");
+    assert_eq!(replies, b"$1\r\nv\r\n".repeat(200));
+    wait_for("the half-closed client to be counted out", 10, || {
+        info_field(&proxy_info(port), "connected_clients") == "1"
+    });
+}

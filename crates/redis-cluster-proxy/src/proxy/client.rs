@@ -79,10 +79,14 @@ pub(crate) async fn serve(stream: TcpStream, pool: Arc<Pool>) {
         ..Session::default()
     };
     if let Some(engine) = pool.engine() {
-        // Pub/Sub frames go in the client's stream after the replies before them.
-        let pushes = tx.clone();
+        // Pub/Sub frames go in the client's stream after the replies before them. A weak
+        // sender: the engine's hold on it must not keep the writer waiting for more once
+        // this task is done (each closed client's tasks and buffers stayed alive forever).
+        let pushes = tx.downgrade();
         let pushes: PushTx = Arc::new(move |frame| {
-            let _ = pushes.send(Item::Frames(vec![frame]));
+            if let Some(pushes) = pushes.upgrade() {
+                let _ = pushes.send(Item::Frames(vec![frame]));
+            }
         });
         session.engine = engine.open(pushes).await;
         if session.engine.is_none() {

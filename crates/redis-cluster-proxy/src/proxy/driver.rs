@@ -162,7 +162,8 @@ type StatsOf = Box<dyn Fn(&str) -> Arc<ServerStats> + Send>;
 struct Task {
     engine: Engine,
     tx: mpsc::UnboundedSender<ToEngine>,
-    answers: HashMap<RequestId, oneshot::Sender<Answer>, IdHasher>,
+    /// Who waits for each request's answer, and whose request it is.
+    answers: HashMap<RequestId, (ClientId, oneshot::Sender<Answer>), IdHasher>,
     pushes: HashMap<ClientId, PushTx, IdHasher>,
     writers: HashMap<ConnId, mpsc::UnboundedSender<Vec<u8>>, IdHasher>,
     readers: HashMap<ConnId, tokio::task::AbortHandle, IdHasher>,
@@ -219,6 +220,8 @@ impl Task {
             }
             ToEngine::Close(client) => {
                 self.pushes.remove(&client);
+                // The engine drops the client's requests without a word: so does this.
+                self.answers.retain(|_, (owner, _)| *owner != client);
                 self.engine.close_client(now, client);
             }
             ToEngine::Request {
@@ -227,7 +230,7 @@ impl Task {
                 answer,
             } => {
                 let id = self.engine.handle_request(now, client, argv);
-                self.answers.insert(id, answer);
+                self.answers.insert(id, (client, answer));
             }
             ToEngine::Wire(Wire::Connected(conn, writer)) => {
                 if let Some(stats) = self.addrs.get(&conn) {
@@ -301,12 +304,12 @@ impl Task {
                 self.forget(conn);
             }
             Output::Reply { request, frame, .. } => {
-                if let Some(answer) = self.answers.remove(&request) {
+                if let Some((_, answer)) = self.answers.remove(&request) {
                     let _ = answer.send(Some(frame));
                 }
             }
             Output::Answered { request, .. } => {
-                if let Some(answer) = self.answers.remove(&request) {
+                if let Some((_, answer)) = self.answers.remove(&request) {
                     let _ = answer.send(None);
                 }
             }
