@@ -97,6 +97,9 @@ pub(crate) async fn serve(stream: TcpStream, pool: Arc<Pool>) {
     // parse closes the connection without a reply.
     let nutcracker = pool.ring().is_some();
     'read: loop {
+        // When this read's commands arrived (the latency counter's start): one clock
+        // reading per read, not per command.
+        let arrived = Instant::now();
         loop {
             if nutcracker && buf.first().is_some_and(|&b| b != b'*') {
                 let _ = tx.send(Item::Close);
@@ -108,7 +111,7 @@ pub(crate) async fn serve(stream: TcpStream, pool: Arc<Pool>) {
                     // A client that does not read its replies stops being read once it owes
                     // WINDOW of them: its memory here stays bounded.
                     let permit = window.clone().acquire_owned().await.ok();
-                    let started = Instant::now();
+                    let started = arrived;
                     stats.commands.fetch_add(1, Ordering::Relaxed);
                     let argv: Argv = (0..command.len())
                         .filter_map(|i| command.arg_bytes(i))
@@ -337,6 +340,8 @@ async fn write_replies(
     let mut out = Vec::with_capacity(16 * 1024);
     // The window places of the replies in `out`: given back once they are written.
     let mut written = Vec::new();
+    // When the commands of the replies in `out` arrived.
+    let mut starts: Vec<Instant> = Vec::new();
     while let Some(item) = rx.recv().await {
         let mut next = Some(item);
         let mut close = false;
@@ -352,8 +357,7 @@ async fn write_replies(
                         }
                         encode(&frame, &mut out);
                     }
-                    let took = started.elapsed().as_micros() as u64;
-                    stats.latency_us.fetch_add(took, Ordering::Relaxed);
+                    starts.push(started);
                     if hang_up {
                         (close, failed) = (true, true);
                     }
@@ -369,6 +373,13 @@ async fn write_replies(
                 next = rx.try_recv().ok();
             }
         }
+        // Each reply's latency ends when its batch is ready to write: one clock reading.
+        let ready = Instant::now();
+        let took: u64 = starts
+            .drain(..)
+            .map(|started| ready.saturating_duration_since(started).as_micros() as u64)
+            .sum();
+        stats.latency_us.fetch_add(took, Ordering::Relaxed);
         if wr.write_all(&out).await.is_err() {
             return false;
         }

@@ -200,18 +200,20 @@ impl Task {
             let Some(message) = message else {
                 return;
             };
-            self.handle(message);
+            // One clock reading per round: a round takes microseconds, and the engine's
+            // deadlines are milliseconds.
+            let now = Instant::now();
+            self.handle(message, now);
             for _ in 0..BATCH {
                 match rx.try_recv() {
-                    Ok(message) => self.handle(message),
+                    Ok(message) => self.handle(message, now),
                     Err(_) => break,
                 }
             }
         }
     }
 
-    fn handle(&mut self, message: ToEngine) {
-        let now = Instant::now();
+    fn handle(&mut self, message: ToEngine, now: Instant) {
         match message {
             ToEngine::Open { pushes, id } => {
                 let client = self.engine.open_client();
