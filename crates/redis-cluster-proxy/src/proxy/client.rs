@@ -20,7 +20,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 const WINDOW: usize = 16;
 
 use super::cluster::{Argv, Pending, Pool};
-use super::driver::{EngineClient, PushTx};
+use super::driver::{Answer, EngineClient, PushTx};
 
 enum Item {
     /// A reply to come, when the command arrived, and its place in the client's window.
@@ -68,7 +68,9 @@ pub(crate) async fn serve(stream: TcpStream, pool: Arc<Pool>) {
     let (mut rd, wr) = stream.into_split();
     let (tx, rx) = mpsc::unbounded_channel();
     let window = Arc::new(Semaphore::new(WINDOW));
-    let mut writer = tokio::spawn(write_replies(wr, rx, pool.clone()));
+    // The engine's answers to this client's commands, in their order.
+    let (answers, answers_rx) = mpsc::unbounded_channel();
+    let mut writer = tokio::spawn(write_replies(wr, rx, answers_rx, pool.clone()));
     let mut writer_done = None;
     // Whether the proxy, not the client, ended the connection.
     let mut by_proxy = false;
@@ -88,7 +90,7 @@ pub(crate) async fn serve(stream: TcpStream, pool: Arc<Pool>) {
                 let _ = pushes.send(Item::Frames(vec![frame]));
             }
         });
-        session.engine = engine.open(pushes).await;
+        session.engine = engine.open(pushes, answers).await;
         if session.engine.is_none() {
             return;
         }
@@ -206,7 +208,10 @@ fn as_engine(pool: &Pool, engine: &EngineClient, name: &[u8], argv: Argv) -> Act
     }
     match about_the_proxy(pool, name, &argv) {
         Some(frame) => Action::Reply(Pending::Ready(frame)),
-        None => Action::Reply(Pending::Engine(engine.request(argv))),
+        None => {
+            engine.request(argv);
+            Action::Reply(Pending::Engine)
+        }
     }
 }
 
@@ -334,6 +339,7 @@ fn info(pool: &Pool) -> String {
 async fn write_replies(
     mut wr: tokio::net::tcp::OwnedWriteHalf,
     mut rx: mpsc::UnboundedReceiver<Item>,
+    mut answers: mpsc::UnboundedReceiver<Answer>,
     pool: Arc<Pool>,
 ) -> bool {
     let stats = pool.stats.clone();
@@ -350,7 +356,13 @@ async fn write_replies(
             match item {
                 Item::Reply(pending, started, permit) => {
                     written.extend(permit);
-                    let (frame, hang_up) = pool.resolve_closing(pending).await;
+                    let (frame, hang_up) = match pending {
+                        Pending::Engine => match answers.recv().await {
+                            Some(answer) => (answer, false),
+                            None => (Some(error("ERR the proxy's engine stopped")), false),
+                        },
+                        pending => pool.resolve_closing(pending).await,
+                    };
                     if let Some(frame) = frame {
                         if matches!(frame, Frame::SimpleError(_)) {
                             stats.errors.fetch_add(1, Ordering::Relaxed);

@@ -27,8 +27,8 @@ pub(crate) type Argv = Vec<Bytes>;
 pub(crate) enum Pending {
     /// Answered already (locally, or an error).
     Ready(Frame),
-    /// A command answered by the pool's engine (`None`: by pushes, SUBSCRIBE).
-    Engine(oneshot::Receiver<super::driver::Answer>),
+    /// A command answered by the pool's engine: the client's next answer (client.rs).
+    Engine,
     /// A nutcracker pool's command to one server: no retry, a failure is the client's
     /// `-ERR <reason>`.
     Ring(Call),
@@ -258,11 +258,7 @@ impl Pool {
             Pending::Ring(call) => self.finish_ring(call).await.unwrap_or_else(|e| e),
             Pending::Fragments(fragments, calls) => self.finish_fragments(fragments, calls).await.0,
             Pending::Hangup => error("ERR no server"),
-            Pending::Engine(rx) => rx
-                .await
-                .ok()
-                .flatten()
-                .unwrap_or_else(|| error("ERR no reply")),
+            Pending::Engine => error("ERR internal: an engine answer outside its client"),
             Pending::Dedicated { addr, bytes } => {
                 let backend = match Backend::connect(&addr, self.timeout).await {
                     Ok(backend) => backend,
@@ -286,12 +282,6 @@ impl Pool {
     ) -> (Option<Frame>, bool) {
         match pending {
             Pending::Hangup => (None, true),
-            Pending::Engine(rx) => {
-                let answer = rx
-                    .await
-                    .unwrap_or_else(|_| Some(error("ERR the proxy's engine stopped")));
-                (answer, false)
-            }
             Pending::Fragments(fragments, calls) => {
                 let (frame, hang_up) = self.finish_fragments(fragments, calls).await;
                 (Some(frame), hang_up)

@@ -8,9 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use redis_cluster_proto::client::{
-    ClientId, Config, ConnId, Counters, Engine, IdHasher, Output, RequestId,
-};
+use redis_cluster_proto::client::{ClientId, Config, ConnId, Counters, Engine, IdHasher, Output};
 use redis_cluster_proto::hash_slot::SlotRange;
 use redis_cluster_proto::resp::Frame;
 use redis_cluster_proto::route::{Endpoint, ReadFrom, SlotMap};
@@ -26,17 +24,20 @@ pub(crate) type PushTx = Arc<dyn Fn(Frame) + Send + Sync>;
 /// A command's answer: its reply, or `None` when pushes answer it (SUBSCRIBE).
 pub(crate) type Answer = Option<Frame>;
 
+/// Where a client's answers go, in its request order (the engine gives them in that order).
+pub(crate) type Answers = mpsc::UnboundedSender<Answer>;
+
 /// What the engine task is told.
 enum ToEngine {
     Open {
         pushes: PushTx,
+        answers: Answers,
         id: oneshot::Sender<ClientId>,
     },
     Close(ClientId),
     Request {
         client: ClientId,
         argv: Vec<Bytes>,
-        answer: oneshot::Sender<Answer>,
     },
     Wire(Wire),
     /// The masters moved (a Sentinel switch).
@@ -61,15 +62,13 @@ pub(crate) struct EngineClient {
 }
 
 impl EngineClient {
-    /// Sends one command; the answer comes on the receiver.
-    pub(crate) fn request(&self, argv: Vec<Bytes>) -> oneshot::Receiver<Answer> {
-        let (answer, rx) = oneshot::channel();
+    /// Sends one command; its answer comes on the client's answers channel, after those
+    /// of the commands sent before it.
+    pub(crate) fn request(&self, argv: Vec<Bytes>) {
         let _ = self.tx.send(ToEngine::Request {
             client: self.id,
             argv,
-            answer,
         });
-        rx
     }
 }
 
@@ -105,8 +104,7 @@ impl EngineHandle {
         let task = Task {
             engine: Engine::new(config, Instant::now()),
             tx: tx.clone(),
-            answers: HashMap::default(),
-            pushes: HashMap::default(),
+            clients: HashMap::default(),
             writers: HashMap::default(),
             readers: HashMap::default(),
             addrs: HashMap::default(),
@@ -120,10 +118,16 @@ impl EngineHandle {
         Self { tx, counters }
     }
 
-    /// A new client of the engine; its pushes go to `pushes`.
-    pub(crate) async fn open(&self, pushes: PushTx) -> Option<EngineClient> {
+    /// A new client of the engine; its pushes go to `pushes`, its answers to `answers`.
+    pub(crate) async fn open(&self, pushes: PushTx, answers: Answers) -> Option<EngineClient> {
         let (id, rx) = oneshot::channel();
-        self.tx.send(ToEngine::Open { pushes, id }).ok()?;
+        self.tx
+            .send(ToEngine::Open {
+                pushes,
+                answers,
+                id,
+            })
+            .ok()?;
         let id = rx.await.ok()?;
         Some(EngineClient {
             id,
@@ -162,9 +166,8 @@ type StatsOf = Box<dyn Fn(&str) -> Arc<ServerStats> + Send>;
 struct Task {
     engine: Engine,
     tx: mpsc::UnboundedSender<ToEngine>,
-    /// Who waits for each request's answer, and whose request it is.
-    answers: HashMap<RequestId, (ClientId, oneshot::Sender<Answer>), IdHasher>,
-    pushes: HashMap<ClientId, PushTx, IdHasher>,
+    /// Each client's pushes and answers.
+    clients: HashMap<ClientId, (PushTx, Answers), IdHasher>,
     writers: HashMap<ConnId, mpsc::UnboundedSender<Vec<u8>>, IdHasher>,
     readers: HashMap<ConnId, tokio::task::AbortHandle, IdHasher>,
     addrs: HashMap<ConnId, Arc<ServerStats>, IdHasher>,
@@ -215,24 +218,22 @@ impl Task {
 
     fn handle(&mut self, message: ToEngine, now: Instant) {
         match message {
-            ToEngine::Open { pushes, id } => {
+            ToEngine::Open {
+                pushes,
+                answers,
+                id,
+            } => {
                 let client = self.engine.open_client();
-                self.pushes.insert(client, pushes);
+                self.clients.insert(client, (pushes, answers));
                 let _ = id.send(client);
             }
             ToEngine::Close(client) => {
-                self.pushes.remove(&client);
                 // The engine drops the client's requests without a word: so does this.
-                self.answers.retain(|_, (owner, _)| *owner != client);
+                self.clients.remove(&client);
                 self.engine.close_client(now, client);
             }
-            ToEngine::Request {
-                client,
-                argv,
-                answer,
-            } => {
-                let id = self.engine.handle_request(now, client, argv);
-                self.answers.insert(id, (client, answer));
+            ToEngine::Request { client, argv } => {
+                self.engine.handle_request(now, client, argv);
             }
             ToEngine::Wire(Wire::Connected(conn, writer)) => {
                 if let Some(stats) = self.addrs.get(&conn) {
@@ -305,18 +306,18 @@ impl Task {
             Output::Close { conn } => {
                 self.forget(conn);
             }
-            Output::Reply { request, frame, .. } => {
-                if let Some((_, answer)) = self.answers.remove(&request) {
-                    let _ = answer.send(Some(frame));
+            Output::Reply { client, frame, .. } => {
+                if let Some((_, answers)) = self.clients.get(&client) {
+                    let _ = answers.send(Some(frame));
                 }
             }
-            Output::Answered { request, .. } => {
-                if let Some((_, answer)) = self.answers.remove(&request) {
-                    let _ = answer.send(None);
+            Output::Answered { client, .. } => {
+                if let Some((_, answers)) = self.clients.get(&client) {
+                    let _ = answers.send(None);
                 }
             }
             Output::Push { client, frame } => {
-                if let Some(pushes) = self.pushes.get(&client) {
+                if let Some((pushes, _)) = self.clients.get(&client) {
                     pushes(frame);
                 }
             }
