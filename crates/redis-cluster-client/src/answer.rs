@@ -82,6 +82,7 @@ impl Engine {
                 } else {
                     self.counters.asked += 1;
                 }
+                self.unclear(key);
                 let Some(call) = self.call_mut(key) else {
                     return;
                 };
@@ -161,8 +162,14 @@ impl Engine {
             if let Some(state) = self.clients.get_mut(&client) {
                 let raw = u16::from(slot);
                 if let Some(queue) = state.slots.get_mut(&raw) {
-                    queue.retain(|k| *k != key);
-                    if queue.is_empty() {
+                    // Usually the oldest: answers come in order.
+                    if let Some(at) = queue.keys.iter().position(|k| *k == key) {
+                        queue.keys.remove(at);
+                        if at < queue.clear {
+                            queue.clear -= 1;
+                        }
+                    }
+                    if queue.keys.is_empty() {
                         state.slots.remove(&raw);
                     }
                 }

@@ -45,12 +45,16 @@ impl Engine {
         let Some(map) = &self.map else {
             return;
         };
-        let table = self.table;
-        let spec = table.lookup(&argv);
+        // One lookup of the command for its route, flags and key count.
+        let routed = self.table.routed(&argv);
+        let (route, spec, keys) = match routed {
+            Ok(r) => (Ok(r.route), Some(r.spec), r.keys),
+            Err(e) => (Err(e), self.table.lookup(&argv), 0),
+        };
         let read = spec.is_some_and(|s| s.flags.contains(CommandFlags::READONLY));
         let blocking = spec.is_some_and(|s| s.flags.contains(CommandFlags::BLOCKING));
-        let several = table.keys(&argv).is_ok_and(|k| k.len() > 1);
-        let (combine, mut calls) = match table.route(&argv) {
+        let several = keys > 1;
+        let (combine, mut calls) = match route {
             Ok(Route::Slot(slot)) => {
                 let mut call = Call::new(argv, Target::Slot { slot, read });
                 call.barrier = several || blocking;
@@ -148,7 +152,27 @@ impl Engine {
                 .slots
                 .entry(u16::from(slot))
                 .or_default()
+                .keys
                 .push_back(key);
+        }
+    }
+
+    /// A call of a slot queue leaves its connection (redirected, retried): the queue's
+    /// known-written prefix is known no more.
+    pub(crate) fn unclear(&mut self, key: CallKey) {
+        let Some(request) = self.requests.get(&key.0) else {
+            return;
+        };
+        let Some(slot) = request.calls.get(key.1).and_then(Call::slot) else {
+            return;
+        };
+        let queue = self
+            .clients
+            .get_mut(&request.client)
+            .and_then(|c| c.slots.get_mut(&u16::from(slot)));
+        if let Some(queue) = queue {
+            queue.clear = 0;
+            queue.conn = None;
         }
     }
 
@@ -171,28 +195,49 @@ impl Engine {
     /// and none of them is a barrier; so a redirect or a retry never lets a later command of
     /// the slot overtake an earlier one.
     pub(crate) fn pump(&mut self, now: Instant, client: ClientId, slot: Slot) {
-        let Some(queue) = self
-            .clients
-            .get(&client)
-            .and_then(|c| c.slots.get(&u16::from(slot)))
-        else {
+        let raw = u16::from(slot);
+        let Some(queue) = self.clients.get(&client).and_then(|c| c.slots.get(&raw)) else {
             return;
         };
-        let keys: Vec<CallKey> = queue.iter().copied().collect();
-        let mut on: Option<ConnId> = None;
-        for key in keys {
+        // The calls after the known-written prefix (those before are on `queue.conn`).
+        let start = queue.clear.min(queue.keys.len());
+        let mut on: Option<ConnId> = queue.conn.filter(|_| start > 0);
+        // A copy (sending may change the queue): on the stack for the usual few.
+        let mut small = [(RequestId(0), 0usize); 16];
+        let large: Vec<CallKey>;
+        let rest = queue.keys.len() - start;
+        let keys: &[CallKey] = if rest <= small.len() {
+            for (at, key) in small.iter_mut().zip(queue.keys.range(start..)) {
+                *at = *key;
+            }
+            &small[..rest]
+        } else {
+            large = queue.keys.range(start..).copied().collect();
+            &large
+        };
+        // Whether every call so far is written on `on` and none is a barrier: the prefix
+        // grows while this holds.
+        let mut prefix = true;
+        for (offset, &key) in keys.iter().enumerate() {
             let Some(call) = self.requests.get(&key.0).and_then(|r| r.calls.get(key.1)) else {
+                prefix = false;
                 continue;
             };
             let barrier = call.barrier;
             match call.state {
-                CallState::Done => continue,
+                CallState::Done => {
+                    prefix = false;
+                    continue;
+                }
                 CallState::Retry(_) => return,
                 CallState::Sent(conn) => {
                     if on.is_some_and(|o| o != conn) || barrier {
                         return;
                     }
                     on = Some(conn);
+                    if prefix {
+                        self.grow_prefix(client, raw, start + offset + 1, conn);
+                    }
                 }
                 CallState::Queued => {
                     if on.is_some() && call.dedicated {
@@ -207,10 +252,29 @@ impl Engine {
                     }
                     self.send(now, key);
                     match self.call_mut(key).map(|c| c.state) {
-                        Some(CallState::Sent(conn)) if !barrier => on = Some(conn),
+                        Some(CallState::Sent(conn)) if !barrier => {
+                            on = Some(conn);
+                            if prefix {
+                                self.grow_prefix(client, raw, start + offset + 1, conn);
+                            }
+                        }
                         _ => return,
                     }
                 }
+            }
+        }
+    }
+
+    /// The first `clear` calls of the client's queue for `slot` are written on `conn`.
+    fn grow_prefix(&mut self, client: ClientId, slot: u16, clear: usize, conn: ConnId) {
+        let queue = self
+            .clients
+            .get_mut(&client)
+            .and_then(|c| c.slots.get_mut(&slot));
+        if let Some(queue) = queue {
+            if clear <= queue.keys.len() {
+                queue.clear = clear;
+                queue.conn = Some(conn);
             }
         }
     }
@@ -458,6 +522,10 @@ impl Engine {
             self.complete(now, key, last);
             return;
         }
+        self.unclear(key);
+        let Some(call) = self.call_mut(key) else {
+            return;
+        };
         let pause = crate::config::backoff(base, longest, call.attempts.max(1));
         let at = now + pause;
         call.last_error = Some(error);

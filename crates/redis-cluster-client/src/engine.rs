@@ -22,7 +22,7 @@ use crate::{ClientId, Config, ConnId, IdHasher, Output, RequestId};
 #[derive(Debug, Default)]
 pub(crate) struct ClientState {
     pub(crate) order: VecDeque<RequestId>,
-    pub(crate) slots: HashMap<u16, VecDeque<CallKey>, IdHasher>,
+    pub(crate) slots: HashMap<u16, SlotQueue, IdHasher>,
     pub(crate) proto: u8,
     /// Inside MULTI: the commands queued so far.
     pub(crate) multi: Option<Multi>,
@@ -30,6 +30,18 @@ pub(crate) struct ClientState {
     pub(crate) watch: Option<Watch>,
     /// Pub/Sub.
     pub(crate) subs: Subscriptions,
+}
+
+/// One client's unanswered calls of one slot, oldest first.
+#[derive(Debug, Default)]
+pub(crate) struct SlotQueue {
+    pub(crate) keys: VecDeque<CallKey>,
+    /// How many calls at the front are known to be written on `conn`, none of them a
+    /// barrier: `pump` looks at the calls after them only, so a pipeline of n commands of
+    /// one slot costs n steps, not n². Anything that takes one of them off `conn` (a
+    /// redirect, a retry) sets it back to 0; an answer takes one off the count.
+    pub(crate) clear: usize,
+    pub(crate) conn: Option<ConnId>,
 }
 
 impl ClientState {
@@ -411,6 +423,34 @@ impl Engine {
 
     pub(crate) fn call_ref(&self, (id, index): CallKey) -> Option<&Call> {
         self.requests.get(&id)?.calls.get(index)
+    }
+}
+
+/// A command's name in lower case, kept on the stack: enough to tell the few commands the
+/// engine answers itself (none is longer than 16 bytes) without allocating per request. A
+/// longer name is empty here.
+#[derive(Clone, Copy)]
+pub(crate) struct Name {
+    buf: [u8; 16],
+    len: usize,
+}
+
+impl Name {
+    pub(crate) fn of(argv: &[Bytes]) -> Self {
+        let mut name = Self {
+            buf: [0; 16],
+            len: 0,
+        };
+        if let Some(first) = argv.first().filter(|n| n.len() <= name.buf.len()) {
+            name.len = first.len();
+            name.buf[..first.len()].copy_from_slice(first);
+            name.buf.make_ascii_lowercase();
+        }
+        name
+    }
+
+    pub(crate) fn as_bytes(&self) -> &[u8] {
+        &self.buf[..self.len]
     }
 }
 

@@ -12,7 +12,7 @@ use bytes::Bytes;
 use redis_cluster_route::{ClusterError, Redirect, Route};
 use redis_resp::{Frame, errors};
 
-use crate::engine::{Engine, masters};
+use crate::engine::{Engine, Name, masters};
 use crate::{ClientId, ConnId, Output, RequestId, error_frame};
 
 /// What one client is subscribed to, and where.
@@ -69,14 +69,12 @@ impl Engine {
         client: ClientId,
         argv: Vec<Bytes>,
     ) -> Option<Vec<Bytes>> {
-        let name = argv
-            .first()
-            .map(|n| n.to_ascii_lowercase())
-            .unwrap_or_default();
+        let name = Name::of(&argv);
+        let name = name.as_bytes();
         let state = self.clients.get(&client)?;
         let active = state.subs.active();
         let proto = state.proto;
-        match &name[..] {
+        match name {
             b"subscribe" | b"psubscribe" if argv.len() > 1 => {
                 let conn = self.subscriber_conn(now, client, None);
                 let subs = &mut self.clients.get_mut(&client)?.subs;
@@ -125,7 +123,7 @@ impl Engine {
                         }
                         self.forward(conn, &argv);
                     }
-                    None => self.not_subscribed(client, &name, &argv),
+                    None => self.not_subscribed(client, name, &argv),
                 }
             }
             b"sunsubscribe" => {
@@ -145,7 +143,7 @@ impl Engine {
                     }
                 }
                 if to.is_empty() {
-                    self.not_subscribed(client, &name, &argv);
+                    self.not_subscribed(client, name, &argv);
                 }
                 for (conn, channels) in to {
                     let mut command = vec![argv[0].clone()];
@@ -161,10 +159,11 @@ impl Engine {
                 }
             }
             _ if active && proto == 2 => {
-                let text = format!(
-                    "ERR Can't execute '{}': {ALLOWED}",
-                    String::from_utf8_lossy(&name)
-                );
+                let full = argv
+                    .first()
+                    .map(|n| String::from_utf8_lossy(n).to_lowercase())
+                    .unwrap_or_default();
+                let text = format!("ERR Can't execute '{full}': {ALLOWED}");
                 self.finish(id, error_frame(&text));
                 return None;
             }

@@ -11,7 +11,7 @@ use redis_hash_slot::Slot;
 use redis_resp::{Frame, errors};
 
 use crate::conn::Expect;
-use crate::engine::{Engine, masters};
+use crate::engine::{Engine, Name, masters};
 use crate::request::{Call, CallKey, CallState, Target};
 use crate::{ClientId, ConnId, RequestId, error_frame};
 
@@ -51,20 +51,17 @@ impl Engine {
     ) -> Option<Vec<Bytes>> {
         let table = self.table;
         let state = self.clients.get_mut(&client)?;
-        let name = argv
-            .first()
-            .map(|n| n.to_ascii_uppercase())
-            .unwrap_or_default();
-        let reply = match (&name[..], state.multi.as_mut()) {
-            (b"MULTI", Some(_)) => error_frame("ERR MULTI calls can not be nested"),
-            (b"MULTI", None) => {
+        let name = Name::of(&argv);
+        let reply = match (name.as_bytes(), state.multi.as_mut()) {
+            (b"multi", Some(_)) => error_frame("ERR MULTI calls can not be nested"),
+            (b"multi", None) => {
                 state.multi = Some(Multi::default());
                 ok()
             }
-            (b"EXEC", None) => error_frame("ERR EXEC without MULTI"),
-            (b"DISCARD", None) => error_frame("ERR DISCARD without MULTI"),
-            (b"WATCH", Some(_)) => error_frame("ERR WATCH inside MULTI is not allowed"),
-            (b"EXEC", Some(_)) => {
+            (b"exec", None) => error_frame("ERR EXEC without MULTI"),
+            (b"discard", None) => error_frame("ERR DISCARD without MULTI"),
+            (b"watch", Some(_)) => error_frame("ERR WATCH inside MULTI is not allowed"),
+            (b"exec", Some(_)) => {
                 let multi = state.multi.take().unwrap_or_default();
                 if multi.dirty {
                     self.unwatch(now, client);
@@ -74,16 +71,16 @@ impl Engine {
                     return None;
                 }
             }
-            (b"DISCARD", Some(_)) => {
+            (b"discard", Some(_)) => {
                 state.multi = None;
                 self.unwatch(now, client);
                 ok()
             }
-            (b"WATCH", None) => {
+            (b"watch", None) => {
                 self.watch(now, id, client, argv);
                 return None;
             }
-            (b"UNWATCH", None) => {
+            (b"unwatch", None) => {
                 self.unwatch(now, client);
                 ok()
             }

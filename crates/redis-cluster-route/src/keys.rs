@@ -258,7 +258,10 @@ impl CommandTable {
         })
     }
 
-    fn checked<A: AsRef<[u8]>>(&self, argv: &[A]) -> Result<&'static CommandSpec, KeyError> {
+    pub(crate) fn checked<A: AsRef<[u8]>>(
+        &self,
+        argv: &[A],
+    ) -> Result<&'static CommandSpec, KeyError> {
         let spec = self.lookup_checked(argv)?;
         if spec.accepts_argc(argv.len()) {
             Ok(spec)

@@ -47,5 +47,5 @@ pub use spec::{
     AclCategories, BeginSearch, CommandFlags, CommandSpec, FindKeys, KeySpec, KeySpecFlags,
     RequestPolicy, ResponsePolicy, Tip, Tips,
 };
-pub use split::{Merge, MergeError, Part, Route, Split};
+pub use split::{Merge, MergeError, Part, Route, Routed, Split};
 pub use table::CommandTable;

@@ -7,7 +7,7 @@ use redis_hash_slot::{Slot, key_slot};
 use redis_resp::Frame;
 
 use crate::{
-    keys::{KeyError, SlotAnswer},
+    keys::{KeyError, Keys, SlotAnswer},
     spec::{CommandSpec, FindKeys, RequestPolicy, ResponsePolicy},
     table::CommandTable,
 };
@@ -282,15 +282,54 @@ impl CommandTable {
     /// over several slots is split when its keys and their arguments fill the whole command,
     /// as they do for those; note that a split MSETNX is no longer atomic across slots.
     pub fn route<A: AsRef<[u8]>>(&self, argv: &[A]) -> Result<Route, KeyError> {
-        let answer = self.slot(argv)?;
-        let spec = self.lookup(argv).ok_or(KeyError::UnknownCommand)?;
+        self.routed(argv).map(|routed| routed.route)
+    }
+
+    /// [`CommandTable::route`], with what was found on the way: the command's spec and how
+    /// many keys it is routed by. One lookup of the command, for a caller that needs all
+    /// three per request (a proxy's hot path).
+    ///
+    /// ```
+    /// use redis_cluster_route::{CommandTable, Route};
+    ///
+    /// let routed = CommandTable::REDIS_7_0.routed(&["SET", "foo", "1"]).unwrap();
+    /// assert!(matches!(routed.route, Route::Slot(_)));
+    /// assert_eq!((routed.spec.name, routed.keys), ("set", 1));
+    /// ```
+    pub fn routed<A: AsRef<[u8]>>(&self, argv: &[A]) -> Result<Routed, KeyError> {
+        let spec = self.checked(argv)?;
+        let keys = Keys::routing(spec, argv);
+        let answer = keys.slot(argv);
+        let route = route_of(spec, argv, answer);
+        Ok(Routed {
+            route,
+            spec,
+            keys: keys.len(),
+        })
+    }
+}
+
+/// What [`CommandTable::routed`] found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Routed {
+    /// Where the command goes.
+    pub route: Route,
+    /// The command (or subcommand) it is.
+    pub spec: &'static CommandSpec,
+    /// How many keys it is routed by.
+    pub keys: usize,
+}
+
+fn route_of<A: AsRef<[u8]>>(spec: &'static CommandSpec, argv: &[A], answer: SlotAnswer) -> Route {
+    {
         let tips = spec.tips;
         let merge = match tips.response_policy() {
             Some(policy) => Merge::Policy(policy),
             None if answer == SlotAnswer::NoKeys => Merge::Aggregate,
             None => Merge::ByKey,
         };
-        Ok(match (answer, tips.request_policy()) {
+        match (answer, tips.request_policy()) {
             (_, Some(RequestPolicy::Special)) => Route::Special,
             (SlotAnswer::NoKeys, Some(RequestPolicy::AllShards)) => Route::AllShards(merge),
             (SlotAnswer::NoKeys, Some(RequestPolicy::AllNodes)) => Route::AllNodes(merge),
@@ -301,7 +340,7 @@ impl CommandTable {
                     .map_or(Route::CrossSlot, Route::Split)
             }
             (SlotAnswer::CrossSlot, _) => Route::CrossSlot,
-        })
+        }
     }
 }
 

@@ -186,15 +186,25 @@ pub(crate) async fn serve(stream: TcpStream, pool: Arc<Pool>) {
 /// A nutcracker pool's commands as nutcracker takes them; every other pool's go to its
 /// engine.
 async fn handle(pool: &Pool, session: &mut Session, argv: Argv) -> Action {
-    let name = argv
-        .first()
-        .map(|n| n.to_ascii_uppercase())
-        .unwrap_or_default();
+    // The name in capitals, on the stack for every name a command table has (the longest
+    // is 17 bytes): no allocation per command.
+    let mut stack = [0u8; 32];
+    let heap;
+    let first = argv.first().map_or(&[][..], |n| n.as_ref());
+    let name: &[u8] = if first.len() <= stack.len() {
+        let name = &mut stack[..first.len()];
+        name.copy_from_slice(first);
+        name.make_ascii_uppercase();
+        name
+    } else {
+        heap = first.to_ascii_uppercase();
+        &heap
+    };
     if pool.ring().is_some() {
-        return as_nutcracker(pool, session, &name, argv).await;
+        return as_nutcracker(pool, session, name, argv).await;
     }
     match &session.engine {
-        Some(engine) => as_engine(pool, engine, &name, argv),
+        Some(engine) => as_engine(pool, engine, name, argv),
         None => Action::Reply(Pending::Ready(error("ERR the pool has no engine"))),
     }
 }
