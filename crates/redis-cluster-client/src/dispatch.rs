@@ -84,7 +84,7 @@ impl Engine {
                     })
                     .collect();
                 self.counters.split += 1;
-                (Combine::Split(split), calls)
+                (Combine::Split(Box::new(split)), calls)
             }
             Ok(Route::AllShards(merge)) => (Combine::Fan(merge), fan(&argv, masters(map))),
             Ok(Route::AllNodes(merge)) => (Combine::Fan(merge), fan(&argv, all_nodes(map))),

@@ -96,7 +96,8 @@ pub(crate) enum Combine {
     /// One call: its reply.
     One,
     /// A split multi-key command: [`Split::merge`] over the parts in order.
-    Split(Split),
+    /// Boxed: a request is moved in and out of the engine's map, and most are not split.
+    Split(Box<Split>),
     /// A fan-out: [`Merge::merge`] over the nodes' replies.
     Fan(Merge),
     /// SCAN over the masters (sorted by address) one after the other; the cursor the

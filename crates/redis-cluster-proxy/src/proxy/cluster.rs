@@ -34,7 +34,8 @@ pub(crate) enum Pending {
     Ring(Call),
     /// A nutcracker pool's split command (MGET, DEL, UNLINK, TOUCH, EXISTS, MSET with
     /// several keys): one part per server, merged by [`Fragments::merge`].
-    Fragments(Fragments, Vec<Call>),
+    /// Boxed: every reply of a client is moved through its channel, and few are split.
+    Fragments(Box<(Fragments, Vec<Call>)>),
     /// Close the client's connection without a reply (nutcracker, when no server is left
     /// for a split MGET).
     Hangup,
@@ -228,7 +229,7 @@ impl Pool {
                 self.stats
                     .fragments
                     .fetch_add(calls.len() as u64, Ordering::Relaxed);
-                Pending::Fragments(fragments, calls)
+                Pending::Fragments(Box::new((fragments, calls)))
             }
             Plan::NoServer { reply, hang_up } => {
                 self.stats.forward_error.fetch_add(1, Ordering::Relaxed);
@@ -256,7 +257,7 @@ impl Pool {
         match pending {
             Pending::Ready(frame) => frame,
             Pending::Ring(call) => self.finish_ring(call).await.unwrap_or_else(|e| e),
-            Pending::Fragments(fragments, calls) => self.finish_fragments(fragments, calls).await.0,
+            Pending::Fragments(parts) => self.finish_fragments(parts.0, parts.1).await.0,
             Pending::Hangup => error("ERR no server"),
             Pending::Engine => error("ERR internal: an engine answer outside its client"),
             Pending::Dedicated { addr, bytes } => {
@@ -282,8 +283,8 @@ impl Pool {
     ) -> (Option<Frame>, bool) {
         match pending {
             Pending::Hangup => (None, true),
-            Pending::Fragments(fragments, calls) => {
-                let (frame, hang_up) = self.finish_fragments(fragments, calls).await;
+            Pending::Fragments(parts) => {
+                let (frame, hang_up) = self.finish_fragments(parts.0, parts.1).await;
                 (Some(frame), hang_up)
             }
             other => (Some(self.resolve(other).await), false),
