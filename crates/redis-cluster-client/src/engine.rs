@@ -87,8 +87,8 @@ pub struct Engine {
     pub(crate) counters: Counters,
     /// Slot ranges whose commands wait, each until when (`fixed.rs`).
     pub(crate) holds: Vec<(SlotRange, Instant)>,
-    /// The calls waiting for a hold to end, with the range that holds them.
-    pub(crate) held: Vec<(CallKey, SlotRange)>,
+    /// The calls waiting for a hold to end, with the range that holds them and until when.
+    pub(crate) held: Vec<(CallKey, SlotRange, Instant)>,
 }
 
 /// What the engine did, counted since it started (for a driver's INFO or metrics).

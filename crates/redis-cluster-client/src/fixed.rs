@@ -59,7 +59,7 @@ impl Engine {
     /// are sent, in their order, to where the map says now.
     pub fn release(&mut self, now: Instant, range: SlotRange) {
         self.holds.retain(|(r, _)| *r != range);
-        for (key, was) in std::mem::take(&mut self.held) {
+        for (key, was, until) in std::mem::take(&mut self.held) {
             // A part bound to the range's old master (a fan-out's, a SCAN step) goes to its
             // new one.
             let master = self
@@ -73,9 +73,10 @@ impl Engine {
             let Some(call) = request.calls.get_mut(key.1) else {
                 continue;
             };
-            let CallState::Retry(at) = call.state else {
+            // Still waiting for this hold (not retried since for another reason).
+            if call.state != CallState::Retry(until) {
                 continue;
-            };
+            }
             if let (Target::Node(old), Some(new)) = (&mut call.target, master) {
                 if *old != new {
                     if let Combine::Scan { masters, .. } = &mut request.combine {
@@ -87,7 +88,7 @@ impl Engine {
                 }
             }
             call.state = CallState::Queued;
-            self.retries.remove(&(at, key));
+            self.retries.remove(&(until, key));
             self.dispatch(now, key);
         }
     }
@@ -122,7 +123,7 @@ impl Engine {
             call.state = CallState::Retry(until);
         }
         self.retries.insert((until, key));
-        self.held.push((key, range));
+        self.held.push((key, range, until));
         true
     }
 
