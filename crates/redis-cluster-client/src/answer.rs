@@ -6,13 +6,13 @@ use std::time::Instant;
 use bytes::Bytes;
 use redis_cluster_route::{ClusterError, CommandTable, Endpoint, Redirect};
 use redis_hash_slot::Slot;
-use redis_resp::Frame;
+use redis_resp::{Frame, encoded_len};
 
 use crate::conn::Expect;
 use crate::engine::{Engine, endpoint};
 use crate::hello;
 use crate::request::{Call, CallKey, CallState, Combine, Target, scan_step};
-use crate::{ConnId, Event, Output, RequestId};
+use crate::{ClientId, ConnId, Event, Output, RequestId};
 
 impl Engine {
     /// What a reply on `conn` answers.
@@ -193,6 +193,7 @@ impl Engine {
             self.requests.remove(&id);
             return;
         };
+        let counting = self.config.client_output_limit.is_some();
         while let Some(front) = state.order.front().copied() {
             let ready = self.requests.get(&front).is_some_and(|r| r.reply.is_some());
             if !ready {
@@ -201,11 +202,16 @@ impl Engine {
             state.order.pop_front();
             if let Some(request) = self.requests.remove(&front) {
                 match (request.reply, request.silent) {
-                    (Some(frame), false) => self.outputs.push_back(Output::Reply {
-                        client,
-                        request: front,
-                        frame,
-                    }),
+                    (Some(frame), false) => {
+                        if counting {
+                            state.unwritten += encoded_len(&frame);
+                        }
+                        self.outputs.push_back(Output::Reply {
+                            client,
+                            request: front,
+                            frame,
+                        });
+                    }
                     _ => self.outputs.push_back(Output::Answered {
                         client,
                         request: front,
@@ -215,8 +221,27 @@ impl Engine {
         }
         if state.order.is_empty() {
             for frame in std::mem::take(&mut state.subs.held) {
+                if counting {
+                    state.unwritten += encoded_len(&frame);
+                }
                 self.outputs.push_back(Output::Push { client, frame });
             }
+        }
+        self.check_output_limit(client);
+    }
+
+    /// With [`Config::client_output_limit`](crate::Config): a client owed more than the limit
+    /// of replies handed out and not written is paused ([`Output::Pause`]).
+    pub(crate) fn check_output_limit(&mut self, client: ClientId) {
+        let Some(limit) = self.config.client_output_limit else {
+            return;
+        };
+        let Some(state) = self.clients.get_mut(&client) else {
+            return;
+        };
+        if !state.paused && state.unwritten > limit {
+            state.paused = true;
+            self.outputs.push_back(Output::Pause { client });
         }
     }
 

@@ -49,6 +49,13 @@ pub struct Config {
     /// retries. [`Engine::set_slot_map`](crate::Engine::set_slot_map) replaces it, and
     /// [`Engine::hold`](crate::Engine::hold) holds a range during a failover.
     pub fixed_map: Option<SlotMap>,
+    /// Backpressure in bytes: when the replies and pushes handed out to one client and not
+    /// yet reported written ([`Engine::handle_written`](crate::Engine::handle_written)) pass
+    /// this many bytes, [`Output::Pause`](crate::Output::Pause) asks the driver to stop
+    /// reading that client's commands, and [`Output::Resume`](crate::Output::Resume) comes
+    /// once half of them are written. `None` (the default): nothing is counted, and a
+    /// driver bounds its clients itself (by [`Engine::pending`](crate::Engine::pending)).
+    pub client_output_limit: Option<usize>,
 }
 
 impl Config {
@@ -69,6 +76,7 @@ impl Config {
             timeout: Duration::from_secs(2),
             auth: None,
             fixed_map: None,
+            client_output_limit: None,
         }
     }
 }

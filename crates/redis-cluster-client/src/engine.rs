@@ -30,6 +30,11 @@ pub(crate) struct ClientState {
     pub(crate) watch: Option<Watch>,
     /// Pub/Sub.
     pub(crate) subs: Subscriptions,
+    /// Bytes of replies and pushes handed out and not reported written
+    /// ([`Config::client_output_limit`]).
+    pub(crate) unwritten: usize,
+    /// Whether [`Output::Pause`] was said last (and not [`Output::Resume`]).
+    pub(crate) paused: bool,
 }
 
 /// One client's unanswered calls of one slot, oldest first.
@@ -209,6 +214,24 @@ impl Engine {
             for conn in blocked {
                 self.close(now, conn);
             }
+        }
+    }
+
+    /// The driver wrote `bytes` of the client's replies and pushes to it (their RESP
+    /// encoding, as [`redis_resp::encoded_len`] counts it). With
+    /// [`Config::client_output_limit`], a paused client whose unwritten bytes fall to half
+    /// the limit is resumed ([`Output::Resume`]).
+    pub fn handle_written(&mut self, client: ClientId, bytes: usize) {
+        let Some(limit) = self.config.client_output_limit else {
+            return;
+        };
+        let Some(state) = self.clients.get_mut(&client) else {
+            return;
+        };
+        state.unwritten = state.unwritten.saturating_sub(bytes);
+        if state.paused && state.unwritten <= limit / 2 {
+            state.paused = false;
+            self.outputs.push_back(Output::Resume { client });
         }
     }
 

@@ -43,6 +43,13 @@
 //! until EXEC, DISCARD or UNWATCH; a lost WATCH connection makes the next EXEC fail as a
 //! touched key does (a null reply).
 //!
+//! # Backpressure
+//! With [`Config::client_output_limit`] the engine counts the bytes of each client's replies
+//! and pushes it handed out; the driver reports what it wrote with
+//! [`Engine::handle_written`]. Past the limit comes [`Output::Pause`] (stop reading that
+//! client's commands), and [`Output::Resume`] once half is written. [`Engine::pending`]
+//! gives a count bound as well.
+//!
 //! # Standalone masters
 //! With [`Config::fixed_map`] the engine serves masters the caller names, sharded by slot
 //! range (fixed servers, or Sentinel-managed groups), and asks the nodes nothing about slots.
@@ -190,6 +197,18 @@ pub enum Output {
         client: ClientId,
         /// The frame, as the node sent it.
         frame: Frame,
+    },
+    /// Stop reading this client's commands: it is owed more than
+    /// [`Config::client_output_limit`] bytes of replies it has not taken (the driver reports
+    /// what it writes with [`Engine::handle_written`]).
+    Pause {
+        /// Whose.
+        client: ClientId,
+    },
+    /// Read this client's commands again: half of what paused it was written.
+    Resume {
+        /// Whose.
+        client: ClientId,
     },
     /// Something the driver may log or count.
     Event(Event),

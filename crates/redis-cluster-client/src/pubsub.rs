@@ -359,7 +359,11 @@ impl Engine {
         if state.pending_replies() {
             state.subs.held.push_back(frame);
         } else {
+            if self.config.client_output_limit.is_some() {
+                state.unwritten += redis_resp::encoded_len(&frame);
+            }
             self.push_output(Output::Push { client, frame });
+            self.check_output_limit(client);
         }
     }
 

@@ -346,6 +346,46 @@ fn hello_switches_a_client_to_resp3_and_is_checked_as_the_server_checks_it() {
 }
 
 #[test]
+fn a_client_owed_more_than_its_output_limit_is_paused_until_half_is_written() {
+    let mut h = Harness::new(2, |c| c.client_output_limit = Some(100));
+    h.start();
+    let client = h.engine.open_client();
+    let other = h.engine.open_client();
+    h.cluster.store.insert(b"big".to_vec(), vec![b'x'; 60]);
+    for _ in 0..3 {
+        h.engine.handle_request(h.now, client, argv("GET big"));
+    }
+    h.engine.handle_request(h.now, other, argv("GET big"));
+    h.settle(5);
+    assert_eq!(h.replies_of(client).len(), 3);
+    // `$60` CRLF, 60 bytes, CRLF: 67 bytes a reply. The second passes 100: one pause, and
+    // only for the client that does not take its replies (the other took one, 67 bytes).
+    assert_eq!(h.pauses, [(client, true)]);
+    h.engine.handle_written(client, 2 * 67);
+    h.outputs();
+    assert_eq!(
+        h.pauses,
+        [(client, true)],
+        "67 bytes left: more than half the limit"
+    );
+    h.engine.handle_written(client, 67);
+    h.outputs();
+    assert_eq!(h.pauses, [(client, true), (client, false)]);
+}
+
+#[test]
+fn without_an_output_limit_nothing_is_counted_or_paused() {
+    let (mut h, client) = started(1);
+    h.cluster.store.insert(b"big".to_vec(), vec![b'x'; 100_000]);
+    for _ in 0..50 {
+        h.engine.handle_request(h.now, client, argv("GET big"));
+    }
+    h.settle(5);
+    assert_eq!(h.replies_of(client).len(), 50);
+    assert!(h.pauses.is_empty());
+}
+
+#[test]
 fn two_clients_get_their_own_replies_in_their_own_order() {
     let (mut h, first) = started(3);
     let second = h.engine.open_client();

@@ -479,6 +479,8 @@ pub struct Harness {
     pub replies: Vec<(ClientId, RequestId, Frame)>,
     pub pushes: Vec<(ClientId, Frame)>,
     pub events: Vec<redis_cluster_client::Event>,
+    /// Each Pause (true) and Resume (false), in order.
+    pub pauses: Vec<(ClientId, bool)>,
     /// Writes taken from the engine and not yet delivered.
     pub wire: VecDeque<(ConnId, Vec<u8>)>,
 }
@@ -500,6 +502,7 @@ impl Harness {
             replies: Vec::new(),
             pushes: Vec::new(),
             events: Vec::new(),
+            pauses: Vec::new(),
             wire: VecDeque::new(),
         }
     }
@@ -543,6 +546,8 @@ impl Harness {
                 } => self.replies.push((client, request, frame)),
                 Output::Push { client, frame } => self.pushes.push((client, frame)),
                 Output::Event(event) => self.events.push(event),
+                Output::Pause { client } => self.pauses.push((client, true)),
+                Output::Resume { client } => self.pauses.push((client, false)),
                 _ => {}
             }
         }
