@@ -1095,3 +1095,75 @@ fn closed_clients_leave_nothing_behind_and_a_half_closed_one_gets_its_replies() 
         info_field(&proxy_info(port), "connected_clients") == "1"
     });
 }
+
+/// A subscriber that never reads its messages is disconnected once they pass 32 MB unread
+/// (the server's `client-output-buffer-limit pubsub` hard default), and the proxy's memory
+/// stays bounded while 96 MB are published.
+#[test]
+fn a_subscriber_that_never_reads_is_disconnected_at_the_pubsub_limit() {
+    let server = RedisServer::start_standalone(&[]);
+    let port = support::free_port();
+    let dir = std::env::temp_dir().join(format!("proxy-pubsub-{}-{port}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a scratch folder");
+    let conf = dir.join("proxy.toml");
+    std::fs::write(
+        &conf,
+        format!(
+            "[[pool]]\nkind = \"static\"\nlisten = \"127.0.0.1:{port}\"\n\
+             servers = [{{ address = \"127.0.0.1:{}\", slots = \"0-16383\" }}]\n",
+            server.port()
+        ),
+    )
+    .expect("the configuration");
+    let mut proxy = Command::new(support::proxy_binary())
+        .arg(&conf)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("the proxy starts");
+    let mut subscriber = loop {
+        if let Ok(stream) = std::net::TcpStream::connect(("127.0.0.1", port)) {
+            drop(stream);
+            break Client::connect(port);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let confirmed = subscriber.command(&argv("SUBSCRIBE news"));
+    assert!(matches!(confirmed, Frame::Array(_)), "{confirmed:?}");
+    let before = rss_kib(proxy.id());
+    // 96 MB of messages, published on the server itself; the subscriber reads nothing.
+    let mut publisher = server.client();
+    let message = vec![b'm'; 1024];
+    let mut peak = 0;
+    for _ in 0..96 {
+        let batch: Vec<[&[u8]; 3]> = (0..1024)
+            .map(|_| [&b"PUBLISH"[..], b"news", &message])
+            .collect();
+        let commands: Vec<&[&[u8]]> = batch.iter().map(|c| &c[..]).collect();
+        publisher.send(&commands);
+        for _ in 0..1024 {
+            publisher.read_reply();
+        }
+        peak = peak.max(rss_kib(proxy.id()));
+    }
+    // The proxy hung up on it: what the socket still held drains, then the end.
+    let mut stream = subscriber.into_stream();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("a read timeout");
+    let mut got = Vec::new();
+    let ended = stream.read_to_end(&mut got);
+    let _ = proxy.kill();
+    let _ = proxy.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+    println!(
+        "subscriber: {} of 96 MB reached it before the hang-up; proxy RSS {before} KiB before, \
+         {peak} KiB at most",
+        got.len() >> 20
+    );
+    assert!(ended.is_ok(), "the proxy closed the subscriber: {ended:?}");
+    assert!(
+        got.len() < 80 << 20,
+        "most messages were dropped, not queued"
+    );
+    assert!(peak < 80 * 1024, "proxy RSS {peak} KiB");
+}

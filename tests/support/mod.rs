@@ -266,6 +266,11 @@ impl Client {
         }
     }
 
+    /// The connection, for reading it raw (what was buffered is dropped).
+    pub fn into_stream(self) -> TcpStream {
+        self.stream
+    }
+
     /// Sends one command and reads its reply.
     pub fn command(&mut self, argv: &[&[u8]]) -> Frame {
         self.send(&[argv]);

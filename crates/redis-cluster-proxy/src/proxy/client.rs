@@ -4,14 +4,16 @@
 //! Transactions, Pub/Sub and HELLO are the engine's; the proxy answers what is about itself.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
-use redis_cluster_proto::resp::{Decoder, Frame, encode};
+use redis_cluster_proto::resp::{Decoder, Frame, encode, encoded_len};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
+use tokio::task::AbortHandle;
 
 /// How many replies one client may be owed (asked for and not yet written to its socket)
 /// before the proxy stops reading its commands: a client pipelining GETs of 1 MB values that
@@ -19,8 +21,13 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 /// still flows.
 const WINDOW: usize = 16;
 
+/// How many bytes of Pub/Sub messages a subscriber may leave unread before it is
+/// disconnected: the server's hard `client-output-buffer-limit pubsub` default (32 MB).
+const PUBSUB_LIMIT: usize = 32 << 20;
+
 use super::cluster::{Argv, Pending, Pool};
-use super::driver::{Answer, EngineClient, PushTx};
+use super::driver::{Answer, EngineClient, Gate, PushTx, Reporter};
+use super::log;
 
 enum Item {
     /// A reply to come, when the command arrived, and its place in the client's window.
@@ -70,8 +77,12 @@ pub(crate) async fn serve(stream: TcpStream, pool: Arc<Pool>) {
     let window = Arc::new(Semaphore::new(WINDOW));
     // The engine's answers to this client's commands, in their order.
     let (answers, answers_rx) = mpsc::unbounded_channel();
-    let mut writer = tokio::spawn(write_replies(wr, rx, answers_rx, pool.clone()));
-    let mut writer_done = None;
+    // Closed by the engine while the client is owed too many bytes.
+    let gate = Arc::new(Gate::default());
+    // Bytes of Pub/Sub messages queued for the writer and not written; the writer's abort
+    // handle, for a subscriber that lets them pile up.
+    let push_backlog = Arc::new(AtomicUsize::new(0));
+    let cut_off: Arc<OnceLock<AbortHandle>> = Arc::default();
     // Whether the proxy, not the client, ended the connection.
     let mut by_proxy = false;
     let mut buf = BytesMut::with_capacity(pool.read_buffer);
@@ -85,16 +96,44 @@ pub(crate) async fn serve(stream: TcpStream, pool: Arc<Pool>) {
         // sender: the engine's hold on it must not keep the writer waiting for more once
         // this task is done (each closed client's tasks and buffers stayed alive forever).
         let pushes = tx.downgrade();
+        let (backlog, cut) = (push_backlog.clone(), cut_off.clone());
         let pushes: PushTx = Arc::new(move |frame| {
+            // A subscriber that does not read its messages is disconnected once they pass
+            // PUBSUB_LIMIT, as the server's `client-output-buffer-limit pubsub` does.
+            let size = encoded_len(&frame);
+            if backlog.fetch_add(size, Ordering::Relaxed) + size > PUBSUB_LIMIT {
+                if let Some(writer) = cut.get().filter(|w| !w.is_finished()) {
+                    log::write(
+                        log::WARN,
+                        format_args!(
+                            "a subscriber left more than {PUBSUB_LIMIT} bytes of messages \
+                             unread: disconnected"
+                        ),
+                    );
+                    writer.abort();
+                }
+                return;
+            }
             if let Some(pushes) = pushes.upgrade() {
                 let _ = pushes.send(Item::Frames(vec![frame]));
             }
         });
-        session.engine = engine.open(pushes, answers).await;
+        session.engine = engine.open(pushes, answers, gate.clone()).await;
         if session.engine.is_none() {
             return;
         }
     }
+    let reporter = session.engine.as_ref().map(EngineClient::reporter);
+    let mut writer = tokio::spawn(write_replies(
+        wr,
+        rx,
+        answers_rx,
+        reporter,
+        push_backlog.clone(),
+        pool.clone(),
+    ));
+    let _ = cut_off.set(writer.abort_handle());
+    let mut writer_done = None;
     // A nutcracker pool behaves as nutcracker: no inline commands, and a request it cannot
     // parse closes the connection without a reply.
     let nutcracker = pool.ring().is_some();
@@ -157,6 +196,9 @@ pub(crate) async fn serve(stream: TcpStream, pool: Arc<Pool>) {
                 }
             }
         }
+        // A client owed more than CLIENT_OUTPUT_LIMIT bytes is not read until it takes
+        // them.
+        gate.wait().await;
         tokio::select! {
             read = rd.read_buf(&mut buf) => match read {
                 Ok(0) | Err(_) => break,
@@ -164,7 +206,8 @@ pub(crate) async fn serve(stream: TcpStream, pool: Arc<Pool>) {
             },
             // The writer closed the connection (a split request a server failed).
             done = &mut writer => {
-                writer_done = Some(done.unwrap_or(false));
+                // Aborted (a subscriber over its limit): the proxy's doing.
+                writer_done = Some(done.unwrap_or(true));
                 break;
             }
         }
@@ -172,7 +215,7 @@ pub(crate) async fn serve(stream: TcpStream, pool: Arc<Pool>) {
     drop(tx);
     let closed_by_writer = match writer_done {
         Some(closed) => closed,
-        None => writer.await.unwrap_or(false),
+        None => writer.await.unwrap_or(true),
     };
     let counter = if by_proxy || closed_by_writer {
         &stats.client_err
@@ -290,8 +333,7 @@ async fn as_nutcracker(pool: &Pool, session: &mut Session, name: &[u8], argv: Ar
 
 /// Whether nutcracker 0.5.0 serves command `name` with `extra` arguments after it.
 fn nutcracker_accepts(name: &[u8], extra: usize) -> bool {
-    static TABLE: std::sync::OnceLock<std::collections::HashMap<Vec<u8>, u8>> =
-        std::sync::OnceLock::new();
+    static TABLE: OnceLock<std::collections::HashMap<Vec<u8>, u8>> = OnceLock::new();
     let table = TABLE.get_or_init(|| {
         include_str!("nutcracker-commands.txt")
             .lines()
@@ -350,6 +392,8 @@ async fn write_replies(
     mut wr: tokio::net::tcp::OwnedWriteHalf,
     mut rx: mpsc::UnboundedReceiver<Item>,
     mut answers: mpsc::UnboundedReceiver<Answer>,
+    reporter: Option<Reporter>,
+    push_backlog: Arc<AtomicUsize>,
     pool: Arc<Pool>,
 ) -> bool {
     let stats = pool.stats.clone();
@@ -358,6 +402,9 @@ async fn write_replies(
     let mut written = Vec::new();
     // When the commands of the replies in `out` arrived.
     let mut starts: Vec<Instant> = Vec::new();
+    // Bytes of the engine's replies and pushes in `out`, reported once written; of the
+    // pushes alone.
+    let (mut engine_bytes, mut push_bytes) = (0, 0);
     while let Some(item) = rx.recv().await {
         let mut next = Some(item);
         let mut close = false;
@@ -366,6 +413,7 @@ async fn write_replies(
             match item {
                 Item::Reply(pending, started, permit) => {
                     written.extend(permit);
+                    let from_engine = matches!(pending, Pending::Engine);
                     let (frame, hang_up) = match pending {
                         Pending::Engine => match answers.recv().await {
                             Some(answer) => (answer, false),
@@ -377,7 +425,11 @@ async fn write_replies(
                         if matches!(frame, Frame::SimpleError(_)) {
                             stats.errors.fetch_add(1, Ordering::Relaxed);
                         }
+                        let before = out.len();
                         encode(&frame, &mut out);
+                        if from_engine {
+                            engine_bytes += out.len() - before;
+                        }
                     }
                     starts.push(started);
                     if hang_up {
@@ -385,9 +437,13 @@ async fn write_replies(
                     }
                 }
                 Item::Frames(frames) => {
+                    // Pushes: the engine's too.
+                    let before = out.len();
                     for frame in &frames {
                         encode(frame, &mut out);
                     }
+                    engine_bytes += out.len() - before;
+                    push_bytes += out.len() - before;
                 }
                 Item::Close => close = true,
             }
@@ -405,6 +461,10 @@ async fn write_replies(
         if wr.write_all(&out).await.is_err() {
             return false;
         }
+        if let Some(reporter) = &reporter {
+            reporter.written(std::mem::take(&mut engine_bytes));
+        }
+        push_backlog.fetch_sub(std::mem::take(&mut push_bytes), Ordering::Relaxed);
         out.clear();
         written.clear();
         if close {

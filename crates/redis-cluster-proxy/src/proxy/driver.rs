@@ -27,13 +27,71 @@ pub(crate) type Answer = Option<Frame>;
 /// Where a client's answers go, in its request order (the engine gives them in that order).
 pub(crate) type Answers = mpsc::UnboundedSender<Answer>;
 
+/// How many bytes of replies a client may be owed (handed to its connection's writer and not
+/// yet written to its socket) before its commands stop being read: the engine's
+/// `client_output_limit`. Beside the window of 16 owed replies (client.rs), it binds for
+/// replies of 256 KB and more.
+pub(crate) const CLIENT_OUTPUT_LIMIT: usize = 4 << 20;
+
+/// Whether a client's commands may be read: closed while the engine says it is owed too
+/// many bytes ([`Output::Pause`] … [`Output::Resume`]).
+#[derive(Debug, Default)]
+pub(crate) struct Gate {
+    paused: std::sync::atomic::AtomicBool,
+    opened: tokio::sync::Notify,
+}
+
+impl Gate {
+    /// Waits while the gate is closed.
+    pub(crate) async fn wait(&self) {
+        while self.paused.load(std::sync::atomic::Ordering::Acquire) {
+            self.opened.notified().await;
+        }
+    }
+
+    fn set(&self, paused: bool) {
+        self.paused
+            .store(paused, std::sync::atomic::Ordering::Release);
+        if !paused {
+            // A permit is kept if the reader is not waiting yet: no wake-up is lost.
+            self.opened.notify_one();
+        }
+    }
+}
+
+/// A client's writer reports to the engine what it wrote of the engine's replies.
+#[derive(Clone, Debug)]
+pub(crate) struct Reporter {
+    id: ClientId,
+    tx: mpsc::UnboundedSender<ToEngine>,
+}
+
+impl Reporter {
+    /// `bytes` of the engine's replies and pushes reached the client's socket.
+    pub(crate) fn written(&self, bytes: usize) {
+        if bytes > 0 {
+            let _ = self.tx.send(ToEngine::Written(self.id, bytes));
+        }
+    }
+}
+
+/// What the engine task keeps of a client.
+struct Link {
+    pushes: PushTx,
+    answers: Answers,
+    gate: Arc<Gate>,
+}
+
 /// What the engine task is told.
 enum ToEngine {
     Open {
         pushes: PushTx,
         answers: Answers,
+        gate: Arc<Gate>,
         id: oneshot::Sender<ClientId>,
     },
+    /// A client's writer wrote this many bytes of the engine's replies.
+    Written(ClientId, usize),
     Close(ClientId),
     Request {
         client: ClientId,
@@ -62,6 +120,14 @@ pub(crate) struct EngineClient {
 }
 
 impl EngineClient {
+    /// What the client's writer reports its progress with.
+    pub(crate) fn reporter(&self) -> Reporter {
+        Reporter {
+            id: self.id,
+            tx: self.tx.clone(),
+        }
+    }
+
     /// Sends one command; its answer comes on the client's answers channel, after those
     /// of the commands sent before it.
     pub(crate) fn request(&self, argv: Vec<Bytes>) {
@@ -96,6 +162,7 @@ impl EngineHandle {
         let seeds = seeds.iter().filter_map(|s| s.parse().ok()).collect();
         let mut config = Config::new(seeds);
         config.fixed_map = fixed;
+        config.client_output_limit = Some(CLIENT_OUTPUT_LIMIT);
         config.read_from = read_from;
         config.timeout = timeout;
         config.auth = password.map(|p| (None, p));
@@ -119,12 +186,18 @@ impl EngineHandle {
     }
 
     /// A new client of the engine; its pushes go to `pushes`, its answers to `answers`.
-    pub(crate) async fn open(&self, pushes: PushTx, answers: Answers) -> Option<EngineClient> {
+    pub(crate) async fn open(
+        &self,
+        pushes: PushTx,
+        answers: Answers,
+        gate: Arc<Gate>,
+    ) -> Option<EngineClient> {
         let (id, rx) = oneshot::channel();
         self.tx
             .send(ToEngine::Open {
                 pushes,
                 answers,
+                gate,
                 id,
             })
             .ok()?;
@@ -166,8 +239,8 @@ type StatsOf = Box<dyn Fn(&str) -> Arc<ServerStats> + Send>;
 struct Task {
     engine: Engine,
     tx: mpsc::UnboundedSender<ToEngine>,
-    /// Each client's pushes and answers.
-    clients: HashMap<ClientId, (PushTx, Answers), IdHasher>,
+    /// Each client's pushes, answers and read gate.
+    clients: HashMap<ClientId, Link, IdHasher>,
     writers: HashMap<ConnId, mpsc::UnboundedSender<Vec<u8>>, IdHasher>,
     readers: HashMap<ConnId, tokio::task::AbortHandle, IdHasher>,
     addrs: HashMap<ConnId, Arc<ServerStats>, IdHasher>,
@@ -221,12 +294,21 @@ impl Task {
             ToEngine::Open {
                 pushes,
                 answers,
+                gate,
                 id,
             } => {
                 let client = self.engine.open_client();
-                self.clients.insert(client, (pushes, answers));
+                self.clients.insert(
+                    client,
+                    Link {
+                        pushes,
+                        answers,
+                        gate,
+                    },
+                );
                 let _ = id.send(client);
             }
+            ToEngine::Written(client, bytes) => self.engine.handle_written(client, bytes),
             ToEngine::Close(client) => {
                 // The engine drops the client's requests without a word: so does this.
                 self.clients.remove(&client);
@@ -307,18 +389,28 @@ impl Task {
                 self.forget(conn);
             }
             Output::Reply { client, frame, .. } => {
-                if let Some((_, answers)) = self.clients.get(&client) {
-                    let _ = answers.send(Some(frame));
+                if let Some(link) = self.clients.get(&client) {
+                    let _ = link.answers.send(Some(frame));
                 }
             }
             Output::Answered { client, .. } => {
-                if let Some((_, answers)) = self.clients.get(&client) {
-                    let _ = answers.send(None);
+                if let Some(link) = self.clients.get(&client) {
+                    let _ = link.answers.send(None);
                 }
             }
             Output::Push { client, frame } => {
-                if let Some((pushes, _)) = self.clients.get(&client) {
-                    pushes(frame);
+                if let Some(link) = self.clients.get(&client) {
+                    (link.pushes)(frame);
+                }
+            }
+            Output::Pause { client } => {
+                if let Some(link) = self.clients.get(&client) {
+                    link.gate.set(true);
+                }
+            }
+            Output::Resume { client } => {
+                if let Some(link) = self.clients.get(&client) {
+                    link.gate.set(false);
                 }
             }
             Output::Event(event) if log::enabled(log::INFO) => {
