@@ -40,6 +40,7 @@ impl Engine {
                 }
             }
             Expect::Refresh { shards } => self.answer_refresh(now, conn, shards, frame),
+            Expect::Epoch => self.answer_epoch(conn, &frame),
             Expect::Info => self.answer_info(frame),
         }
     }

@@ -21,6 +21,8 @@ pub(crate) enum Expect {
     Setup,
     /// The slot map: `CLUSTER SHARDS` (`true`) or `CLUSTER SLOTS`.
     Refresh { shards: bool },
+    /// `CLUSTER INFO` before a slot map: the node's current epoch.
+    Epoch,
     /// `INFO server`: what the cluster runs.
     Info,
 }

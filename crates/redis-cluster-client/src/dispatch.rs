@@ -502,6 +502,7 @@ impl Engine {
                 }
                 Expect::Call(key) => self.retry(now, key, error_frame(&text)),
                 Expect::Refresh { .. } => self.refresh_failed(now, &text),
+                Expect::Epoch => {}
                 Expect::Info => self.info_asked = false,
                 Expect::Setup | Expect::Queued(_) => {}
             }

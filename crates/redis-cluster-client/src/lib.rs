@@ -90,9 +90,10 @@
 //!         }
 //!     }
 //!     let Some(conn) = engine.poll_transmit(&mut wire) else { break };
-//!     // The node answers INFO server, CLUSTER SHARDS, then the GET.
+//!     // The node answers INFO server, CLUSTER INFO, CLUSTER SHARDS, then the GET.
 //!     let answer: &[u8] = if wire.windows(6).any(|w| w == b"SHARDS") {
 //!         b"$32\r\n# Server\r\nredis_version:7.0.15\r\n\r\n\
+//!           $43\r\ncluster_state:ok\r\ncluster_current_epoch:1\r\n\r\n\
 //!           *1\r\n*4\r\n$5\r\nslots\r\n*2\r\n:0\r\n:16383\r\n$5\r\nnodes\r\n*1\r\n\
 //!           *6\r\n$8\r\nendpoint\r\n$9\r\n127.0.0.1\r\n$4\r\nport\r\n:7000\r\n$4\r\nrole\r\n$6\r\nmaster\r\n"
 //!     } else {

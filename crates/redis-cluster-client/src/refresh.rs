@@ -1,6 +1,12 @@
 //! Keeping the slot map fresh: `CLUSTER SHARDS` (`CLUSTER SLOTS` for a node without it) from
 //! the known masters in turn, then the seeds; after a MOVED, a lost connection or CLUSTERDOWN,
 //! and on a period; at most one at a time and one per `refresh_min_interval`.
+//!
+//! A node that lags behind is not trusted: `CLUSTER INFO` goes before each map, and a map
+//! from a node whose `cluster_current_epoch` is below the highest one a map was taken at is
+//! refused (the next node is asked). A node that missed a failover has a lower epoch than
+//! those that voted in it. After a whole round of refusals the highest epoch is forgotten,
+//! so that a cluster whose epochs went back (a reset) is followed again.
 
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
@@ -36,6 +42,10 @@ pub(crate) struct Refresh {
     no_shards: HashSet<String>,
     /// The map is the caller's ([`crate::Config::fixed_map`]): never reloaded.
     stopped: bool,
+    /// The highest `cluster_current_epoch` a map was taken at.
+    epoch: u64,
+    /// The epoch of the node asked now, once its `CLUSTER INFO` came.
+    answered_epoch: Option<u64>,
 }
 
 impl Refresh {
@@ -53,6 +63,8 @@ impl Refresh {
             moved: Vec::new(),
             no_shards: HashSet::new(),
             stopped: false,
+            epoch: 0,
+            answered_epoch: None,
         }
     }
 
@@ -90,6 +102,21 @@ impl Refresh {
 }
 
 impl Engine {
+    /// `CLUSTER INFO` of the node asked for the map: its current epoch (an error, from a
+    /// node that has none to say, leaves the map trusted as before).
+    pub(crate) fn answer_epoch(&mut self, conn: ConnId, frame: &Frame) {
+        if self.refresh.in_flight != Some(conn) {
+            return;
+        }
+        let epoch = frame.as_bytes().and_then(|text| {
+            text.split(|&b| b == b'\n')
+                .find_map(|line| line.strip_prefix(b"cluster_current_epoch:"))
+                .and_then(|n| std::str::from_utf8(n).ok())
+                .and_then(|n| n.trim().parse().ok())
+        });
+        self.refresh.answered_epoch = epoch;
+    }
+
     /// Starts a reload when one is due and none is in flight.
     pub(crate) fn drive_refresh(&mut self, now: Instant) {
         if self.refresh.due().is_none_or(|at| at > now) {
@@ -109,6 +136,10 @@ impl Engine {
         self.refresh.cursor = self.refresh.cursor.wrapping_add(1);
         let shards = !self.refresh.no_shards.contains(&addr);
         let conn = self.connection(now, &addr, 2);
+        self.refresh.answered_epoch = None;
+        if let Some(c) = self.conns.get_mut(&conn) {
+            c.write(&[&b"CLUSTER"[..], b"INFO"], Expect::Epoch, now);
+        }
         self.ask_map(now, conn, shards);
         let r = &mut self.refresh;
         r.in_flight = Some(conn);
@@ -158,6 +189,17 @@ impl Engine {
             Ok(_) => return self.refresh_failed(now, &format!("{addr}: no slot is assigned")),
             Err(e) => return self.refresh_failed(now, &format!("{addr}: {e}")),
         };
+        // A node behind the others on epochs (it missed a failover, say) is not believed.
+        if let Some(epoch) = self.refresh.answered_epoch.take() {
+            if epoch < self.refresh.epoch {
+                let behind = self.refresh.epoch;
+                return self.refresh_failed(
+                    now,
+                    &format!("{addr}: lags behind (current epoch {epoch}, seen {behind})"),
+                );
+            }
+            self.refresh.epoch = epoch;
+        }
         map.fill_unknown_hosts(&host);
         for (slot, to) in std::mem::take(&mut self.refresh.moved) {
             map.assign(slot, to);
@@ -191,6 +233,8 @@ impl Engine {
             r.again = Some(now);
         } else {
             r.failures = 0;
+            // Nobody in a whole round was trusted: epochs may have gone back (a reset).
+            r.epoch = 0;
             r.again = Some(now + self.config.retry_max);
             self.push_event(Event::RefreshFailed {
                 reason: reason.to_string(),

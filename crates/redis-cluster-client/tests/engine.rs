@@ -53,7 +53,63 @@ fn the_map_is_loaded_with_cluster_slots_when_shards_is_refused_and_the_table_fol
         .iter()
         .map(|a| String::from_utf8_lossy(&a.concat()).into_owned())
         .collect();
-    assert_eq!(asked, ["INFOserver", "CLUSTERSHARDS", "CLUSTERSLOTS"]);
+    assert_eq!(
+        asked,
+        ["INFOserver", "CLUSTERINFO", "CLUSTERSHARDS", "CLUSTERSLOTS"]
+    );
+}
+
+#[test]
+fn a_node_behind_on_epochs_is_not_believed() {
+    let (mut h, client) = started(3);
+    h.cluster.epochs = vec![7, 7, 7];
+    // A failover: node 2's slots go to node 1 at epoch 8. Node 0 missed it: it still
+    // believes the old owners and says epoch 7.
+    let old = h.cluster.owner.clone();
+    h.cluster.views.insert(0, old);
+    for owner in h.cluster.owner.iter_mut().filter(|o| **o == 2) {
+        *owner = 1;
+    }
+    h.cluster.epochs = vec![7, 8, 8];
+    let moved = (0..100)
+        .map(|i| format!("k{i}"))
+        .find(|k| h.cluster.node_of(k) == 1 && h.cluster.views[&0][usize::from(slot(k))] == 2)
+        .expect("a key of the failed-over slots");
+    // MOVED makes the engine reload the map; then it reloads every 2 s, asking the nodes in
+    // turn, node 0 among them. Once the new owner is known, no reload takes it back.
+    h.engine
+        .handle_request(h.now, client, argv(&format!("SET {moved} 1")));
+    h.settle(10);
+    let master = |h: &Harness| {
+        h.engine
+            .slot_map()
+            .and_then(|m| m.master(key_slot(moved.as_bytes())))
+            .map(|m| m.port)
+    };
+    for round in 0..8 {
+        h.advance(2100);
+        assert_eq!(
+            master(&h),
+            Some(7001),
+            "round {round}: the lagging node's map was taken"
+        );
+    }
+    let asked_node_0 = h
+        .cluster
+        .links
+        .values()
+        .filter(|l| l.node == 0)
+        .flat_map(|l| &l.seen)
+        .filter(|a| a.len() > 1 && &a[1][..] == b"SLOTS")
+        .count();
+    assert!(asked_node_0 >= 2, "node 0 was asked again: {asked_node_0}");
+    let map = h.engine.slot_map().expect("a map");
+    assert_eq!(
+        map.master(key_slot(moved.as_bytes())).map(|m| m.port),
+        Some(7001),
+        "the lagging node's map was not taken"
+    );
+    assert!(h.replies_of(client).iter().all(|r| *r == ok()));
 }
 
 #[test]

@@ -56,6 +56,11 @@ pub struct Cluster {
     pub refuse: HashSet<usize>,
     /// Nodes that were demoted to replicas outside cluster mode: writes get READONLY.
     pub demoted: HashSet<usize>,
+    /// Each node's `cluster_current_epoch`, when the test gives them (else `CLUSTER INFO`
+    /// is refused, as by a node that says nothing of epochs).
+    pub epochs: Vec<u64>,
+    /// A node's own, outdated view of who owns each slot (a node that lags behind).
+    pub views: HashMap<usize, Vec<usize>>,
 }
 
 pub fn addr(node: usize) -> String {
@@ -91,6 +96,8 @@ impl Cluster {
             links: BTreeMap::new(),
             refuse: HashSet::new(),
             demoted: HashSet::new(),
+            epochs: Vec::new(),
+            views: HashMap::new(),
         }
     }
 
@@ -260,7 +267,14 @@ impl Cluster {
                     b"# Server\r\nredis_version:7.0.15\r\n",
                 ));
             }
-            b"CLUSTER" if args[1].eq_ignore_ascii_case(b"SLOTS") => return self.slots(),
+            b"CLUSTER" if args[1].eq_ignore_ascii_case(b"SLOTS") => return self.slots(node),
+            b"CLUSTER" if args[1].eq_ignore_ascii_case(b"INFO") && !self.epochs.is_empty() => {
+                let text = format!(
+                    "cluster_state:ok\r\ncluster_current_epoch:{}\r\n",
+                    self.epochs[node]
+                );
+                return Frame::BulkString(Bytes::from(text));
+            }
             b"CLUSTER" => return err("ERR unknown subcommand"),
             b"SCAN" => return self.scan(node, args),
             b"DBSIZE" => {
@@ -396,12 +410,14 @@ impl Cluster {
         Frame::Array(vec![bulk(&next.to_string()), Frame::Array(page)])
     }
 
-    fn slots(&self) -> Frame {
+    /// `CLUSTER SLOTS` as `asked` sees the cluster.
+    fn slots(&self, asked: usize) -> Frame {
+        let owner = self.views.get(&asked).unwrap_or(&self.owner);
         let mut ranges = Vec::new();
         let mut start = 0;
         for slot in 1..=16384 {
-            if slot == 16384 || self.owner[slot] != self.owner[start] {
-                let node = self.owner[start];
+            if slot == 16384 || owner[slot] != owner[start] {
+                let node = owner[start];
                 ranges.push(Frame::Array(vec![
                     Frame::Integer(start as i64),
                     Frame::Integer(slot as i64 - 1),
