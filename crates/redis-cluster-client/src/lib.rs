@@ -4,7 +4,7 @@
 //! server would have sent, in the order the client asked. In between it does what every
 //! cluster client writes again: it keeps the slot map (`CLUSTER SHARDS`, or `CLUSTER SLOTS` on
 //! a node without it, reloaded after a MOVED, a lost connection or CLUSTERDOWN, and on a
-//! period), sends each command to the node of its slot on one pipelined connection per node,
+//! period; never from a node whose `cluster_current_epoch` is behind one already seen), sends each command to the node of its slot on one pipelined connection per node,
 //! follows MOVED (the map is updated, the command sent again) and ASK (ASKING and the command,
 //! once, the map untouched), retries TRYAGAIN, CLUSTERDOWN, LOADING, MASTERDOWN and lost
 //! connections at deadlines it computes, a bounded number of times, then gives the last error.
