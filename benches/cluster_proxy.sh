@@ -29,7 +29,13 @@ for _ in 1 2 3; do
     pids+=($!)
     nodes+=("127.0.0.1:$port")
 done
-sleep 0.5
+# Each node answers before the cluster is formed (a fixed pause was too short once).
+for node in "${nodes[@]}"; do
+    for _ in $(seq 100); do
+        if redis-cli -p "${node##*:}" ping >/dev/null 2>&1; then break; fi
+        sleep 0.05
+    done
+done
 redis-cli --cluster create "${nodes[@]}" --cluster-yes >/dev/null
 for _ in $(seq 100); do
     if redis-cli -p "${nodes[0]##*:}" cluster info | grep -q 'cluster_state:ok'; then break; fi
