@@ -847,6 +847,23 @@ fn a_pool_password_is_sent_to_the_servers() {
 }
 
 /// The resident memory of process `pid`, in KiB (`VmRSS` of /proc).
+/// A proxy process, stopped however the test ends (a failed assertion included: a proxy
+/// left running holds the test's output pipe open).
+struct Stopped(std::process::Child);
+
+impl Stopped {
+    fn stop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
 fn rss_kib(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     status
@@ -871,11 +888,14 @@ fn a_client_that_never_reads_costs_bounded_memory_and_others_keep_their_latency(
         ),
     )
     .expect("the configuration");
-    let mut proxy = Command::new(support::proxy_binary())
-        .arg(&conf)
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("the proxy starts");
+    let mut proxy = Stopped(
+        Command::new(support::proxy_binary())
+            .arg(&conf)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("the proxy starts"),
+    );
     let mut setup = loop {
         if let Ok(stream) = std::net::TcpStream::connect(("127.0.0.1", port)) {
             drop(stream);
@@ -886,7 +906,7 @@ fn a_client_that_never_reads_costs_bounded_memory_and_others_keep_their_latency(
     let value = vec![b'x'; 1 << 20];
     assert_eq!(setup.command(&[b"SET", b"big", &value]), ok());
     assert_eq!(setup.command(&[b"SET", b"small", b"1"]), ok());
-    let before = rss_kib(proxy.id());
+    let before = rss_kib(proxy.0.id());
     // 2000 GETs of the 1 MB value, never read.
     let mut hog = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
     let get = b"*2\r\n$3\r\nGET\r\n$3\r\nbig\r\n".repeat(2000);
@@ -898,11 +918,30 @@ fn a_client_that_never_reads_costs_bounded_memory_and_others_keep_their_latency(
         let started = std::time::Instant::now();
         assert_eq!(setup.command(&[b"GET", b"small"]), bulk("1"));
         slowest = slowest.max(started.elapsed());
-        peak = peak.max(rss_kib(proxy.id()));
+        peak = peak.max(rss_kib(proxy.0.id()));
         std::thread::sleep(Duration::from_millis(20));
     }
-    let _ = proxy.kill();
-    let _ = proxy.wait();
+    drop(hog);
+    // A client paused by the byte bound (three 8 MB replies owed, over the 4 MiB limit)
+    // goes away while the proxy is not reading it: it is counted out all the same (only
+    // `setup` and the INFO connection are left).
+    let huge = vec![b'y'; 8 << 20];
+    assert_eq!(setup.command(&[b"SET", b"huge", &huge]), ok());
+    let mut paused = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    paused
+        .write_all(&b"*2\r\n$3\r\nGET\r\n$4\r\nhuge\r\n".repeat(3))
+        .expect("the GETs go out");
+    // Paused by now; one more command makes the proxy read, and then wait at the bound.
+    std::thread::sleep(Duration::from_millis(500));
+    paused
+        .write_all(b"*2\r\n$3\r\nGET\r\n$4\r\nhuge\r\n")
+        .expect("one more GET");
+    std::thread::sleep(Duration::from_millis(200));
+    drop(paused);
+    wait_for("the closed clients to be counted out", 10, || {
+        info_field(&proxy_info(port), "connected_clients") == "2"
+    });
+    proxy.stop();
     let _ = std::fs::remove_dir_all(&dir);
     println!("proxy RSS: {before} KiB before, {peak} KiB at most; slowest other GET {slowest:?}");
     assert!(peak < 64 * 1024, "the proxy grew to {peak} KiB");
@@ -1115,11 +1154,14 @@ fn a_subscriber_that_never_reads_is_disconnected_at_the_pubsub_limit() {
         ),
     )
     .expect("the configuration");
-    let mut proxy = Command::new(support::proxy_binary())
-        .arg(&conf)
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("the proxy starts");
+    let mut proxy = Stopped(
+        Command::new(support::proxy_binary())
+            .arg(&conf)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("the proxy starts"),
+    );
     let mut subscriber = loop {
         if let Ok(stream) = std::net::TcpStream::connect(("127.0.0.1", port)) {
             drop(stream);
@@ -1129,7 +1171,7 @@ fn a_subscriber_that_never_reads_is_disconnected_at_the_pubsub_limit() {
     };
     let confirmed = subscriber.command(&argv("SUBSCRIBE news"));
     assert!(matches!(confirmed, Frame::Array(_)), "{confirmed:?}");
-    let before = rss_kib(proxy.id());
+    let before = rss_kib(proxy.0.id());
     // 96 MB of messages, published on the server itself; the subscriber reads nothing.
     let mut publisher = server.client();
     let message = vec![b'm'; 1024];
@@ -1143,7 +1185,7 @@ fn a_subscriber_that_never_reads_is_disconnected_at_the_pubsub_limit() {
         for _ in 0..1024 {
             publisher.read_reply();
         }
-        peak = peak.max(rss_kib(proxy.id()));
+        peak = peak.max(rss_kib(proxy.0.id()));
     }
     // The proxy hung up on it: what the socket still held drains, then the end.
     let mut stream = subscriber.into_stream();
@@ -1152,8 +1194,7 @@ fn a_subscriber_that_never_reads_is_disconnected_at_the_pubsub_limit() {
         .expect("a read timeout");
     let mut got = Vec::new();
     let ended = stream.read_to_end(&mut got);
-    let _ = proxy.kill();
-    let _ = proxy.wait();
+    proxy.stop();
     let _ = std::fs::remove_dir_all(&dir);
     println!(
         "subscriber: {} of 96 MB reached it before the hang-up; proxy RSS {before} KiB before, \

@@ -197,8 +197,14 @@ pub(crate) async fn serve(stream: TcpStream, pool: Arc<Pool>) {
             }
         }
         // A client owed more than CLIENT_OUTPUT_LIMIT bytes is not read until it takes
-        // them.
-        gate.wait().await;
+        // them (or its writer ends: a client gone while paused must not be waited for).
+        tokio::select! {
+            () = gate.wait() => {}
+            done = &mut writer => {
+                writer_done = Some(done.unwrap_or(true));
+                break;
+            }
+        }
         tokio::select! {
             read = rd.read_buf(&mut buf) => match read {
                 Ok(0) | Err(_) => break,
