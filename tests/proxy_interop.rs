@@ -847,14 +847,15 @@ fn a_pool_password_is_sent_to_the_servers() {
 }
 
 /// The resident memory of process `pid`, in KiB (`VmRSS` of /proc).
-/// A proxy process, stopped however the test ends (a failed assertion included: a proxy
-/// left running holds the test's output pipe open).
-struct Stopped(std::process::Child);
+/// A proxy process, stopped (and its scratch folder removed) however the test ends: a
+/// proxy left running after a failed assertion would hold the test's output pipe open.
+struct Stopped(std::process::Child, std::path::PathBuf);
 
 impl Stopped {
     fn stop(&mut self) {
         let _ = self.0.kill();
         let _ = self.0.wait();
+        let _ = std::fs::remove_dir_all(&self.1);
     }
 }
 
@@ -862,6 +863,32 @@ impl Drop for Stopped {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// The proxy binary on a configuration of its own (`config(port)`), once it accepts
+/// connections on `port`.
+fn proxy_process(name: &str, config: impl Fn(u16) -> String) -> (Stopped, u16) {
+    let port = support::free_port();
+    let dir = std::env::temp_dir().join(format!("proxy-{name}-{}-{port}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a scratch folder");
+    let conf = dir.join("proxy.toml");
+    std::fs::write(&conf, config(port)).expect("the configuration");
+    let child = Command::new(support::proxy_binary())
+        .arg(&conf)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("the proxy starts");
+    let proxy = Stopped(child, dir);
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the proxy did not listen"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    (proxy, port)
 }
 
 fn rss_kib(pid: u32) -> u64 {
@@ -876,33 +903,13 @@ fn rss_kib(pid: u32) -> u64 {
 #[test]
 fn a_client_that_never_reads_costs_bounded_memory_and_others_keep_their_latency() {
     let cluster = RealCluster::start(1, 0, &[]);
-    let port = support::free_port();
-    let dir = std::env::temp_dir().join(format!("proxy-window-{}-{port}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("a scratch folder");
-    let conf = dir.join("proxy.toml");
-    std::fs::write(
-        &conf,
+    let seed = cluster.nodes[0].port();
+    let (mut proxy, port) = proxy_process("window", |port| {
         format!(
-            "[[pool]]\nname = \"w\"\nlisten = \"127.0.0.1:{port}\"\nseeds = [\"127.0.0.1:{}\"]\n",
-            cluster.nodes[0].port()
-        ),
-    )
-    .expect("the configuration");
-    let mut proxy = Stopped(
-        Command::new(support::proxy_binary())
-            .arg(&conf)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("the proxy starts"),
-    );
-    let mut setup = loop {
-        if let Ok(stream) = std::net::TcpStream::connect(("127.0.0.1", port)) {
-            drop(stream);
-            break Client::connect(port);
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
+            "[[pool]]\nname = \"w\"\nlisten = \"127.0.0.1:{port}\"\nseeds = [\"127.0.0.1:{seed}\"]\n"
+        )
+    });
+    let mut setup = Client::connect(port);
     let value = vec![b'x'; 1 << 20];
     assert_eq!(setup.command(&[b"SET", b"big", &value]), ok());
     assert_eq!(setup.command(&[b"SET", b"small", b"1"]), ok());
@@ -942,7 +949,6 @@ fn a_client_that_never_reads_costs_bounded_memory_and_others_keep_their_latency(
         info_field(&proxy_info(port), "connected_clients") == "2"
     });
     proxy.stop();
-    let _ = std::fs::remove_dir_all(&dir);
     println!("proxy RSS: {before} KiB before, {peak} KiB at most; slowest other GET {slowest:?}");
     assert!(peak < 64 * 1024, "the proxy grew to {peak} KiB");
     assert!(
@@ -1141,34 +1147,14 @@ fn closed_clients_leave_nothing_behind_and_a_half_closed_one_gets_its_replies() 
 #[test]
 fn a_subscriber_that_never_reads_is_disconnected_at_the_pubsub_limit() {
     let server = RedisServer::start_standalone(&[]);
-    let port = support::free_port();
-    let dir = std::env::temp_dir().join(format!("proxy-pubsub-{}-{port}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("a scratch folder");
-    let conf = dir.join("proxy.toml");
-    std::fs::write(
-        &conf,
+    let (mut proxy, port) = proxy_process("pubsub", |port| {
         format!(
             "[[pool]]\nkind = \"static\"\nlisten = \"127.0.0.1:{port}\"\n\
              servers = [{{ address = \"127.0.0.1:{}\", slots = \"0-16383\" }}]\n",
             server.port()
-        ),
-    )
-    .expect("the configuration");
-    let mut proxy = Stopped(
-        Command::new(support::proxy_binary())
-            .arg(&conf)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("the proxy starts"),
-    );
-    let mut subscriber = loop {
-        if let Ok(stream) = std::net::TcpStream::connect(("127.0.0.1", port)) {
-            drop(stream);
-            break Client::connect(port);
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
+        )
+    });
+    let mut subscriber = Client::connect(port);
     let confirmed = subscriber.command(&argv("SUBSCRIBE news"));
     assert!(matches!(confirmed, Frame::Array(_)), "{confirmed:?}");
     let before = rss_kib(proxy.0.id());
@@ -1195,7 +1181,6 @@ fn a_subscriber_that_never_reads_is_disconnected_at_the_pubsub_limit() {
     let mut got = Vec::new();
     let ended = stream.read_to_end(&mut got);
     proxy.stop();
-    let _ = std::fs::remove_dir_all(&dir);
     println!(
         "subscriber: {} of 96 MB reached it before the hang-up; proxy RSS {before} KiB before, \
          {peak} KiB at most",
