@@ -12,10 +12,12 @@ use std::collections::VecDeque;
 
 use redis_cluster_proto::hash_slot::Slot;
 use redis_cluster_proto::resp::{Frame, errors};
-use redis_cluster_proto::route::{AclCategories, CommandFlags, CommandSpec, CommandTable, Keys};
+use redis_cluster_proto::route::{
+    AclCategories, CommandFlags, CommandSpec, CommandTable, Keys, glob_match as glob,
+};
 use redis_cluster_proto::state::{Protocol, Request};
 
-use crate::db::{Db, Entry, Fields, Value, glob, integer};
+use crate::db::{Db, Entry, Fields, Value, integer};
 use crate::dump::{dump, restore as undump, seal, verify};
 use crate::float::{FloatError, increment};
 use crate::node::Node;

@@ -27,6 +27,7 @@
 extern crate alloc;
 
 mod frame;
+mod glob;
 mod info;
 mod keys;
 mod map;
@@ -39,6 +40,7 @@ mod table;
 #[cfg(feature = "twemproxy")]
 pub mod twemproxy;
 
+pub use glob::glob_match;
 pub use keys::{KeyError, Keys, SlotAnswer};
 pub use map::{Endpoint, EndpointError, MapError, ReadFrom, Shard, SlotMap};
 pub use redirect::{ClusterError, Redirect};
