@@ -11,6 +11,7 @@
 use std::collections::VecDeque;
 
 use redis_cluster_proto::hash_slot::Slot;
+use redis_cluster_proto::resp::errors::{NOT_INTEGER, SYNTAX};
 use redis_cluster_proto::resp::{Frame, errors};
 use redis_cluster_proto::route::{
     AclCategories, CommandFlags, CommandSpec, CommandTable, Keys, glob_match as glob,
@@ -27,8 +28,6 @@ use crate::replication::propagate;
 pub(crate) type Reply = Frame<Vec<u8>>;
 
 const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
-const NOT_INTEGER: &str = "ERR value is not an integer or out of range";
-const SYNTAX: &str = "ERR syntax error";
 
 /// What one client connection carries from command to command.
 #[derive(Debug)]

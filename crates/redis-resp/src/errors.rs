@@ -23,3 +23,7 @@ pub const MASTERDOWN: &str =
     "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.";
 /// A node loading its dataset.
 pub const LOADING: &str = "LOADING Redis is loading the dataset in memory";
+/// A command's arguments do not parse (`shared.syntaxerr`).
+pub const SYNTAX: &str = "ERR syntax error";
+/// An argument that must be an integer is not one, or does not fit (`getLongLongFromObject`).
+pub const NOT_INTEGER: &str = "ERR value is not an integer or out of range";
