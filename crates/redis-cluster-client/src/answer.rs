@@ -18,7 +18,9 @@ impl Engine {
     /// What a reply on `conn` answers.
     pub(crate) fn answer(&mut self, now: Instant, conn: ConnId, expect: Expect, frame: Frame) {
         match expect {
+            Expect::Call(key) if self.is_scan_visit(key) => self.scan_visited(now, key, frame),
             Expect::Call(key) => self.answer_call(now, conn, key, frame),
+            Expect::Piece(key) => self.scan_piece(conn, key, frame),
             Expect::Queued(key) => {
                 if let Some(call) = self.call_mut(key) {
                     if frame.is_error() && call.queued_error.is_none() {
@@ -158,7 +160,16 @@ impl Engine {
             call.state = CallState::Done;
         }
         let slot = request.calls.get(key.1).and_then(Call::slot);
-        let merged = request.combined();
+        let merged = if matches!(request.combine, Combine::SlotScan(_)) {
+            let frame = request
+                .calls
+                .get_mut(key.1)
+                .and_then(|c| c.reply.take())
+                .unwrap_or_else(|| crate::error_frame("ERR no reply"));
+            self.scan_complete(key, frame)
+        } else {
+            request.combined()
+        };
         if let Some(slot) = slot {
             if let Some(state) = self.clients.get_mut(&client) {
                 let raw = u16::from(slot);

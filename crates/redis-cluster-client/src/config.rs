@@ -56,12 +56,17 @@ pub struct Config {
     /// once half of them are written. `None` (the default): nothing is counted, and a
     /// driver bounds its clients itself (by [`Engine::pending`](crate::Engine::pending)).
     pub client_output_limit: Option<usize>,
+    /// The most keys SCAN reads of one slot in one step (`CLUSTER GETKEYSINSLOT`): a slot
+    /// that holds this many or more makes SCAN answer an error, rather than give a part of
+    /// it. (A cluster SCAN reads whole slots; see the crate docs.)
+    pub scan_slot_keys: u32,
 }
 
 impl Config {
     /// The defaults, with these seeds: reads from masters, the Redis 7.0 table until the
     /// cluster says otherwise, 16 attempts, retries from 5 ms doubling to 500 ms, a reload
-    /// every 2 s and at most every 100 ms, replies owed for at most 2 s.
+    /// every 2 s and at most every 100 ms, replies owed for at most 2 s, SCAN steps of at
+    /// most 100,000 keys a slot.
     pub fn new(seeds: Vec<Endpoint>) -> Self {
         Self {
             seeds,
@@ -77,6 +82,7 @@ impl Config {
             auth: None,
             fixed_map: None,
             client_output_limit: None,
+            scan_slot_keys: 100_000,
         }
     }
 }

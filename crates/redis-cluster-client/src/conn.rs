@@ -14,6 +14,8 @@ use crate::request::CallKey;
 pub(crate) enum Expect {
     /// A client's command (or a part of one).
     Call(CallKey),
+    /// A SCAN slot read's command before its last: the reply is kept for the last one.
+    Piece(CallKey),
     /// A transaction's MULTI or queued command: only an error matters.
     Queued(CallKey),
     /// A set-up command (AUTH, HELLO, READONLY) or ASKING: an error is reported, the reply

@@ -88,6 +88,10 @@ impl Engine {
             }
             Ok(Route::AllShards(merge)) => (Combine::Fan(merge), fan(&argv, masters(map))),
             Ok(Route::AllNodes(merge)) => (Combine::Fan(merge), fan(&argv, all_nodes(map))),
+            Ok(Route::Special) if self.config.fixed_map.is_none() => {
+                self.scan_start(now, id, &argv);
+                return;
+            }
             Ok(Route::Special) => {
                 let masters = masters(map);
                 let start = argv.get(1).and_then(|c| scan_cursor(c));
@@ -372,12 +376,11 @@ impl Engine {
                 return;
             }
         };
-        let (Some(call), Some(c)) = (
-            self.requests
-                .get_mut(&key.0)
-                .and_then(|r| r.calls.get_mut(key.1)),
-            self.conns.get_mut(&conn),
-        ) else {
+        let (Some(request), Some(c)) = (self.requests.get_mut(&key.0), self.conns.get_mut(&conn))
+        else {
+            return;
+        };
+        let Some(call) = request.calls.get_mut(key.1) else {
             return;
         };
         if call.asking.take().is_some() {
@@ -387,6 +390,14 @@ impl Engine {
             c.write(&[&b"MULTI"[..]], Expect::Queued(key), now);
             for command in batch {
                 c.write(command, Expect::Queued(key), now);
+            }
+        }
+        if let Combine::SlotScan(scan) = &mut request.combine {
+            if let Some(visit) = scan.visit_mut(key.1) {
+                visit.pieces.clear();
+                for command in &visit.commands {
+                    c.write(command, Expect::Piece(key), now);
+                }
             }
         }
         c.write(&call.argv, Expect::Call(key), now);
@@ -504,7 +515,7 @@ impl Engine {
                 Expect::Refresh { .. } => self.refresh_failed(now, &text),
                 Expect::Epoch => {}
                 Expect::Info => self.info_asked = false,
-                Expect::Setup | Expect::Queued(_) => {}
+                Expect::Setup | Expect::Queued(_) | Expect::Piece(_) => {}
             }
         }
         self.refresh.want(now);

@@ -4,15 +4,16 @@
 //! server would have sent, in the order the client asked. In between it does what every
 //! cluster client writes again: it keeps the slot map (`CLUSTER SHARDS`, or `CLUSTER SLOTS` on
 //! a node without it, reloaded after a MOVED, a lost connection or CLUSTERDOWN, and on a
-//! period; never from a node whose `cluster_current_epoch` is behind one already seen), sends each command to the node of its slot on one pipelined connection per node,
-//! follows MOVED (the map is updated, the command sent again) and ASK (ASKING and the command,
+//! period; never from a node whose `cluster_current_epoch` is behind one already seen),
+//! sends each command to the node of its slot on one pipelined connection per node, follows
+//! MOVED (the map is updated, the command sent again) and ASK (ASKING and the command,
 //! once, the map untouched), retries TRYAGAIN, CLUSTERDOWN, LOADING, MASTERDOWN and lost
 //! connections at deadlines it computes, a bounded number of times, then gives the last error.
 //! Multi-key commands over several slots are split per slot (a node refuses keys of two slots
 //! in one command even when it owns both, so the parts for one node are batched on its
 //! connection instead) and merged by the command's own response policy from
 //! `redis-cluster-route`'s table, which the engine picks from what the cluster runs
-//! (`INFO server`). All-shards commands fan out; SCAN walks the masters with one cursor;
+//! (`INFO server`). All-shards commands fan out; SCAN walks the slots with one cursor;
 //! blocking commands get a connection of their own; `HELLO 2` / `HELLO 3` switch a client's
 //! RESP version, and its commands then travel on backend connections of that version.
 //!
@@ -25,6 +26,21 @@
 //! names ([`ConnId`]), writes the bytes it hands out, feeds back what backends send, and tells
 //! it the time. A tokio proxy, a blocking `std::net` client and a test harness drive the same
 //! code. It does not authenticate clients.
+//!
+//! # SCAN
+//! A node's own SCAN cannot give each key once while slots move between nodes (a key moving
+//! to a node already scanned is never seen; one moving the other way is seen twice), so a
+//! cluster's SCAN cursor is a slot number, and each call reads whole slots with `CLUSTER
+//! GETKEYSINSLOT` on the slot's master, between two `EXISTS` of a key of that slot that
+//! nobody has: the owner of a stable slot answers `0`, a node migrating it `ASK`, one that
+//! does not own it `MOVED`. Unless both say `0`, the slot is read again where they point
+//! (after `ASKING` for an ASK) and its keys are the union of the reads. A key present for
+//! the whole scan is given exactly once, reshards or not; a call starts with COUNT slots and
+//! reads more while it has fewer than COUNT keys (at most 16 × COUNT slots, at least 256).
+//! MATCH is applied by the engine, TYPE by one `TYPE` per key found. A slot holding
+//! [`Config::scan_slot_keys`] keys or more makes SCAN answer an error rather than a part of
+//! the slot. With [`Config::fixed_map`] (standalone masters, which have no slots to read)
+//! SCAN walks the masters one after the other with their own cursors.
 //!
 //! # Pub/Sub
 //! SUBSCRIBE and PSUBSCRIBE go on a connection of the client's own to one master (PUBLISH
@@ -119,6 +135,7 @@ mod ids;
 mod pubsub;
 mod refresh;
 mod request;
+mod scan;
 pub mod sentinel;
 mod transaction;
 #[cfg(feature = "twemproxy")]

@@ -18,7 +18,7 @@ pub(crate) type CallKey = (RequestId, usize);
 pub(crate) enum Target {
     /// The node serving the slot (a replica for a read when configured).
     Slot { slot: Slot, read: bool },
-    /// This node, whatever the map says (a fan-out's part, a SCAN step).
+    /// This node, whatever the map says (a fan-out's part, a SCAN step or slot read).
     Node(String),
     /// Any master (a command without keys).
     Any,
@@ -103,6 +103,8 @@ pub(crate) enum Combine {
     /// SCAN over the masters (sorted by address) one after the other; the cursor the
     /// client sees is the node's cursor times [`SCAN_NODES`] plus the node's index.
     Scan { masters: Vec<String>, node: usize },
+    /// SCAN over a cluster, slot by slot (`scan.rs`): its reply is made there.
+    SlotScan(Box<crate::scan::SlotScan>),
 }
 
 /// How many masters a composite SCAN cursor can name.
@@ -133,7 +135,9 @@ impl Request {
             .filter_map(|c| c.reply.take())
             .collect();
         let merged = match &self.combine {
-            Combine::One | Combine::Scan { .. } => replies.into_iter().next(),
+            Combine::One | Combine::Scan { .. } | Combine::SlotScan(_) => {
+                replies.into_iter().next()
+            }
             Combine::Split(split) => Some(split.merge(replies).unwrap_or_else(cannot_merge)),
             Combine::Fan(merge) => Some(merge.merge(replies).unwrap_or_else(cannot_merge)),
         };

@@ -61,6 +61,8 @@ pub struct Cluster {
     pub epochs: Vec<u64>,
     /// A node's own, outdated view of who owns each slot (a node that lags behind).
     pub views: HashMap<usize, Vec<usize>>,
+    /// `CLUSTER GETKEYSINSLOT` commands run, all nodes together.
+    pub scans: usize,
 }
 
 pub fn addr(node: usize) -> String {
@@ -98,6 +100,7 @@ impl Cluster {
             demoted: HashSet::new(),
             epochs: Vec::new(),
             views: HashMap::new(),
+            scans: 0,
         }
     }
 
@@ -275,6 +278,9 @@ impl Cluster {
                 );
                 return Frame::BulkString(Bytes::from(text));
             }
+            b"CLUSTER" if args[1].eq_ignore_ascii_case(b"GETKEYSINSLOT") => {
+                return self.keys_in_slot(node, args);
+            }
             b"CLUSTER" => return err("ERR unknown subcommand"),
             b"SCAN" => return self.scan(node, args),
             b"DBSIZE" => {
@@ -410,6 +416,26 @@ impl Cluster {
         Frame::Array(vec![bulk(&next.to_string()), Frame::Array(page)])
     }
 
+    /// `CLUSTER GETKEYSINSLOT slot count`: the keys of the slot living on `node` (a node
+    /// that is down answers CLUSTERDOWN to its probes, not to this).
+    fn keys_in_slot(&mut self, node: usize, args: &[Bytes]) -> Frame {
+        let number =
+            |i: usize| -> usize { std::str::from_utf8(&args[i]).unwrap().parse().unwrap() };
+        let (slot, count) = (number(2), number(3));
+        self.scans += 1;
+        let mut keys: Vec<&Vec<u8>> = self
+            .store
+            .keys()
+            .filter(|k| usize::from(u16::from(key_slot(k))) == slot && self.home(k) == node)
+            .collect();
+        keys.sort();
+        let page = keys.iter().take(count);
+        Frame::Array(
+            page.map(|k| Frame::BulkString(Bytes::copy_from_slice(k)))
+                .collect(),
+        )
+    }
+
     /// `CLUSTER SLOTS` as `asked` sees the cluster.
     fn slots(&self, asked: usize) -> Frame {
         let owner = self.views.get(&asked).unwrap_or(&self.owner);
@@ -480,6 +506,10 @@ pub fn exec(store: &mut HashMap<Vec<u8>, Vec<u8>>, args: &[Bytes]) -> Frame {
             }
         }
         b"PING" => Frame::SimpleString(Bytes::from_static(b"PONG")),
+        b"TYPE" if store.contains_key(&args[1][..]) => {
+            Frame::SimpleString(Bytes::from_static(b"string"))
+        }
+        b"TYPE" => Frame::SimpleString(Bytes::from_static(b"none")),
         _ => err(&format!(
             "ERR unknown command '{}'",
             String::from_utf8_lossy(&args[0])
@@ -588,6 +618,20 @@ impl Harness {
             return false;
         };
         self.cluster.deliver(conn, &bytes);
+        true
+    }
+
+    /// Delivers at most `n` bytes of the oldest write (at least one); the rest stays first on
+    /// the wire. The node runs the whole commands it has so far.
+    pub fn deliver_some(&mut self, n: usize) -> bool {
+        let Some((conn, bytes)) = self.wire.pop_front() else {
+            return false;
+        };
+        let n = n.clamp(1, bytes.len().max(1));
+        if n < bytes.len() {
+            self.wire.push_front((conn, bytes[n..].to_vec()));
+        }
+        self.cluster.deliver(conn, &bytes[..n]);
         true
     }
 
