@@ -278,6 +278,99 @@ fn a_reshard_under_a_pipelining_client_shows_it_no_error() {
     support::assert_served_through_reshard(&cluster.nodes[1], done, &errors, "the proxy");
 }
 
+/// Every key one whole SCAN through `port` gives, with how often each came.
+fn scan_counts(
+    client: &mut Client,
+    count: &str,
+) -> Result<std::collections::BTreeMap<Vec<u8>, usize>, String> {
+    let mut seen = std::collections::BTreeMap::new();
+    let mut cursor = b"0".to_vec();
+    loop {
+        let reply = client.command(&[b"SCAN", &cursor, b"COUNT", count.as_bytes()]);
+        let Frame::Array(parts) = reply else {
+            return Err(format!(
+                "SCAN {}: {reply:?}",
+                String::from_utf8_lossy(&cursor)
+            ));
+        };
+        let [Frame::BulkString(next), Frame::Array(batch)] = &parts[..] else {
+            return Err(format!("SCAN: {parts:?}"));
+        };
+        for item in batch {
+            if let Frame::BulkString(key) = item {
+                *seen.entry(key.to_vec()).or_insert(0) += 1;
+            }
+        }
+        if next.as_ref() == b"0" {
+            return Ok(seen);
+        }
+        cursor = next.to_vec();
+    }
+}
+
+#[test]
+fn a_scan_during_a_reshard_gives_every_key_exactly_once() {
+    let cluster = RealCluster::start(3, 0, &[]);
+    let port = start_proxy(&[cluster.nodes[0].port()]);
+    let mut writer = Client::connect(port);
+    let keys: Vec<Vec<u8>> = (0..30_000)
+        .map(|i| format!("scan:{i}").into_bytes())
+        .collect();
+    for chunk in keys.chunks(500) {
+        let mut argv: Vec<&[u8]> = vec![b"MSET"];
+        for key in chunk {
+            argv.push(key);
+            argv.push(b"v");
+        }
+        assert_eq!(writer.command(&argv), Frame::SimpleString("OK".into()));
+    }
+    let expected: std::collections::BTreeMap<Vec<u8>, usize> =
+        keys.iter().map(|k| (k.clone(), 1)).collect();
+    // Whole scans, one after the other, each checked, until the reshard is over.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let scanner = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut client = Client::connect(port);
+            let (mut scans, mut wrong) = (0usize, Vec::new());
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let count = if scans % 2 == 0 { "500" } else { "40" };
+                match scan_counts(&mut client, count) {
+                    Ok(seen) if seen == expected => {}
+                    Ok(seen) => {
+                        let twice = seen.values().filter(|n| **n > 1).count();
+                        let missing = expected.keys().filter(|k| !seen.contains_key(*k)).count();
+                        wrong.push(format!(
+                            "scan {scans}: {twice} keys twice, {missing} missing"
+                        ));
+                    }
+                    Err(e) => wrong.push(format!("scan {scans}: {e}")),
+                }
+                scans += 1;
+            }
+            (scans, wrong)
+        })
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    let started = std::time::Instant::now();
+    support::reshard(&cluster, 0, 1, 2000);
+    let took = started.elapsed();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let (scans, wrong) = scanner.join().expect("the scanning thread");
+    println!("{scans} whole scans during a reshard of {took:?}");
+    assert!(
+        support::slot_ranges(&cluster.nodes[1]) >= 2,
+        "no slot moved"
+    );
+    assert!(scans >= 3, "too few scans overlapped the reshard: {scans}");
+    assert!(
+        wrong.is_empty(),
+        "{} of {scans} scans wrong: {:?}",
+        wrong.len(),
+        &wrong[..wrong.len().min(5)]
+    );
+}
+
 #[test]
 fn a_hung_master_is_replaced_and_its_slots_served_again() {
     let cluster = RealCluster::start(3, 1, &["--cluster-node-timeout", "2000"]);
