@@ -372,6 +372,30 @@ fn a_scan_during_a_reshard_gives_every_key_exactly_once() {
 }
 
 #[test]
+fn resp3_attributes_and_types_reach_a_resp3_client_as_the_server_sent_them() {
+    let cluster = RealCluster::start(3, 0, &["--enable-debug-command", "yes"]);
+    let port = start_proxy(&[cluster.nodes[0].port()]);
+    let mut ours = Client::connect(port);
+    let mut theirs = cluster.nodes[0].client();
+    for client in [&mut ours, &mut theirs] {
+        assert!(matches!(client.command(&argv("HELLO 3")), Frame::Map(_)));
+    }
+    // DEBUG PROTOCOL answers each RESP3 type (`attrib`: a value with an attribute before
+    // it). Each, through the proxy, is the server's own.
+    let kinds = [
+        "attrib", "map", "set", "double", "bignum", "verbatim", "true", "false", "null", "array",
+    ];
+    for kind in kinds {
+        let line = format!("DEBUG PROTOCOL {kind}");
+        let want = theirs.command(&argv(&line));
+        assert_eq!(ours.command(&argv(&line)), want, "{line}");
+        if kind == "attrib" {
+            assert!(matches!(want, Frame::Attributed { .. }), "{want:?}");
+        }
+    }
+}
+
+#[test]
 fn a_hung_master_is_replaced_and_its_slots_served_again() {
     let cluster = RealCluster::start(3, 1, &["--cluster-node-timeout", "2000"]);
     let port = start_proxy(&[cluster.nodes[1].port(), cluster.nodes[2].port()]);
