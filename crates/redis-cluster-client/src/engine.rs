@@ -338,9 +338,15 @@ impl Engine {
                 self.lost(now, conn, why);
                 return;
             };
-            let dedicated = c.dedicated && c.owed.is_empty();
             self.answer(now, conn, expect, frame);
-            if dedicated {
+            // A dedicated connection closes after its last reply; answering may have written
+            // one more command on it (a WATCH queued behind others, sent after an UNWATCH
+            // retired its connection), which it must answer first.
+            let done = self
+                .conns
+                .get(&conn)
+                .is_some_and(|c| c.dedicated && c.owed.is_empty());
+            if done {
                 self.outputs.push_back(Output::Close { conn });
                 self.forget(conn);
             }

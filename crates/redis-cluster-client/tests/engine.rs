@@ -790,6 +790,23 @@ fn a_pipelined_watch_keeps_its_reply_when_the_exec_behind_it_fails() {
     assert_eq!(h.engine.requests_pending(), 0);
 }
 
+#[test]
+fn a_watch_sent_after_an_unwatch_retired_its_connection_still_gets_its_reply() {
+    // Found by the client_engine fuzz target: the second WATCH waits behind the first; the
+    // UNWATCH retires the connection, which is to close after its last reply; the first
+    // WATCH's reply sends the second on it, and the connection closed without its reply.
+    let (mut h, client) = started(2);
+    for line in ["WATCH k", "WATCH k", "UNWATCH", "GET k"] {
+        h.engine.handle_request(h.now, client, argv(line));
+    }
+    h.settle(10);
+    assert_eq!(
+        h.replies_of(client),
+        [ok(), ok(), ok(), Frame::NullBulkString]
+    );
+    assert_eq!(h.engine.requests_pending(), 0);
+}
+
 // ------------------------------------------------------------------------- the proptest
 
 #[derive(Clone, Debug)]
