@@ -23,6 +23,7 @@ const COMMANDS: &[&str] = &[
     "DEL a b",
     "DBSIZE",
     "SCAN 0",
+    "SCAN 16000 MATCH a* COUNT 3 TYPE string",
     "BLPOP l 0",
     "MULTI",
     "EXEC",
@@ -53,6 +54,8 @@ const ANSWERS: &[&[u8]] = &[
     b"*3\r\n$9\r\nsubscribe\r\n$2\r\nch\r\n:1\r\n",
     b"$28\r\n# Server\r\nserver_name:valkey\r\n\r\n",
     b"*-1\r\n",
+    b"*2\r\n$1\r\na\r\n$1\r\nb\r\n",
+    b"+string\r\n",
 ];
 
 fuzz_target!(|input: &[u8]| {
