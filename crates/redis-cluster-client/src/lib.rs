@@ -37,7 +37,8 @@
 //! (after `ASKING` for an ASK) and its keys are the union of the reads. A key present for
 //! the whole scan is given exactly once, reshards or not; a call starts with COUNT slots and
 //! reads more while it has fewer than COUNT keys (at most 16 × COUNT slots, at least 256).
-//! MATCH is applied by the engine, TYPE by one `TYPE` per key found. A slot holding
+//! MATCH is applied by the engine, TYPE by one `TYPE` per key found; a slot no master
+//! serves is passed over (no key of it can be reached). A slot holding
 //! [`Config::scan_slot_keys`] keys or more makes SCAN answer an error rather than a part of
 //! the slot. With [`Config::fixed_map`] (standalone masters, which have no slots to read)
 //! SCAN walks the masters one after the other with their own cursors.

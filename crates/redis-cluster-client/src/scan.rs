@@ -75,7 +75,6 @@ struct Walk {
     keys: Vec<Bytes>,
     /// Reads so far.
     hops: u32,
-    done: bool,
 }
 
 /// One write of slot reads to one node.
@@ -300,14 +299,19 @@ impl Engine {
             let slot = raw as u16;
             let master =
                 Slot::new(slot).and_then(|s| self.map.as_ref().and_then(|m| m.shard_index(s)));
+            // A slot nobody serves (`cluster-require-full-coverage no`) has no key anyone
+            // can reach: it is passed over, and the map reloaded in case it is stale.
             let Some(addr) = master.and_then(|i| self.master_addrs.get(i)) else {
                 self.refresh.want(now);
-                return self.finish(id, error_frame(errors::CLUSTERDOWN_UNBOUND));
+                continue;
             };
             match groups.last_mut() {
                 Some((last, slots)) if last == addr => slots.push((slot, false)),
                 _ => groups.push((addr.clone(), vec![(slot, false)])),
             }
+        }
+        if groups.is_empty() {
+            return self.scan_settled(now, id);
         }
         for (addr, slots) in groups {
             self.scan_visit(now, id, addr, slots, None);
@@ -438,10 +442,7 @@ impl Engine {
             }
             walk.hops += 1;
             let to = match probe(&after, &host) {
-                Probe::Clean if matches!(before, Probe::Clean) => {
-                    walk.done = true;
-                    continue;
-                }
+                Probe::Clean if matches!(before, Probe::Clean) => continue,
                 Probe::Clean => (visit.addr.clone(), false),
                 Probe::Moved(to) => {
                     moved.push((slot, endpoint(&to)));

@@ -5,7 +5,7 @@ mod harness;
 
 use std::collections::BTreeMap;
 
-use harness::{Harness, argv, err};
+use harness::{Harness, UNSERVED, argv, err};
 use proptest::prelude::*;
 use redis_cluster_client::ClientId;
 use redis_hash_slot::key_slot;
@@ -219,6 +219,29 @@ fn a_read_on_a_node_that_took_the_slot_during_the_read_is_made_again() {
         got, expected,
         "a read made while the node was importing was taken as whole"
     );
+}
+
+#[test]
+fn slots_nobody_serves_are_passed_over() {
+    // `cluster-require-full-coverage no`: slots 0-999 have no master; the others are served.
+    let keys: Vec<String> = (0..300)
+        .map(|i| format!("key:{i}"))
+        .filter(|k| slot(k.as_bytes()) >= 1000)
+        .collect();
+    let mut h = Harness::new(3, |_| {});
+    for owner in &mut h.cluster.owner[..1000] {
+        *owner = UNSERVED;
+    }
+    h.start();
+    for k in &keys {
+        h.cluster
+            .store
+            .insert(k.clone().into_bytes(), b"v".to_vec());
+    }
+    let client = h.engine.open_client();
+    let mut expected = keys.clone();
+    expected.sort();
+    assert_eq!(sorted(&scan_all(&mut h, client, " COUNT 100")), expected);
 }
 
 /// A step of a reshard, done between two deliveries of the engine's bytes.

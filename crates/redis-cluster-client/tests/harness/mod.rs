@@ -16,6 +16,9 @@ use redis_resp::{Decoder, Frame, encode, errors};
 
 pub const BASE_PORT: u16 = 7000;
 
+/// The owner of a slot nobody serves (left out of `CLUSTER SLOTS`).
+pub const UNSERVED: usize = usize::MAX;
+
 /// A link: one engine connection to one node.
 #[derive(Debug)]
 pub struct Link {
@@ -444,6 +447,10 @@ impl Cluster {
         for slot in 1..=16384 {
             if slot == 16384 || owner[slot] != owner[start] {
                 let node = owner[start];
+                if node == UNSERVED {
+                    start = slot;
+                    continue;
+                }
                 ranges.push(Frame::Array(vec![
                     Frame::Integer(start as i64),
                     Frame::Integer(slot as i64 - 1),
