@@ -1,6 +1,7 @@
 //! The engine against a scripted cluster, no sockets: redirects, retries, lost nodes, splits,
-//! SCAN, HELLO, and a proptest that any mix of commands through any interleaving of
-//! reshards, refreshes and faults gives each request the reply one standalone server gives.
+//! HELLO (SCAN is `scan.rs`), and a proptest that any mix of commands through any
+//! interleaving of reshards, refreshes and faults gives each request the reply one
+//! standalone server gives.
 
 mod harness;
 
@@ -315,50 +316,6 @@ fn msetnx_across_slots_is_refused_and_del_sums() {
             Frame::Integer(3),
             Frame::Integer(0)
         ]
-    );
-}
-
-#[test]
-fn scan_walks_every_master_with_one_cursor_and_gives_every_key_once() {
-    let (mut h, client) = started(3);
-    let keys: Vec<String> = (0..75).map(|i| format!("key:{i}")).collect();
-    for k in &keys {
-        h.cluster
-            .store
-            .insert(k.clone().into_bytes(), b"v".to_vec());
-    }
-    let mut cursor = "0".to_string();
-    let mut seen = Vec::new();
-    for _ in 0..100 {
-        h.engine
-            .handle_request(h.now, client, argv(&format!("SCAN {cursor}")));
-        h.settle(5);
-        let (_, _, reply) = h.replies.pop().expect("a reply");
-        let Frame::Array(parts) = reply else {
-            panic!("{reply:?}")
-        };
-        let [Frame::BulkString(next), Frame::Array(page)] = &parts[..] else {
-            panic!("{parts:?}")
-        };
-        seen.extend(
-            page.iter()
-                .map(|k| String::from_utf8_lossy(k.as_bytes().unwrap()).into_owned()),
-        );
-        cursor = String::from_utf8_lossy(next).into_owned();
-        if cursor == "0" {
-            break;
-        }
-    }
-    assert_eq!(cursor, "0");
-    seen.sort();
-    let mut expected = keys.clone();
-    expected.sort();
-    assert_eq!(seen, expected);
-    h.engine.handle_request(h.now, client, argv("SCAN nope"));
-    h.settle(2);
-    assert_eq!(
-        h.replies.pop().map(|r| r.2),
-        Some(err("ERR invalid cursor"))
     );
 }
 
