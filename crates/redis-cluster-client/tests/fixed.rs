@@ -213,3 +213,63 @@ fn slots_a_given_map_leaves_out_answer_clusterdown_after_the_retries() {
         "{replies:?}"
     );
 }
+
+#[test]
+fn scan_walks_the_given_masters_one_after_the_other_with_their_own_cursors() {
+    // Two standalone masters, half the slots each: they have no slots to read, so SCAN
+    // uses each one's own SCAN (the scripted node's pages are of ten keys).
+    let mut map = all_to(0);
+    let slot = |n: u16| redis_hash_slot::Slot::new(n).expect("a slot");
+    let high = SlotRange::new(slot(8192), slot(16383)).expect("a range");
+    map.assign_range(high, node(1));
+    let mut h = Harness::new(2, |c| {
+        c.seeds.clear();
+        c.fixed_map = Some(map);
+    });
+    h.start();
+    let client = h.engine.open_client();
+    let keys: Vec<String> = (0..45).map(|i| format!("key:{i}")).collect();
+    for k in &keys {
+        h.cluster
+            .store
+            .insert(k.clone().into_bytes(), b"v".to_vec());
+    }
+    let mut cursor = "0".to_string();
+    let mut seen = Vec::new();
+    for _ in 0..100 {
+        h.engine
+            .handle_request(h.now, client, argv(&format!("SCAN {cursor}")));
+        h.settle(5);
+        let reply = h.replies.pop().expect("a reply").2;
+        let Frame::Array(parts) = reply else {
+            panic!("{reply:?}")
+        };
+        let [Frame::BulkString(next), Frame::Array(page)] = &parts[..] else {
+            panic!("{parts:?}")
+        };
+        seen.extend(
+            page.iter()
+                .filter_map(|k| k.as_bytes())
+                .map(|k| String::from_utf8_lossy(k).into_owned()),
+        );
+        cursor = String::from_utf8_lossy(next).into_owned();
+        if cursor == "0" {
+            break;
+        }
+    }
+    assert_eq!(cursor, "0");
+    seen.sort();
+    let mut expected = keys;
+    expected.sort();
+    assert_eq!(seen, expected);
+    assert!(
+        ran(&h, 0)
+            .iter()
+            .chain(&ran(&h, 1))
+            .all(|c| !c.contains("GETKEYSINSLOT"))
+    );
+    assert!(
+        ran(&h, 1).iter().any(|c| c.starts_with("SCAN ")),
+        "node 1 was walked"
+    );
+}
