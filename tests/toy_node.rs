@@ -915,6 +915,16 @@ fn toy_cluster_starts_a_cluster_that_redis_cli_uses() {
             .find_map(|attempt| {
                 let base = 20_000 + (std::process::id() as u16 % 500) * 20 + attempt * 2_000;
                 let dir = std::env::temp_dir().join(format!("toy-cluster-test-{base}"));
+                // A directory toy-cluster marked as its own, with a file of an earlier run
+                // and one of the user's: only the first may go.
+                std::fs::create_dir_all(&dir).expect("the test's directory");
+                for (name, text) in [
+                    (".toy-cluster", ""),
+                    ("nodes-1.conf", "old"),
+                    ("mine.txt", "x"),
+                ] {
+                    std::fs::write(dir.join(name), text).expect("a file in the test's directory");
+                }
                 let mut child = Command::new(&binary)
                     .args(["--port", &base.to_string(), "--dir"])
                     .arg(&dir)
@@ -987,7 +997,46 @@ fn toy_cluster_starts_a_cluster_that_redis_cli_uses() {
             std::thread::sleep(Duration::from_millis(50));
         }
         child.children.clear();
+        assert!(
+            child.dir.join("mine.txt").exists(),
+            "the user's file was deleted"
+        );
+        assert!(
+            !child.dir.join("nodes-1.conf").exists(),
+            "the earlier run's file stayed"
+        );
     }
+}
+
+/// `--dir` never deletes what toy-cluster did not write: a directory that holds other files
+/// and no mark of toy-cluster's is refused before anything starts, and left as it was.
+#[test]
+fn toy_cluster_refuses_a_directory_of_the_users() {
+    let binary = support::example_binary(
+        "toy-cluster",
+        &["examples/toy-cluster", "examples/toy-node", "crates"],
+    );
+    let dir = std::env::temp_dir().join(format!("toy-cluster-refused-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("sub")).expect("the test's directory");
+    std::fs::write(dir.join("nodes-7000.conf"), "a real server's").expect("a file");
+    std::fs::write(dir.join("notes.txt"), "mine").expect("a file");
+    let output = Command::new(&binary)
+        .args(["--port", "1", "--dir"])
+        .arg(&dir)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run toy-cluster");
+    let kept = ["sub", "nodes-7000.conf", "notes.txt"].map(|n| dir.join(n).exists());
+    let listed = std::fs::read_dir(&dir).map(Iterator::count).unwrap_or(0);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("is not empty (nodes-7000.conf, notes.txt, sub)"),
+        "{stderr}"
+    );
+    assert_eq!(kept, [true; 3]);
+    assert_eq!(listed, 3, "nothing was added either");
 }
 
 /// Issue #6, test 2: a real cluster client (the `redis` crate's `ClusterClient`) writes and

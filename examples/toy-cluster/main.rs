@@ -13,8 +13,11 @@
 //! CLUSTER ADDSLOTSRANGE on the masters (the same split of the 16384 slots), CLUSTER
 //! SET-CONFIG-EPOCH, CLUSTER MEET, then CLUSTER REPLICATE on the replicas once every node
 //! knows every other; it is ready when every node says `cluster_state:ok`. The nodes.conf
-//! files go to `DIR`, emptied at start (by default a directory under the system's temporary
-//! directory, removed at the end).
+//! files go to `DIR` (by default a directory under the system's temporary directory,
+//! removed at the end). Nothing of the user's is deleted: `DIR` must be new, empty, or one
+//! toy-cluster marked as its own (a `.toy-cluster` file); at start only the files an earlier
+//! run wrote there (`nodes-PORT.conf`) are removed, and a directory that holds anything
+//! else without the mark is refused.
 
 #[path = "../toy-node/commands.rs"]
 mod commands;
@@ -29,7 +32,7 @@ mod node;
 #[path = "../toy-node/replication.rs"]
 mod replication;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
@@ -233,13 +236,76 @@ fn parse(args: &[String]) -> Result<Plan, String> {
     Ok(plan)
 }
 
+/// The file that marks a directory as toy-cluster's own.
+const MARK: &str = ".toy-cluster";
+
+/// Whether `name` is a file the nodes of a run write: `nodes-PORT.conf`, or the `.tmp` it
+/// is written to before the rename.
+fn ours(name: &str) -> bool {
+    let Some(rest) = name.strip_prefix("nodes-") else {
+        return false;
+    };
+    let port = rest
+        .strip_suffix(".conf")
+        .or_else(|| rest.strip_suffix(".tmp"));
+    port.is_some_and(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// Makes `dir` ready for the nodes' files. A new or empty directory is marked as ours; in a
+/// marked one the files of an earlier run are removed; anything else is refused, so that no
+/// file of the user's is ever deleted. The default directory (under the temporary one, named
+/// after the port) is taken as ours also unmarked when it holds nothing but nodes' files:
+/// what a run of a toy-cluster from before the mark left.
+fn prepare(dir: &Path, default: bool) -> Result<(), String> {
+    let show = dir.display();
+    std::fs::create_dir_all(dir).map_err(|e| format!("{show}: {e}"))?;
+    let names: Vec<String> = std::fs::read_dir(dir)
+        .map_err(|e| format!("{show}: {e}"))?
+        .map(|entry| entry.map(|e| e.file_name().to_string_lossy().into_owned()))
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("{show}: {e}"))?;
+    let marked = names.iter().any(|n| n == MARK) || default && names.iter().all(|n| ours(n));
+    if !names.is_empty() && !marked {
+        let mut shown: Vec<&str> = names.iter().map(String::as_str).collect();
+        shown.sort_unstable();
+        shown.truncate(3);
+        return Err(format!(
+            "{show} is not empty ({}{}) and is not a directory toy-cluster made: nothing in it \
+             is deleted; give --dir a new or empty directory",
+            shown.join(", "),
+            if names.len() > 3 { ", …" } else { "" }
+        ));
+    }
+    for name in names.iter().filter(|n| ours(n)) {
+        let path = dir.join(name);
+        std::fs::remove_file(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    std::fs::write(
+        dir.join(MARK),
+        "made by toy-cluster: it removes only nodes-PORT.conf here\n",
+    )
+    .map_err(|e| format!("{}: {e}", dir.join(MARK).display()))
+}
+
+/// Removes what the run wrote in `dir`, the mark, and `dir` itself once empty.
+fn clean(dir: &Path) {
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if ours(&name) || name == MARK {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
+    }
+    let _ = std::fs::remove_dir(dir);
+}
+
 async fn run(plan: &Plan) -> Result<(PathBuf, Vec<u16>), String> {
     let dir = plan
         .dir
         .clone()
         .unwrap_or_else(|| std::env::temp_dir().join(format!("toy-cluster-{}", plan.port)));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    prepare(&dir, plan.dir.is_none())?;
     let total = plan.masters * (plan.replicas + 1);
     let ports: Vec<u16> = (0..total as u16).map(|i| plan.port + i).collect();
     for &port in &ports {
@@ -298,6 +364,6 @@ async fn main() {
         Some(()) = async { term.as_mut()?.recv().await } => {}
     }
     if plan.dir.is_none() {
-        let _ = std::fs::remove_dir_all(&dir);
+        clean(&dir);
     }
 }
