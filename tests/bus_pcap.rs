@@ -19,7 +19,7 @@ fn every_captured_message_frames_and_decodes_with_the_manifest_totals() {
     let framer = Framer::default();
     for server in ["redis-7.0.15", "valkey-8.1.8"] {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../shared/vectors/clusterbus")
+            .join("tests/vectors/clusterbus")
             .join(server);
         let mut pcap = Vec::new();
         flate2::read::GzDecoder::new(

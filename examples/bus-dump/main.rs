@@ -5,8 +5,8 @@
 //! its `time`, `src` and `dst`.
 //!
 //! ```text
-//! cargo run --example bus-dump -- ../shared/vectors/clusterbus/redis-7.0.15/PING-002.bin
-//! cargo run --example bus-dump -- ../shared/vectors/clusterbus/redis-7.0.15/capture.pcap.gz
+//! cargo run --example bus-dump -- tests/vectors/clusterbus/redis-7.0.15/PING-002.bin
+//! cargo run --example bus-dump -- tests/vectors/clusterbus/redis-7.0.15/capture.pcap.gz
 //! sudo tcpdump -i lo -w bus.pcap 'tcp port 17000' && cargo run --example bus-dump -- bus.pcap
 //! ```
 

@@ -18,7 +18,7 @@
 //! use redis_cluster_bus::{Framed, Framer, Message};
 //!
 //! # let stream = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"),
-//! #     "/../../../shared/vectors/clusterbus/redis-7.0.15/PING-002.bin")).unwrap_or_else(|_| {
+//! #     "/../../tests/vectors/clusterbus/redis-7.0.15/PING-002.bin")).unwrap_or_else(|_| {
 //! #     let mut m = vec![0u8; 2256];
 //! #     m[..4].copy_from_slice(b"RCmb");
 //! #     m[4..8].copy_from_slice(&2256u32.to_be_bytes());

@@ -1,4 +1,4 @@
-//! Every real capture in `../shared/vectors/clusterbus` frames as one whole message, and every
+//! Every real capture in the workspace's `tests/vectors/clusterbus` frames as one whole message, and every
 //! header field read in place equals the manifest's decoding. Missing vectors fail the test.
 
 use std::path::{Path, PathBuf};
@@ -9,7 +9,7 @@ use redis_cluster_bus::{
 use serde_json::Value;
 
 fn vectors_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/vectors/clusterbus")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/vectors/clusterbus")
 }
 
 fn field<'a>(entry: &'a Value, name: &str) -> &'a Value {

@@ -1,5 +1,5 @@
 //! The slot map from every real `CLUSTER SLOTS`, `CLUSTER SHARDS` and `CLUSTER NODES` reply in
-//! `shared/vectors/cluster-text/`: each loads, covers all 16384 slots, and all six forms of one
+//! `tests/vectors/cluster-text/`: each loads, covers all 16384 slots, and all six forms of one
 //! capture agree on every slot's master and replicas. Then redirects.
 
 use std::path::{Path, PathBuf};
@@ -9,7 +9,7 @@ use redis_hash_slot::{Slot, key_slot};
 use redis_resp::{Frame, Status};
 
 fn captures() -> Vec<PathBuf> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/vectors/cluster-text");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/vectors/cluster-text");
     ["redis-7.0.15", "valkey-8.1.8"]
         .iter()
         .flat_map(|server| [root.join(server), root.join(server).join("after-failovers")])

@@ -1,6 +1,7 @@
 //! The command tables in `src/table/` are generated from the real servers' `COMMAND` replies
-//! in `shared/vectors/commands/`. This test generates them again and fails on any difference;
-//! `REGENERATE_TABLES=1 cargo test -p redis-cluster-route --test table` rewrites them.
+//! in the workspace's `tests/vectors/commands/`. This test generates them again and fails on
+//! any difference; `REGENERATE_TABLES=1 cargo test -p redis-cluster-route --test table`
+//! rewrites them.
 //!
 //! It also checks that the RESP2 and RESP3 replies of each server describe the same table.
 
@@ -30,7 +31,7 @@ const SERVERS: [(&str, &str, &str, CommandTable); 2] = [
 
 fn vectors(folder: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/vectors/commands")
+        .join("../../tests/vectors/commands")
         .join(folder)
 }
 
@@ -241,7 +242,7 @@ fn generate(server: &str, folder: &str, reply: &F<'_>) -> String {
     commands.sort_by_key(|c| text(&items(c)[0]));
     let mut out = format!(
         "//! The commands of {server}, generated from its `COMMAND` reply\n\
-         //! (`shared/vectors/commands/{folder}/command.resp2`) by `tests/table.rs`. Do not edit.\n\
+         //! (`tests/vectors/commands/{folder}/command.resp2`) by `tests/table.rs`. Do not edit.\n\
          \n\
          use crate::spec::*;\n\
          \n\

@@ -1,5 +1,5 @@
 //! CLUSTER SLOTS, SHARDS and INFO from a loaded node against the real replies of the same node
-//! in `shared/vectors/cluster-text/`: SLOTS byte for byte in both protocols, SHARDS shard by
+//! in the workspace's `tests/vectors/cluster-text/`: SLOTS byte for byte in both protocols, SHARDS shard by
 //! shard (the server lists them in its hash table's order), INFO up to the message counters.
 
 mod support;

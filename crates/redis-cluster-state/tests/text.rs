@@ -1,4 +1,4 @@
-//! nodes.conf and CLUSTER NODES against the real files of `shared/vectors/cluster-text/`:
+//! nodes.conf and CLUSTER NODES against the real files of the workspace's `tests/vectors/cluster-text/`:
 //! every nodes.conf loads, and what we write back is the same text (node order aside, and
 //! with the ping / pong times a load sets to "now"), as is our CLUSTER NODES against the real
 //! CLUSTER NODES of the same node.

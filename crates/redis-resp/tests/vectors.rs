@@ -1,4 +1,4 @@
-//! Every RESP capture in `../shared/vectors` (replies of real Redis 7.0.15 and Valkey 8.1.8)
+//! Every RESP capture in the workspace's `tests/vectors` (replies of real Redis 7.0.15 and Valkey 8.1.8)
 //! decodes whole and re-encodes to the same bytes. Missing vectors fail the test.
 
 use std::collections::BTreeSet;
@@ -8,7 +8,7 @@ use bytes::BytesMut;
 use redis_resp::{Decoder, Frame, Status, encode};
 
 fn vectors_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/vectors")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/vectors")
 }
 
 fn resp_files(dir: &Path, out: &mut Vec<PathBuf>) {

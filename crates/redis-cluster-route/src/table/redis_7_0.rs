@@ -1,5 +1,5 @@
 //! The commands of Redis 7.0.15, generated from its `COMMAND` reply
-//! (`shared/vectors/commands/redis-7.0.15/command.resp2`) by `tests/table.rs`. Do not edit.
+//! (`tests/vectors/commands/redis-7.0.15/command.resp2`) by `tests/table.rs`. Do not edit.
 
 use crate::spec::*;
 

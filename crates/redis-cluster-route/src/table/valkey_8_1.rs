@@ -1,5 +1,5 @@
 //! The commands of Valkey 8.1.8, generated from its `COMMAND` reply
-//! (`shared/vectors/commands/valkey-8.1.8/command.resp2`) by `tests/table.rs`. Do not edit.
+//! (`tests/vectors/commands/valkey-8.1.8/command.resp2`) by `tests/table.rs`. Do not edit.
 
 use crate::spec::*;
 

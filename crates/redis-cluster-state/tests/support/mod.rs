@@ -16,7 +16,7 @@ pub const NOW: u64 = 1_800_000_000_123;
 
 /// The four captures and their base node's port.
 pub fn dirs() -> Vec<(PathBuf, u16)> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/vectors/cluster-text");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/vectors/cluster-text");
     vec![
         (root.join("redis-7.0.15"), 7000),
         (root.join("redis-7.0.15/after-failovers"), 7000),
