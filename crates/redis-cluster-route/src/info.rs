@@ -14,6 +14,9 @@ type Reply = Frame<&'static [u8]>;
 #[derive(Clone, Copy)]
 struct Shape {
     resp3: bool,
+    /// The subcommands of a command that has none are an empty array, not an empty set
+    /// (Valkey 9).
+    no_subcommands_array: bool,
 }
 
 impl Shape {
@@ -93,9 +96,9 @@ impl Shape {
 
     fn command(self, spec: &CommandSpec) -> Reply {
         let (first, last, step) = spec.legacy_keys;
-        let subcommands = if spec.subcommands.is_empty() {
-            // The server answers an empty set for a command without subcommands, and an
-            // array for the others.
+        let subcommands = if spec.subcommands.is_empty() && !self.no_subcommands_array {
+            // Redis and Valkey 8 answer an empty set for a command without subcommands, and
+            // an array for the others; Valkey 9 an array always.
             self.set(Vec::new())
         } else {
             Frame::Array(spec.subcommands.iter().map(|s| self.command(s)).collect())
@@ -138,7 +141,8 @@ impl CommandSpec {
     ///
     /// The server lists subcommands, like the commands of a bare `COMMAND`, in the order of
     /// its hash table, which a random seed changes from run to run; the table gives them
-    /// sorted by name.
+    /// sorted by name. This is the entry as Redis and Valkey 8 shape it;
+    /// [`CommandTable::info`](crate::CommandTable::info) shapes it as the table's server does.
     ///
     /// ```
     /// use redis_cluster_route::CommandTable;
@@ -149,6 +153,18 @@ impl CommandSpec {
     /// assert!(out.starts_with(b"*10\r\n$3\r\nget\r\n:2\r\n*2\r\n+readonly\r\n+fast\r\n:1\r\n"));
     /// ```
     pub fn info(&self, resp3: bool) -> Frame<&'static [u8]> {
-        Shape { resp3 }.command(self)
+        self.info_shaped(resp3, false)
+    }
+
+    pub(crate) fn info_shaped(
+        &self,
+        resp3: bool,
+        no_subcommands_array: bool,
+    ) -> Frame<&'static [u8]> {
+        Shape {
+            resp3,
+            no_subcommands_array,
+        }
+        .command(self)
     }
 }

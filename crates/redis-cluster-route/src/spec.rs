@@ -121,7 +121,7 @@ macro_rules! bits {
 
 bits! {
     /// Command flags (`COMMAND`'s third field), numbered in the order the servers list them
-    /// (Redis 7.0's and Valkey 8.1's `addReplyFlagsForCommand`), so that
+    /// (Redis's and Valkey's `addReplyFlagsForCommand`), so that
     /// [`CommandFlags::names`] gives a reply's order.
     CommandFlags(u32) {
         /// May modify the keyspace.
@@ -130,46 +130,48 @@ bits! {
         READONLY = 1, "readonly";
         /// May grow memory use: refused when over `maxmemory`.
         DENYOOM = 2, "denyoom";
+        /// A module's command (Redis 8's vector sets are one).
+        MODULE = 3, "module";
         /// Administrative.
-        ADMIN = 3, "admin";
+        ADMIN = 4, "admin";
         /// Pub/Sub.
-        PUBSUB = 4, "pubsub";
+        PUBSUB = 5, "pubsub";
         /// Not allowed in scripts.
-        NOSCRIPT = 5, "noscript";
+        NOSCRIPT = 6, "noscript";
         /// May block the client.
-        BLOCKING = 6, "blocking";
+        BLOCKING = 7, "blocking";
         /// Allowed while loading the dataset.
-        LOADING = 7, "loading";
+        LOADING = 8, "loading";
         /// Allowed on a stale replica.
-        STALE = 8, "stale";
+        STALE = 9, "stale";
         /// Not shown by MONITOR.
-        SKIP_MONITOR = 9, "skip_monitor";
+        SKIP_MONITOR = 10, "skip_monitor";
         /// Not logged by SLOWLOG.
-        SKIP_SLOWLOG = 10, "skip_slowlog";
+        SKIP_SLOWLOG = 11, "skip_slowlog";
         /// Not logged by COMMANDLOG (Valkey 8.1).
-        SKIP_COMMANDLOG = 11, "skip_commandlog";
+        SKIP_COMMANDLOG = 12, "skip_commandlog";
         /// Served for an importing slot after ASKING.
-        ASKING = 12, "asking";
+        ASKING = 13, "asking";
         /// O(1) or O(log N).
-        FAST = 13, "fast";
+        FAST = 14, "fast";
         /// Allowed before AUTH.
-        NO_AUTH = 14, "no_auth";
+        NO_AUTH = 15, "no_auth";
         /// May be propagated to replicas though it is not a write (PUBLISH, EVAL).
-        MAY_REPLICATE = 15, "may_replicate";
+        MAY_REPLICATE = 16, "may_replicate";
         /// Available in a Sentinel.
-        SENTINEL = 16, "sentinel";
+        SENTINEL = 17, "sentinel";
         /// Available only in a Sentinel.
-        ONLY_SENTINEL = 17, "only_sentinel";
+        ONLY_SENTINEL = 18, "only_sentinel";
         /// May run with no key at all (EVAL with 0 keys).
-        NO_MANDATORY_KEYS = 18, "no_mandatory_keys";
+        NO_MANDATORY_KEYS = 19, "no_mandatory_keys";
         /// Refused during async loading.
-        NO_ASYNC_LOADING = 19, "no_async_loading";
+        NO_ASYNC_LOADING = 20, "no_async_loading";
         /// Not allowed in MULTI.
-        NO_MULTI = 20, "no_multi";
+        NO_MULTI = 21, "no_multi";
         /// The key positions depend on the arguments.
-        MOVABLEKEYS = 21, "movablekeys";
+        MOVABLEKEYS = 22, "movablekeys";
         /// Allowed while a script or function is busy.
-        ALLOW_BUSY = 22, "allow_busy";
+        ALLOW_BUSY = 23, "allow_busy";
     }
 }
 

@@ -4,13 +4,17 @@
 #[rustfmt::skip]
 mod redis_7_0;
 #[rustfmt::skip]
+mod redis_8_2;
+#[rustfmt::skip]
 mod valkey_8_1;
+#[rustfmt::skip]
+mod valkey_9_1;
 
 use crate::spec::CommandSpec;
 
 /// Slots in a table's name index: a power of two, four times the commands or more, so that a
 /// lookup mostly probes once.
-const INDEX_LEN: usize = 1024;
+const INDEX_LEN: usize = 2048;
 
 /// FNV-1a over the ASCII-lowercased name.
 const fn name_hash(name: &[u8]) -> u32 {
@@ -42,7 +46,9 @@ const fn index(commands: &[CommandSpec]) -> [u16; INDEX_LEN] {
 }
 
 static REDIS_7_0_INDEX: [u16; INDEX_LEN] = index(redis_7_0::COMMANDS);
+static REDIS_8_2_INDEX: [u16; INDEX_LEN] = index(redis_8_2::COMMANDS);
 static VALKEY_8_1_INDEX: [u16; INDEX_LEN] = index(valkey_8_1::COMMANDS);
+static VALKEY_9_1_INDEX: [u16; INDEX_LEN] = index(valkey_9_1::COMMANDS);
 
 /// The commands one server knows, with their subcommands, looked up by name.
 ///
@@ -61,6 +67,9 @@ pub struct CommandTable {
     pub server: &'static str,
     commands: &'static [CommandSpec],
     index: &'static [u16; INDEX_LEN],
+    /// `COMMAND` gives a command without subcommands an empty array (Valkey 9), not an
+    /// empty set, in RESP3.
+    no_subcommands_array: bool,
 }
 
 impl CommandTable {
@@ -69,6 +78,17 @@ impl CommandTable {
         server: "redis 7.0.15",
         commands: redis_7_0::COMMANDS,
         index: &REDIS_7_0_INDEX,
+        no_subcommands_array: false,
+    };
+
+    /// Redis 8.2.3's 267 commands and 130 subcommands: 7.0's and what 7.2, 7.4, 8.0 and 8.2
+    /// added (the HEXPIRE family, HGETEX / HSETEX / HGETDEL, XDELEX, the vector sets' V*
+    /// commands, CLUSTER SLOT-STATS, …).
+    pub const REDIS_8_2: Self = Self {
+        server: "redis 8.2.3",
+        commands: redis_8_2::COMMANDS,
+        index: &REDIS_8_2_INDEX,
+        no_subcommands_array: false,
     };
 
     /// Valkey 8.1.8's 242 commands and 137 subcommands.
@@ -76,7 +96,81 @@ impl CommandTable {
         server: "valkey 8.1.8",
         commands: valkey_8_1::COMMANDS,
         index: &VALKEY_8_1_INDEX,
+        no_subcommands_array: false,
     };
+
+    /// Valkey 9.1.2's 257 commands and 142 subcommands: 8.1's and what 9.0 and 9.1 added
+    /// (DELIFEQ, the HEXPIRE family, atomic slot migration's CLUSTER subcommands, …).
+    pub const VALKEY_9_1: Self = Self {
+        server: "valkey 9.1.2",
+        commands: valkey_9_1::COMMANDS,
+        index: &VALKEY_9_1_INDEX,
+        no_subcommands_array: true,
+    };
+
+    /// Every table, oldest first within each server family.
+    pub const ALL: [Self; 4] = [
+        Self::REDIS_7_0,
+        Self::REDIS_8_2,
+        Self::VALKEY_8_1,
+        Self::VALKEY_9_1,
+    ];
+
+    /// The table for a server as `INFO server` or `HELLO` names it (`redis` or `valkey`, and
+    /// its version): the newest table of that server not newer than the version, or the
+    /// family's oldest for a version older than every table (Redis 7.2 and 8.0 get 7.0's,
+    /// Valkey 9.0 gets 8.1's, Redis 8.4 gets 8.2's). A name that is not `valkey` is taken
+    /// as Redis, and a version that does not parse as the oldest.
+    ///
+    /// ```
+    /// use redis_cluster_route::CommandTable;
+    ///
+    /// assert_eq!(CommandTable::for_server("redis", "8.2.3").server, "redis 8.2.3");
+    /// assert_eq!(CommandTable::for_server("redis", "7.4.1").server, "redis 7.0.15");
+    /// assert_eq!(CommandTable::for_server("valkey", "9.0.0").server, "valkey 8.1.8");
+    /// assert_eq!(CommandTable::for_server("valkey", "10.0.1").server, "valkey 9.1.2");
+    /// ```
+    pub fn for_server(name: &str, version: &str) -> Self {
+        let family = if name.eq_ignore_ascii_case("valkey") {
+            "valkey"
+        } else {
+            "redis"
+        };
+        let wanted = parse_version(version).unwrap_or_default();
+        let mut chosen: Option<Self> = None;
+        for table in Self::ALL {
+            let Some((name, at)) = table.server.split_once(' ') else {
+                continue;
+            };
+            if name != family {
+                continue;
+            }
+            let at = parse_version(at).unwrap_or_default();
+            match chosen {
+                None => chosen = Some(table),
+                Some(_) if at <= wanted => chosen = Some(table),
+                Some(_) => {}
+            }
+        }
+        chosen.unwrap_or(Self::REDIS_7_0)
+    }
+
+    /// `spec`'s entry in this server's `COMMAND` and `COMMAND INFO` replies, shaped as this
+    /// server shapes it (see [`CommandSpec::info`]; Valkey 9 gives a command without
+    /// subcommands an empty array in RESP3 where the others give an empty set).
+    ///
+    /// ```
+    /// use redis_cluster_route::CommandTable;
+    ///
+    /// let table = CommandTable::VALKEY_9_1;
+    /// let get = table.command(b"get").expect("GET");
+    /// let mut out = Vec::new();
+    /// redis_resp::encode(&table.info(get, true), &mut out);
+    /// assert!(out.ends_with(b"*0\r\n"));
+    /// ```
+    pub fn info(&self, spec: &CommandSpec, resp3: bool) -> redis_resp::Frame<&'static [u8]> {
+        spec.info_shaped(resp3, self.no_subcommands_array)
+    }
 
     /// Every top-level command, sorted by name.
     pub const fn commands(&self) -> &'static [CommandSpec] {
@@ -132,6 +226,18 @@ impl CommandTable {
             _ => Some(command),
         }
     }
+}
+
+/// `major.minor.patch` as numbers (missing parts are 0); `None` when it does not start so.
+fn parse_version(text: &str) -> Option<(u32, u32, u32)> {
+    let mut parts = text.trim().split('.').map(|p| {
+        let digits: &str = &p[..p.bytes().take_while(u8::is_ascii_digit).count()];
+        digits.parse::<u32>().ok()
+    });
+    let major = parts.next()??;
+    let minor = parts.next().flatten().unwrap_or(0);
+    let patch = parts.next().flatten().unwrap_or(0);
+    Some((major, minor, patch))
 }
 
 impl Default for CommandTable {
