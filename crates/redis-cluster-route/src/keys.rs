@@ -361,8 +361,11 @@ fn by_specs<A: AsRef<[u8]>>(
                     return Ok(false);
                 }
                 first += i64::from(first_key);
-                // The server keeps the count in an `int`.
-                (first + i64::from(count as i32) - 1, i64::from(step))
+                // The server keeps the count in an `int`. `count` keys, `step` apart: Valkey
+                // 9's MSETEX (key, value pairs) is the first with a step above 1, where
+                // Redis's older `first + count - 1` would stop half-way.
+                let step = i64::from(step);
+                (first + (i64::from(count as i32) - 1) * step, step)
             }
             FindKeys::Unknown => return Ok(false),
         };
