@@ -3,13 +3,16 @@
 //!
 //! ```text
 //! cargo run --example route -- MSET a 1 b 2
-//! cargo run --example route -- --valkey CLUSTER SLOT-STATS SLOTSRANGE 0 10
-//! echo '["474554","666f6f"]' | cargo run --example route -- --batch
+//! cargo run --example route -- --server valkey-9.1.2 DELIFEQ k v
+//! echo '["474554","666f6f"]' | cargo run --example route -- --server redis-8.2.3 --batch
 //! ```
 //!
-//! `--batch` reads one JSON array of hex-encoded arguments per line and prints one JSON
-//! object per line: `{"keys_hex": [...], "slots": [...]}`, or `{"error": "..."}` with the text
-//! `COMMAND GETKEYS` answers, for scripted comparisons with a server.
+//! `--server NAME-VERSION` picks the table (`redis-7.0.15`, the default, `redis-8.2.3`,
+//! `valkey-8.1.8`, `valkey-9.1.2`, or any version: the nearest older table of that server);
+//! `--valkey` is `--server valkey-8.1.8`. `--batch` reads one JSON array of hex-encoded
+//! arguments per line and prints one JSON object per line: `{"keys_hex": [...], "slots":
+//! [...]}`, or `{"error": "..."}` with the text `COMMAND GETKEYS` answers, for scripted
+//! comparisons with a server.
 
 use std::io::{self, BufRead, Write};
 
@@ -17,18 +20,41 @@ use redis_cluster_proto::hash_slot::key_slot;
 use redis_cluster_proto::route::{CommandTable, Merge, Route};
 use serde_json::{Value, json};
 
+const USAGE: &str = "usage: route [--server NAME-VERSION | --valkey] COMMAND [ARG ...]\n       \
+                     route [--server NAME-VERSION | --valkey] --batch";
+
 fn main() -> io::Result<()> {
     let mut args: Vec<String> = std::env::args().skip(1).collect();
     let mut table = CommandTable::REDIS_7_0;
-    if args.first().map(String::as_str) == Some("--valkey") {
-        args.remove(0);
-        table = CommandTable::VALKEY_8_1;
+    loop {
+        match args.first().map(String::as_str) {
+            Some("--valkey") => {
+                args.remove(0);
+                table = CommandTable::VALKEY_8_1;
+            }
+            Some("--server") => {
+                args.remove(0);
+                if args.is_empty() {
+                    eprintln!("route: --server needs a value\n{USAGE}");
+                    std::process::exit(2);
+                }
+                let server = args.remove(0);
+                let Some((name, version)) = server.rsplit_once('-') else {
+                    eprintln!(
+                        "route: --server {server:?}: not NAME-VERSION (redis-8.2.3)\n{USAGE}"
+                    );
+                    std::process::exit(2);
+                };
+                table = CommandTable::for_server(name, version);
+            }
+            _ => break,
+        }
     }
     if args.first().map(String::as_str) == Some("--batch") {
         return batch(table);
     }
     if args.is_empty() {
-        eprintln!("usage: route [--valkey] COMMAND [ARG ...] | route [--valkey] --batch");
+        eprintln!("{USAGE}");
         std::process::exit(2);
     }
     explain(table, &args);

@@ -296,11 +296,7 @@ impl Engine {
         if self.config.fixed_table {
             return;
         }
-        let table = if self.server.name == "valkey" {
-            CommandTable::VALKEY_8_1
-        } else {
-            CommandTable::REDIS_7_0
-        };
+        let table = CommandTable::for_server(&self.server.name, &self.server.version);
         self.table = table;
         self.outputs
             .push_back(Output::Event(Event::ServerIdentified {

@@ -94,3 +94,33 @@ pub(crate) fn answer(argv: &[Bytes], proto: &mut u8, client: ClientId, server: &
         Frame::Array(pairs.into_iter().flat_map(|(k, v)| [k, v]).collect())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use redis_cluster_route::CommandTable;
+
+    use super::Server;
+
+    /// The real `INFO server` of each of the four servers names the table made from that
+    /// server's own `COMMAND` reply.
+    #[test]
+    fn each_real_info_server_picks_its_own_table() {
+        let root =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/vectors/commands");
+        for (folder, table) in [
+            ("redis-7.0.15", "redis 7.0.15"),
+            ("redis-8.2.3", "redis 8.2.3"),
+            ("valkey-8.1.8", "valkey 8.1.8"),
+            ("valkey-9.1.2", "valkey 9.1.2"),
+        ] {
+            let text = std::fs::read(root.join(folder).join("info-server.txt")).expect("a capture");
+            let server = Server::from_info(&text);
+            let chosen = CommandTable::for_server(&server.name, &server.version);
+            assert_eq!(
+                chosen.server, table,
+                "{folder}: {} {}",
+                server.name, server.version
+            );
+        }
+    }
+}
