@@ -395,6 +395,62 @@ fn resp3_attributes_and_types_reach_a_resp3_client_as_the_server_sent_them() {
     }
 }
 
+/// The proxy routes by the command table of the server it meets (its `INFO server`), not by
+/// Redis 7.0's: a command only a newer version has goes straight to its key's node, no
+/// redirect. HSETEX on Redis 8.2, DELIFEQ on Valkey 9.1 (`.ci/run` runs this test with
+/// `REDIS_SERVER` set to each), HSET on the others.
+#[test]
+fn a_command_of_the_servers_own_version_goes_straight_to_its_node() {
+    let cluster = RealCluster::start(3, 0, &[]);
+    let info = match cluster.nodes[0].client().command(&argv("INFO server")) {
+        Frame::BulkString(b) => String::from_utf8_lossy(&b).into_owned(),
+        other => panic!("INFO: {other:?}"),
+    };
+    let name = info_field(&info, "server_name");
+    let (name, version) = if name == "valkey" {
+        (name, info_field(&info, "valkey_version"))
+    } else {
+        ("redis".to_string(), info_field(&info, "redis_version"))
+    };
+    let table = redis_cluster_proto::route::CommandTable::for_server(&name, &version).server;
+    let port = start_proxy(&[cluster.nodes[0].port()]);
+    let mut client = Client::connect(port);
+    // The engine asks INFO server on its first connection; by the first reply it has.
+    assert_eq!(
+        client.command(&argv("PING")),
+        Frame::SimpleString("PONG".into())
+    );
+    wait_for("the engine to take the cluster's table", 10, || {
+        info_field(&proxy_info(port), "command_table") == table
+    });
+    let newer = |key: &str| -> Vec<(String, Frame)> {
+        if table == "redis 8.2.3" {
+            vec![
+                (format!("HSETEX {key} FIELDS 1 f v"), Frame::Integer(1)),
+                (
+                    format!("HGETDEL {key} FIELDS 1 f"),
+                    Frame::Array(vec![bulk("v")]),
+                ),
+            ]
+        } else if table == "valkey 9.1.2" {
+            vec![
+                (format!("SET {key} v"), ok()),
+                (format!("DELIFEQ {key} v"), Frame::Integer(1)),
+            ]
+        } else {
+            vec![(format!("HSET {key} f v"), Frame::Integer(1))]
+        }
+    };
+    for i in 0..30 {
+        for (line, want) in newer(&format!("newer:{i}")) {
+            assert_eq!(client.command(&argv(&line)), want, "{line} ({table})");
+        }
+    }
+    let info = proxy_info(port);
+    assert_eq!(info_field(&info, "redirects_moved"), "0", "{table}: {info}");
+    assert_eq!(info_field(&info, "error_replies"), "0", "{table}: {info}");
+}
+
 #[test]
 fn a_hung_master_is_replaced_and_its_slots_served_again() {
     let cluster = RealCluster::start(3, 1, &["--cluster-node-timeout", "2000"]);

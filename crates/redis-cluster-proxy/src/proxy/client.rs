@@ -372,6 +372,9 @@ fn info(pool: &Pool) -> String {
         stats.refreshes.store(counters.refreshed, Ordering::Relaxed);
     }
     let mut text = pool.stats.info(&pool.name);
+    if let Some(engine) = pool.engine() {
+        text.push_str(&format!("command_table:{}\r\n", engine.table()));
+    }
     if let Some(groups) = pool.groups() {
         if !groups.sentinels.is_empty() {
             text.push_str(&format!(

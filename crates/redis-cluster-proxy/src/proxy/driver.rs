@@ -106,11 +106,15 @@ enum ToEngine {
     Release(SlotRange),
 }
 
+/// What the engine task reports after each round: its counters and the command table it
+/// uses (the cluster's own, once `INFO server` answered).
+type Report = Arc<std::sync::Mutex<(Counters, &'static str)>>;
+
 /// A cluster pool's handle on its engine task.
 #[derive(Clone, Debug)]
 pub(crate) struct EngineHandle {
     tx: mpsc::UnboundedSender<ToEngine>,
-    counters: Arc<std::sync::Mutex<Counters>>,
+    counters: Report,
 }
 
 /// One client connection's side of the engine.
@@ -167,9 +171,13 @@ impl EngineHandle {
         config.timeout = timeout;
         config.auth = password.map(|p| (None, p));
         let (tx, rx) = mpsc::unbounded_channel();
-        let counters = Arc::new(std::sync::Mutex::new(Counters::default()));
+        let engine = Engine::new(config, Instant::now());
+        let counters = Arc::new(std::sync::Mutex::new((
+            Counters::default(),
+            engine.table().server,
+        )));
         let task = Task {
-            engine: Engine::new(config, Instant::now()),
+            engine,
             tx: tx.clone(),
             clients: HashMap::default(),
             writers: HashMap::default(),
@@ -225,6 +233,15 @@ impl EngineHandle {
 
     /// The engine's counters, as of its last round.
     pub(crate) fn counters(&self) -> Counters {
+        self.report().0
+    }
+
+    /// The server whose command table the engine uses (`redis 8.2.3`), as of its last round.
+    pub(crate) fn table(&self) -> &'static str {
+        self.report().1
+    }
+
+    fn report(&self) -> (Counters, &'static str) {
         *self
             .counters
             .lock()
@@ -247,7 +264,7 @@ struct Task {
     timeout: Duration,
     stats: Arc<Stats>,
     server_stats: StatsOf,
-    counters: Arc<std::sync::Mutex<Counters>>,
+    counters: Report,
     name: String,
 }
 
@@ -375,11 +392,11 @@ impl Task {
                 break;
             }
         }
-        let counters = self.engine.counters();
+        let report = (self.engine.counters(), self.engine.table().server);
         *self
             .counters
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = counters;
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = report;
     }
 
     fn output(&mut self, output: Output) {
