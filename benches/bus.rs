@@ -53,10 +53,12 @@ fn ping(entries: usize) -> OwnedMessage {
                     OwnedExtension {
                         kind: ExtensionType::HOSTNAME,
                         payload: b"host-a1".to_vec(),
+                        raw: false,
                     },
                     OwnedExtension {
                         kind: ExtensionType::SHARD_ID,
                         payload: id(99).0.to_vec(),
+                        raw: false,
                     },
                 ]),
         ),

@@ -1,7 +1,9 @@
-//! Every message of the real captures (`capture.pcap.gz`: the whole bus traffic of a 6-node
-//! Redis 7.0.15 and a 6-node Valkey 8.1.8 cluster) comes out of the framer and decodes, with the
-//! per-type totals of the manifest's `capture_summary`: real TCP segmentation, not just whole
-//! messages one per file.
+//! Every message of the real captures (`capture.pcap.gz`: the whole bus traffic of 6-node
+//! Redis 7.0.15, Redis 8.2.3, Valkey 8.1.8 and Valkey 9.1.2 clusters) comes out of the framer,
+//! decodes, with the per-type totals of the manifest's `capture_summary`, and re-encodes to
+//! its own bytes (Redis 8's `internal_secret` and Valkey's `client_ipv4` share type 4: each
+//! is read in its sender's dialect): real TCP segmentation, not just whole messages one per
+//! file.
 
 // The example's pcap reader, so that what the test proves is what `bus-dump` runs.
 #[path = "../examples/bus-dump/pcap.rs"]
@@ -46,8 +48,16 @@ fn every_captured_message_frames_and_decodes_with_the_manifest_totals() {
             // byte is in.
             let mut used = 0;
             while let Ok(Framed::Message(len)) = framer.frame(&stream.bytes[used..]) {
-                let message = Message::decode(&stream.bytes[used..used + len])
+                let bytes = &stream.bytes[used..used + len];
+                let message = Message::decode(bytes)
                     .unwrap_or_else(|e| panic!("{server}: a captured message: {e}"));
+                let mut again = Vec::with_capacity(len);
+                message.to_owned_message().encode(&mut again);
+                assert!(
+                    again == bytes,
+                    "{server}: message {total} ({:?}) re-encodes differently",
+                    message.kind()
+                );
                 let name = message.kind().name().expect("a known type").to_owned();
                 *by_type.entry(name).or_default() += 1;
                 total += 1;

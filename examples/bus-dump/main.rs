@@ -14,7 +14,7 @@ mod pcap;
 
 use std::io::{self, Read, Write};
 
-use redis_cluster_proto::bus::{Framed, Framer, Header, Message, SIGNATURE};
+use redis_cluster_proto::bus::{Dialect, Framed, Framer, Header, Message, SIGNATURE};
 use serde_json::{Map, Value, json};
 
 fn main() -> io::Result<()> {
@@ -140,6 +140,10 @@ fn describe(message: &Message<'_>) -> Map<String, Value> {
         Some(header) => header_fields(header),
         None => json!({ "light_header": true }),
     };
+    // Extension types 4 and 5 read as the sender's fork numbers them.
+    let dialect = message
+        .header()
+        .map_or(Dialect::Valkey, |h| Dialect::of_sender(h.flags()));
     let body = match message {
         Message::Ping(ping) => json!({
             "gossip": ping.gossip().map(|g| json!({
@@ -154,9 +158,10 @@ fn describe(message: &Message<'_>) -> Map<String, Value> {
             })).collect::<Vec<_>>(),
             "extensions": ping.extensions().map(|e| json!({
                 "type": e.kind().0,
-                "type_name": e.kind().name(),
+                "type_name": e.kind().name_in(dialect),
                 "length": e.len(),
-                "value": e.text().map(text),
+                "value": e.text_in(dialect).map(text),
+                "internal_secret": e.internal_secret(dialect).map(|s| text(s)),
                 "node_id": e.forgotten_node().map(|(id, _)| id.to_string()),
                 "ttl_seconds": e.forgotten_node().map(|(_, ttl)| ttl),
                 "shard_id": e.shard_id().map(|id| id.to_string()),

@@ -46,7 +46,7 @@ mod message;
 
 pub use codes::{MessageFlags, MessageType, NodeFlags, NodeId};
 pub use error::{Action, BusError};
-pub use ext::{Extension, ExtensionType, Extensions, OwnedExtension};
+pub use ext::{Dialect, Extension, ExtensionType, Extensions, OwnedExtension};
 pub use framer::{Framed, Framer};
 pub use gossip::{GOSSIP_LEN, Gossip, GossipEntry, OwnedGossip};
 pub use header::{HEADER_LEN, Header, LIGHT_HEADER_LEN, OwnedHeader, SIGNATURE, VERSION};

@@ -357,6 +357,7 @@ impl ClusterNode {
             ping.extensions.push(OwnedExtension {
                 kind: ExtensionType::HOSTNAME,
                 payload: host.as_bytes().to_vec(),
+                raw: false,
             });
         }
         ping

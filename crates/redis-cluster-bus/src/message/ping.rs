@@ -5,7 +5,7 @@ use alloc::vec::Vec;
 use crate::{
     codes::MessageFlags,
     error::BusError,
-    ext::{Extension, Extensions, OwnedExtension},
+    ext::{Dialect, Extension, Extensions, OwnedExtension},
     gossip::{GOSSIP_LEN, Gossip, OwnedGossip},
     header::{HEADER_LEN, Header},
 };
@@ -87,7 +87,12 @@ impl<'a> Ping<'a> {
     pub fn to_owned_body(&self) -> OwnedPing {
         OwnedPing {
             gossip: self.gossip().map(|entry| *entry.as_bytes()).collect(),
-            extensions: self.extensions().map(OwnedExtension::from_view).collect(),
+            extensions: {
+                let dialect = Dialect::of_sender(self.header.flags());
+                self.extensions()
+                    .map(|ext| OwnedExtension::from_view_in(ext, dialect))
+                    .collect()
+            },
         }
     }
 }
