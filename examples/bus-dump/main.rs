@@ -92,7 +92,19 @@ fn dump<'a>(
         rest = after;
         let mut value = context.clone();
         match Message::decode(message) {
-            Ok(message) => value.extend(describe(&message)),
+            Ok(decoded) => {
+                value.extend(describe(&decoded));
+                if decoded.header().is_none() {
+                    // A light header carries totlen and version too (offsets 4 and 8).
+                    let be = |at: usize, n: usize| {
+                        message[at..at + n]
+                            .iter()
+                            .fold(0u64, |v, &b| v << 8 | u64::from(b))
+                    };
+                    value.insert("totlen".into(), json!(be(4, 4)));
+                    value.insert("version".into(), json!(be(8, 2)));
+                }
+            }
             Err(e) => {
                 value.insert("error".into(), json!(e.to_string()));
                 value.insert("totlen".into(), json!(len));
