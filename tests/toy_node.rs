@@ -1622,3 +1622,41 @@ fn replies_with_a_password_match_a_real_server() {
         assert_eq!(ours.command(argv), theirs.command(argv), "{argv:?}");
     }
 }
+
+/// The toy node's command line as a user meets it: `-h` / `--help` and `-v` / `--version`
+/// answer (exit 0) as redis-server takes them; a bad `--loglevel`, a `--dir` that is not
+/// there and a port in use each stop it (exit 1) with the value and the OS reason.
+#[test]
+fn toy_node_answers_help_and_version_and_names_what_stops_it() {
+    let run = |args: &[&str]| {
+        let output = Command::new(toy_node_binary())
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run toy-node");
+        let text = String::from_utf8_lossy(&output.stdout).into_owned()
+            + &String::from_utf8_lossy(&output.stderr);
+        (output.status.code(), text)
+    };
+    for flag in ["-h", "--help"] {
+        let (code, text) = run(&[flag]);
+        assert_eq!(code, Some(0), "{flag}: {text}");
+        assert!(text.starts_with("Usage: toy-node"), "{flag}: {text}");
+    }
+    for flag in ["-v", "--version"] {
+        let (code, text) = run(&[flag]);
+        assert_eq!(code, Some(0), "{flag}: {text}");
+        assert!(text.starts_with("toy-node v="), "{flag}: {text}");
+    }
+    let (code, text) = run(&["--port", "0", "--loglevel", "bogus"]);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(text.contains("loglevel \"bogus\""), "{text}");
+    let (code, text) = run(&["--port", "0", "--dir", "/nonexistent/toy-node"]);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(text.contains("No such file or directory"), "{text}");
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
+    let port = taken.local_addr().expect("its address").port().to_string();
+    let (code, text) = run(&["--port", &port]);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(text.contains("Address already in use"), "{text}");
+}

@@ -19,6 +19,16 @@
 
 mod commands;
 mod db;
+
+const USAGE: &str = "Usage: toy-node [CONFIG-FILE] [--port 6379] [--cluster-port PORT+10000]
+                [--dir DIR] [--cluster-config-file nodes-PORT.conf]
+                [--cluster-node-timeout 15000] [--cluster-announce-hostname HOST]
+                [--requirepass PASSWORD] [--loglevel debug|verbose|notice|warning]
+       toy-node -v or --version
+       toy-node -h or --help
+
+A configuration file holds the same directives one per line (port 7000, ...); the command
+line overrides it.";
 mod dump;
 mod float;
 mod node;
@@ -27,6 +37,22 @@ mod replication;
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    // As redis-server takes them, first: -h / --help, -v / --version.
+    match args.first().map(String::as_str) {
+        Some("-h" | "--help") => {
+            println!("{USAGE}");
+            return;
+        }
+        Some("-v" | "--version") => {
+            println!(
+                "toy-node v={} (redis-cluster-proto's toy Redis Cluster node; speaks as Redis \
+                 7.0.15)",
+                env!("CARGO_PKG_VERSION")
+            );
+            return;
+        }
+        _ => {}
+    }
     let started = match node::Options::parse(&args) {
         Ok(options) => node::start(&options).await,
         Err(e) => Err(e),

@@ -80,10 +80,24 @@ impl Options {
                         value.parse().map_err(|_| number("cluster-node-timeout"))?
                 }
                 "cluster-config-file" => options.config_file = Some(value),
-                "dir" => options.dir = PathBuf::from(value),
+                "dir" => {
+                    // As redis-server, which chdirs there: a directory that is not there is
+                    // an error, not a node that cannot save.
+                    std::fs::read_dir(&value).map_err(|e| format!("dir {value:?}: {e}"))?;
+                    options.dir = PathBuf::from(value);
+                }
                 "cluster-announce-hostname" => options.hostname = Some(value),
                 "requirepass" => options.password = Some(value),
-                "loglevel" => options.quiet = value.eq_ignore_ascii_case("warning"),
+                "loglevel" => {
+                    let level = value.to_ascii_lowercase();
+                    if !matches!(&level[..], "debug" | "verbose" | "notice" | "warning") {
+                        return Err(format!(
+                            "loglevel {value:?}: argument(s) must be one of the following: \
+                             debug, verbose, notice, warning"
+                        ));
+                    }
+                    options.quiet = level == "warning";
+                }
                 "cluster-enabled" | "bind" | "daemonize" | "appendonly" | "save" => {}
                 other => return Err(format!("unknown option {other:?}")),
             }
@@ -838,15 +852,13 @@ pub(crate) async fn start(options: &Options) -> Result<(), String> {
         timer: Notify::new(),
         changed: Notify::new(),
     });
-    let clients = TcpListener::bind(("127.0.0.1", options.port)).await;
-    let bus = TcpListener::bind(("127.0.0.1", options.cport())).await;
-    let (Ok(clients), Ok(bus)) = (clients, bus) else {
-        return Err(format!(
-            "cannot listen on ports {} and {}",
-            options.port,
-            options.cport()
-        ));
+    let listen = |port: u16| async move {
+        TcpListener::bind(("127.0.0.1", port))
+            .await
+            .map_err(|e| format!("cannot listen on 127.0.0.1:{port}: {e}"))
     };
+    let clients = listen(options.port).await?;
+    let bus = listen(options.cport()).await?;
     if !options.quiet {
         eprintln!(
             "{} * toy node {} ready on {} (bus {})",
