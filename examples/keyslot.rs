@@ -6,16 +6,42 @@
 //! ```
 //!
 //! Keys are taken as raw bytes. A line of stdin loses its `\n`, and a `\r` before it.
+//! `-h` / `--help` and `-V` / `--version` as the first argument answer instead; after `--`
+//! every argument is a key. A closed stdout (`keyslot | head`) ends it quietly.
 
 use std::io::{self, BufRead, Write};
 use std::os::unix::ffi::OsStrExt;
 
 use redis_cluster_proto::hash_slot::key_slot;
 
-fn main() -> io::Result<()> {
+const USAGE: &str = "usage: keyslot [--] [KEY ...]   (no key: one per line of stdin)";
+
+fn main() {
+    match run() {
+        Ok(()) => {}
+        // A reader that stopped reading (`| head`) is not an error.
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => {}
+        Err(e) => {
+            eprintln!("keyslot: {e}");
+            std::process::exit(1);
+        }
+    }
+}
+
+fn run() -> io::Result<()> {
     let stdout = io::stdout();
     let mut out = io::BufWriter::new(stdout.lock());
-    let args: Vec<_> = std::env::args_os().skip(1).collect();
+    let mut args: Vec<_> = std::env::args_os().skip(1).collect();
+    match args.first().and_then(|a| a.to_str()) {
+        Some("-h" | "--help") => return writeln!(out, "{USAGE}"),
+        Some("-V" | "--version") => {
+            return writeln!(out, "keyslot {}", env!("CARGO_PKG_VERSION"));
+        }
+        Some("--") => {
+            args.remove(0);
+        }
+        _ => {}
+    }
     if !args.is_empty() {
         for arg in &args {
             print_slot(&mut out, arg.as_bytes())?;

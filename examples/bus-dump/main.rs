@@ -17,10 +17,41 @@ use std::io::{self, Read, Write};
 use redis_cluster_proto::bus::{Dialect, Framed, Framer, Header, Message, SIGNATURE};
 use serde_json::{Map, Value, json};
 
-fn main() -> io::Result<()> {
+const USAGE: &str = "usage: bus-dump [FILE]   (a file or stdin of bus messages, or a pcap \
+                     of a bus port, gzipped or not)";
+
+fn main() {
+    match run() {
+        Ok(()) => {}
+        // A reader that stopped reading (`| head`) is not an error.
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => {}
+        Err(e) => {
+            eprintln!("bus-dump: {e}");
+            std::process::exit(1);
+        }
+    }
+}
+
+fn run() -> io::Result<()> {
     let mut input = Vec::new();
-    match std::env::args_os().nth(1) {
-        Some(path) => input = std::fs::read(path)?,
+    let arg = std::env::args_os().nth(1);
+    match arg.as_ref().and_then(|a| a.to_str()) {
+        Some("-h" | "--help") => {
+            println!("{USAGE}");
+            return Ok(());
+        }
+        Some("-V" | "--version") => {
+            println!("bus-dump {}", env!("CARGO_PKG_VERSION"));
+            return Ok(());
+        }
+        _ => {}
+    }
+    match arg {
+        Some(path) => {
+            input = std::fs::read(&path).map_err(|e| {
+                io::Error::new(e.kind(), format!("{}: {e}", path.to_string_lossy()))
+            })?;
+        }
         None => {
             io::stdin().read_to_end(&mut input)?;
         }

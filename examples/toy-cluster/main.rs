@@ -333,6 +333,22 @@ async fn run(plan: &Plan) -> Result<(PathBuf, Vec<u16>), String> {
 #[tokio::main]
 async fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.first().map(String::as_str) {
+        Some("-h" | "--help") => {
+            println!(
+                "usage: toy-cluster [--masters 3] [--replicas 1] [--port 7000] \
+                 [--cluster-node-timeout 5000] [--dir DIR] [--verbose]\n\n\
+                 DIR must be new, empty, or one toy-cluster made (it holds a .toy-cluster \
+                 file): nothing else in it is ever deleted."
+            );
+            return;
+        }
+        Some("-v" | "-V" | "--version") => {
+            println!("toy-cluster {}", env!("CARGO_PKG_VERSION"));
+            return;
+        }
+        _ => {}
+    }
     let plan = match parse(&args) {
         Ok(plan) => plan,
         Err(e) => {
