@@ -23,11 +23,31 @@ use serde_json::{Value, json};
 const USAGE: &str = "usage: route [--server NAME-VERSION | --valkey] COMMAND [ARG ...]\n       \
                      route [--server NAME-VERSION | --valkey] --batch";
 
-fn main() -> io::Result<()> {
+fn main() {
+    match run() {
+        Ok(()) => {}
+        // A reader that stopped reading (`route … | head -1`) is not an error.
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => {}
+        Err(e) => {
+            eprintln!("route: {e}");
+            std::process::exit(1);
+        }
+    }
+}
+
+fn run() -> io::Result<()> {
     let mut args: Vec<String> = std::env::args().skip(1).collect();
     let mut table = CommandTable::REDIS_7_0;
     loop {
         match args.first().map(String::as_str) {
+            Some("-h" | "--help") => {
+                println!("{USAGE}");
+                return Ok(());
+            }
+            Some("-V" | "--version") => {
+                println!("route {}", env!("CARGO_PKG_VERSION"));
+                return Ok(());
+            }
             Some("--valkey") => {
                 args.remove(0);
                 table = CommandTable::VALKEY_8_1;
@@ -57,53 +77,56 @@ fn main() -> io::Result<()> {
         eprintln!("{USAGE}");
         std::process::exit(2);
     }
-    explain(table, &args);
-    Ok(())
+    let mut out = io::BufWriter::new(io::stdout().lock());
+    explain(&mut out, table, &args)?;
+    out.flush()
 }
 
-fn explain(table: CommandTable, argv: &[String]) {
-    let spec = match table.lookup(argv) {
-        Some(spec) => spec,
-        None => {
-            println!(
-                "{}: unknown to {} (a module's command?)",
-                argv[0], table.server
-            );
-            return;
-        }
+fn explain(out: &mut impl Write, table: CommandTable, argv: &[String]) -> io::Result<()> {
+    let Some(spec) = table.lookup(argv) else {
+        let server = table.server;
+        return writeln!(
+            out,
+            "{}: unknown to {server} (a module's command?)",
+            argv[0]
+        );
     };
-    println!(
+    writeln!(
+        out,
         "{} (arity {}, flags {:?}, {:?})",
         spec.name, spec.arity, spec.flags, spec.acl_categories
-    );
+    )?;
     match table.keys(argv) {
-        Ok(keys) if keys.is_empty() => println!("keys: none"),
+        Ok(keys) if keys.is_empty() => writeln!(out, "keys: none")?,
         Ok(keys) => {
             for (at, flags) in keys.with_flags() {
                 let slot = u16::from(key_slot(argv[at].as_bytes()));
-                println!("key {at}: {:?} slot {slot} {flags:?}", argv[at]);
+                writeln!(out, "key {at}: {:?} slot {slot} {flags:?}", argv[at])?;
             }
         }
-        Err(e) => println!("keys: {e}"),
+        Err(e) => writeln!(out, "keys: {e}")?,
     }
     match table.route(argv) {
         Ok(Route::Split(split)) => {
-            println!("route: split over {} slots", split.parts().len());
+            writeln!(out, "route: split over {} slots", split.parts().len())?;
             for (n, part) in split.parts().iter().enumerate() {
                 let sub: Vec<&str> = split.argv(n, argv).map(String::as_str).collect();
-                println!("  slot {:5}: {}", u16::from(part.slot), sub.join(" "));
+                writeln!(out, "  slot {:5}: {}", u16::from(part.slot), sub.join(" "))?;
             }
-            println!("merge: {}", merge(split.merge_policy()));
+            writeln!(out, "merge: {}", merge(split.merge_policy()))
         }
-        Ok(Route::AllShards(m)) => println!("route: every master; merge: {}", merge(m)),
-        Ok(Route::AllNodes(m)) => println!("route: every node; merge: {}", merge(m)),
-        Ok(Route::Slot(slot)) => println!("route: the node serving slot {}", u16::from(slot)),
-        Ok(Route::Any) => println!("route: any node"),
-        Ok(Route::Special) => {
-            println!("route: needs command-specific handling (request_policy:special)")
+        Ok(Route::AllShards(m)) => writeln!(out, "route: every master; merge: {}", merge(m)),
+        Ok(Route::AllNodes(m)) => writeln!(out, "route: every node; merge: {}", merge(m)),
+        Ok(Route::Slot(slot)) => {
+            writeln!(out, "route: the node serving slot {}", u16::from(slot))
         }
-        Ok(Route::CrossSlot) => println!("route: refused, CROSSSLOT"),
-        Err(e) => println!("route: {e}"),
+        Ok(Route::Any) => writeln!(out, "route: any node"),
+        Ok(Route::Special) => writeln!(
+            out,
+            "route: needs command-specific handling (request_policy:special)"
+        ),
+        Ok(Route::CrossSlot) => writeln!(out, "route: refused, CROSSSLOT"),
+        Err(e) => writeln!(out, "route: {e}"),
     }
 }
 

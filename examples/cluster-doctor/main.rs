@@ -299,7 +299,16 @@ fn run(options: &Options) -> Result<(), String> {
 }
 
 fn main() -> ExitCode {
-    match parse(std::env::args().skip(1)).and_then(|options| run(&options)) {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.iter().any(|a| a == "-h" || a == "--help") {
+        println!("{USAGE}");
+        return ExitCode::SUCCESS;
+    }
+    if args.iter().any(|a| a == "-V" || a == "--version") {
+        println!("cluster-doctor {}", env!("CARGO_PKG_VERSION"));
+        return ExitCode::SUCCESS;
+    }
+    match parse(args.into_iter()).and_then(|options| run(&options)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("cluster-doctor: {e}");
