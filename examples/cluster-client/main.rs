@@ -249,6 +249,10 @@ fn main() {
         println!("{USAGE}");
         return;
     }
+    if args.first().is_some_and(|a| a == "-V" || a == "--version") {
+        println!("cluster-client {}", env!("CARGO_PKG_VERSION"));
+        return;
+    }
     let verbose = args.first().is_some_and(|a| a == "-v");
     if verbose {
         args.remove(0);
