@@ -9,6 +9,9 @@
 //! `-h` / `--help` and `-V` / `--version` as the first argument answer instead; after `--`
 //! every argument is a key. A closed stdout (`keyslot | head`) ends it quietly.
 
+#[path = "common/exit.rs"]
+mod exit;
+
 use std::io::{self, BufRead, Write};
 use std::os::unix::ffi::OsStrExt;
 
@@ -17,15 +20,7 @@ use redis_cluster_proto::hash_slot::key_slot;
 const USAGE: &str = "usage: keyslot [--] [KEY ...]   (no key: one per line of stdin)";
 
 fn main() {
-    match run() {
-        Ok(()) => {}
-        // A reader that stopped reading (`| head`) is not an error.
-        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => {}
-        Err(e) => {
-            eprintln!("keyslot: {e}");
-            std::process::exit(1);
-        }
-    }
+    exit::exit("keyslot", run());
 }
 
 fn run() -> io::Result<()> {

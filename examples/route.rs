@@ -14,6 +14,9 @@
 //! [...]}`, or `{"error": "..."}` with the text `COMMAND GETKEYS` answers, for scripted
 //! comparisons with a server.
 
+#[path = "common/exit.rs"]
+mod exit;
+
 use std::io::{self, BufRead, Write};
 
 use redis_cluster_proto::hash_slot::key_slot;
@@ -24,15 +27,7 @@ const USAGE: &str = "usage: route [--server NAME-VERSION | --valkey] COMMAND [AR
                      route [--server NAME-VERSION | --valkey] --batch";
 
 fn main() {
-    match run() {
-        Ok(()) => {}
-        // A reader that stopped reading (`route … | head -1`) is not an error.
-        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => {}
-        Err(e) => {
-            eprintln!("route: {e}");
-            std::process::exit(1);
-        }
-    }
+    exit::exit("route", run());
 }
 
 fn run() -> io::Result<()> {

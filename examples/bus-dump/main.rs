@@ -12,6 +12,9 @@
 
 mod pcap;
 
+#[path = "../common/exit.rs"]
+mod exit;
+
 use std::io::{self, Read, Write};
 
 use redis_cluster_proto::bus::{Dialect, Framed, Framer, Header, Message, SIGNATURE};
@@ -21,15 +24,7 @@ const USAGE: &str = "usage: bus-dump [FILE]   (a file or stdin of bus messages, 
                      of a bus port, gzipped or not)";
 
 fn main() {
-    match run() {
-        Ok(()) => {}
-        // A reader that stopped reading (`| head`) is not an error.
-        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => {}
-        Err(e) => {
-            eprintln!("bus-dump: {e}");
-            std::process::exit(1);
-        }
-    }
+    exit::exit("bus-dump", run());
 }
 
 fn run() -> io::Result<()> {
