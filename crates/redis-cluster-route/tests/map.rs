@@ -10,10 +10,15 @@ use redis_resp::{Frame, Status};
 
 fn captures() -> Vec<PathBuf> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/vectors/cluster-text");
-    ["redis-7.0.15", "redis-8.2.3", "valkey-8.1.8", "valkey-9.1.2"]
-        .iter()
-        .flat_map(|server| [root.join(server), root.join(server).join("after-failovers")])
-        .collect()
+    [
+        "redis-7.0.15",
+        "redis-8.2.3",
+        "valkey-8.1.8",
+        "valkey-9.1.2",
+    ]
+    .iter()
+    .flat_map(|server| [root.join(server), root.join(server).join("after-failovers")])
+    .collect()
 }
 
 fn frame(path: &Path) -> Vec<u8> {
