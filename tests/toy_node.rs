@@ -1656,7 +1656,11 @@ fn toy_node_answers_help_and_version_and_names_what_stops_it() {
     assert!(text.contains("No such file or directory"), "{text}");
     let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
     let port = taken.local_addr().expect("its address").port().to_string();
-    let (code, text) = run(&["--port", &port]);
+    // Its nodes.conf goes to a scratch directory, not the working one.
+    let dir = std::env::temp_dir().join(format!("toy-node-taken-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a scratch directory");
+    let (code, text) = run(&["--port", &port, "--dir", &dir.display().to_string()]);
+    let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(code, Some(1), "{text}");
     assert!(text.contains("Address already in use"), "{text}");
 }
