@@ -17,7 +17,7 @@ mod exit;
 
 use std::io::{self, Read, Write};
 
-use redis_cluster_proto::bus::{Dialect, Framed, Framer, Header, Message, SIGNATURE};
+use redis_cluster_proto::bus::{Dialect, Framed, Framer, Header, Message, SIGNATURE, VERSION};
 use serde_json::{Map, Value, json};
 
 const USAGE: &str = "usage: bus-dump [FILE]   (a file or stdin of bus messages, or a pcap \
@@ -121,14 +121,10 @@ fn dump<'a>(
             Ok(decoded) => {
                 value.extend(describe(&decoded));
                 if decoded.header().is_none() {
-                    // A light header carries totlen and version too (offsets 4 and 8).
-                    let be = |at: usize, n: usize| {
-                        message[at..at + n]
-                            .iter()
-                            .fold(0u64, |v, &b| v << 8 | u64::from(b))
-                    };
-                    value.insert("totlen".into(), json!(be(4, 4)));
-                    value.insert("version".into(), json!(be(8, 2)));
+                    // A light header carries totlen and version too; decoding checked that
+                    // totlen is the message's length and the version the one there is.
+                    value.insert("totlen".into(), json!(message.len()));
+                    value.insert("version".into(), json!(VERSION));
                 }
             }
             Err(e) => {

@@ -9,7 +9,7 @@ use redis_hash_slot::Slot;
 use redis_resp::{Frame, encoded_len};
 
 use crate::conn::Expect;
-use crate::engine::{Engine, endpoint};
+use crate::engine::{Engine, endpoint, redirect_endpoint};
 use crate::hello;
 use crate::request::{Call, CallKey, CallState, Combine, Target, scan_step};
 use crate::{ClientId, ConnId, Event, Output, RequestId};
@@ -18,9 +18,9 @@ impl Engine {
     /// What a reply on `conn` answers.
     pub(crate) fn answer(&mut self, now: Instant, conn: ConnId, expect: Expect, frame: Frame) {
         match expect {
-            Expect::Call(key) if self.is_scan_visit(key) => self.scan_visited(now, key, frame),
             Expect::Call(key) => self.answer_call(now, conn, key, frame),
             Expect::Piece(key) => self.scan_piece(conn, key, frame),
+            Expect::Visit(key) => self.scan_visited(now, conn, key, frame),
             Expect::Queued(key) => {
                 if let Some(call) = self.call_mut(key) {
                     if frame.is_error() && call.queued_error.is_none() {
@@ -68,16 +68,7 @@ impl Engine {
                     Redirect::Moved { slot, host, port } => (slot, host, port, true),
                     Redirect::Ask { slot, host, port } => (slot, host, port, false),
                 };
-                let to_host = if to_host.is_empty() || to_host == b"?" {
-                    host
-                } else {
-                    String::from_utf8_lossy(to_host).into_owned()
-                };
-                let to = Endpoint {
-                    host: to_host,
-                    port,
-                    ..Endpoint::default()
-                };
+                let to = redirect_endpoint(to_host, port, &host);
                 let addr = to.to_string();
                 if moved {
                     self.counters.moved += 1;

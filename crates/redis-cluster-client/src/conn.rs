@@ -16,6 +16,8 @@ pub(crate) enum Expect {
     Call(CallKey),
     /// A SCAN slot read's command before its last: the reply is kept for the last one.
     Piece(CallKey),
+    /// A SCAN slot read's last command: its reply settles the read (`scan.rs`).
+    Visit(CallKey),
     /// A transaction's MULTI or queued command: only an error matters.
     Queued(CallKey),
     /// A set-up command (AUTH, HELLO, READONLY) or ASKING: an error is reported, the reply

@@ -392,15 +392,17 @@ impl Engine {
                 c.write(command, Expect::Queued(key), now);
             }
         }
+        let mut last = Expect::Call(key);
         if let Combine::SlotScan(scan) = &mut request.combine {
             if let Some(visit) = scan.visit_mut(key.1) {
                 visit.pieces.clear();
                 for command in &visit.commands {
                     c.write(command, Expect::Piece(key), now);
                 }
+                last = Expect::Visit(key);
             }
         }
-        c.write(&call.argv, Expect::Call(key), now);
+        c.write(&call.argv, last, now);
         call.attempts += 1;
         call.queued_error = None;
         call.state = CallState::Sent(conn);
@@ -481,7 +483,7 @@ impl Engine {
         self.outputs.push_back(Output::Close { conn });
         let text = format!("ERR connection to {} closed", c.addr);
         for (expect, _) in c.owed {
-            if let Expect::Call(key) = expect {
+            if let Expect::Call(key) | Expect::Visit(key) = expect {
                 if self
                     .call_ref(key)
                     .is_some_and(|call| call.state == CallState::Sent(conn))
@@ -511,7 +513,7 @@ impl Engine {
                 Expect::Call(key) if self.call_ref(key).is_some_and(|c| c.pinned.is_some()) => {
                     self.complete(now, key, error_frame(&text));
                 }
-                Expect::Call(key) => self.retry(now, key, error_frame(&text)),
+                Expect::Call(key) | Expect::Visit(key) => self.retry(now, key, error_frame(&text)),
                 Expect::Refresh { .. } => self.refresh_failed(now, &text),
                 Expect::Epoch => {}
                 Expect::Info => self.info_asked = false,

@@ -506,6 +506,20 @@ pub(crate) fn all_nodes(map: &SlotMap) -> Vec<String> {
 
 /// `host:port` (with `[v6]:port`) back into an endpoint; the engine only makes such text
 /// from endpoints, so the fallback (the text as a host, port 0) is for the impossible.
+/// Where a MOVED or ASK points: its host, or `conn_host` (the node that answered) when it
+/// names none (empty, or `?` for an unknown endpoint).
+pub(crate) fn redirect_endpoint(named: &[u8], port: u16, conn_host: &str) -> Endpoint {
+    let host = match named {
+        b"" | b"?" => conn_host.to_string(),
+        named => String::from_utf8_lossy(named).into_owned(),
+    };
+    Endpoint {
+        host,
+        port,
+        ..Endpoint::default()
+    }
+}
+
 pub(crate) fn endpoint(addr: &str) -> Endpoint {
     addr.parse().unwrap_or_else(|_| Endpoint {
         host: addr.to_string(),

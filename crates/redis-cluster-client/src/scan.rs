@@ -29,9 +29,9 @@ use redis_cluster_route::{ClusterError, Endpoint, Redirect, glob_match};
 use redis_hash_slot::{Slot, key_slot};
 use redis_resp::{Frame, errors};
 
-use crate::RequestId;
-use crate::engine::{Engine, endpoint};
+use crate::engine::{Engine, endpoint, redirect_endpoint};
 use crate::request::{Call, CallKey, CallState, Combine, Target};
+use crate::{ConnId, RequestId};
 use crate::{IdHasher, error_frame};
 
 /// Slots in a cluster.
@@ -236,18 +236,7 @@ fn probe(frame: &Frame, host: &str) -> Probe {
             _ => Probe::Refused,
         };
     };
-    let to = |to: &[u8], port: u16| {
-        let host = match to {
-            b"" | b"?" => host.to_string(),
-            named => String::from_utf8_lossy(named).into_owned(),
-        };
-        Endpoint {
-            host,
-            port,
-            ..Endpoint::default()
-        }
-        .to_string()
-    };
+    let to = |to: &[u8], port: u16| redirect_endpoint(to, port, host).to_string();
     match ClusterError::parse(text) {
         ClusterError::Redirect(Redirect::Moved { host, port, .. }) => Probe::Moved(to(host, port)),
         ClusterError::Redirect(Redirect::Ask { host, port, .. }) => Probe::Ask(to(host, port)),
@@ -350,15 +339,8 @@ impl Engine {
         }
     }
 
-    /// Whether `key` is a slot read of a SCAN (its replies are the walk's, not the client's).
-    pub(crate) fn is_scan_visit(&self, key: CallKey) -> bool {
-        self.requests.get(&key.0).is_some_and(
-            |r| matches!(&r.combine, Combine::SlotScan(scan) if scan.visits.contains_key(&key.1)),
-        )
-    }
-
     /// A reply to one of a slot read's commands before its last.
-    pub(crate) fn scan_piece(&mut self, conn: crate::ConnId, key: CallKey, frame: Frame) {
+    pub(crate) fn scan_piece(&mut self, conn: ConnId, key: CallKey, frame: Frame) {
         let Some(request) = self.requests.get_mut(&key.0) else {
             return;
         };
@@ -374,13 +356,16 @@ impl Engine {
 
     /// A slot read's last reply: each of its slots is settled, or read again where its
     /// probe points.
-    pub(crate) fn scan_visited(&mut self, now: Instant, key: CallKey, last: Frame) {
+    pub(crate) fn scan_visited(&mut self, now: Instant, conn: ConnId, key: CallKey, last: Frame) {
         let limit = self.config.scan_slot_keys;
         let max = self.config.max_attempts;
         let (base, longest) = (self.config.retry_base, self.config.retry_max);
         let Some(request) = self.requests.get_mut(&key.0) else {
             return;
         };
+        if request.calls.get(key.1).map(|c| c.state) != Some(CallState::Sent(conn)) {
+            return;
+        }
         if let Some(call) = request.calls.get_mut(key.1) {
             call.state = CallState::Done;
         }
