@@ -406,13 +406,7 @@ fn a_command_of_the_servers_own_version_goes_straight_to_its_node() {
         Frame::BulkString(b) => String::from_utf8_lossy(&b).into_owned(),
         other => panic!("INFO: {other:?}"),
     };
-    let name = info_field(&info, "server_name");
-    let (name, version) = if name == "valkey" {
-        (name, info_field(&info, "valkey_version"))
-    } else {
-        ("redis".to_string(), info_field(&info, "redis_version"))
-    };
-    let table = redis_cluster_proto::route::CommandTable::for_server(&name, &version).server;
+    let table = redis_cluster_proto::route::CommandTable::for_info(&info).server;
     let port = start_proxy(&[cluster.nodes[0].port()]);
     let mut client = Client::connect(port);
     // The engine asks INFO server on its first connection; by the first reply it has.

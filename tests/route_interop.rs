@@ -8,7 +8,7 @@ mod support;
 use redis_cluster_proto::hash_slot::key_slot;
 use redis_cluster_proto::resp::Frame;
 use redis_cluster_proto::route::{
-    BeginSearch, CommandSpec, CommandTable, FindKeys, KeyError, SlotAnswer,
+    BeginSearch, CommandSpec, CommandTable, FindKeys, KeyError, SlotAnswer, server_of_info,
 };
 use support::{RedisServer, text};
 
@@ -166,19 +166,8 @@ fn keys_and_slots_agree_with_redis_server() {
     assert_eq!(text(&reply), "OK");
     // The table of the server that runs (`REDIS_SERVER` picks the binary), as a proxy picks it.
     let info = text(&client.command(&[b"INFO", b"server"]));
-    let field = |name: &str| {
-        info.lines()
-            .find_map(|l| l.trim_end().strip_prefix(name)?.strip_prefix(':'))
-            .map(str::to_owned)
-    };
-    let name = field("server_name").unwrap_or_else(|| "redis".into());
-    let version = field(if name == "valkey" {
-        "valkey_version"
-    } else {
-        "redis_version"
-    })
-    .unwrap_or_default();
-    let table = CommandTable::for_server(&name, &version);
+    let (name, version) = server_of_info(&info);
+    let table = CommandTable::for_server(name, version);
     println!("{name} {version}: the table of {}", table.server);
     let crossslot_first = name == "valkey" && !version.starts_with(['7', '8']);
     let mut rng = Rng(0x5eed_1234_abcd_ef01);

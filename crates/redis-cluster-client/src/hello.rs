@@ -24,20 +24,14 @@ impl Default for Server {
 
 impl Server {
     /// Reads `server_name` (Valkey's) and `redis_version` / `valkey_version` from
-    /// `INFO server` text.
+    /// `INFO server` text ([`redis_cluster_route::server_of_info`]).
     pub(crate) fn from_info(text: &[u8]) -> Self {
         let text = String::from_utf8_lossy(text);
-        let field = |name: &str| {
-            text.lines()
-                .find_map(|line| line.trim_end().strip_prefix(name)?.strip_prefix(':'))
-                .map(str::to_string)
-        };
-        let name = field("server_name").unwrap_or_else(|| "redis".into());
-        let version = field("valkey_version")
-            .filter(|_| name == "valkey")
-            .or_else(|| field("redis_version"))
-            .unwrap_or_default();
-        Self { name, version }
+        let (name, version) = redis_cluster_route::server_of_info(&text);
+        Self {
+            name: name.to_string(),
+            version: version.to_string(),
+        }
     }
 }
 

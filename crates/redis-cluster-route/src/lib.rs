@@ -50,4 +50,4 @@ pub use spec::{
     RequestPolicy, ResponsePolicy, Tip, Tips,
 };
 pub use split::{Merge, MergeError, Part, Route, Routed, Split};
-pub use table::CommandTable;
+pub use table::{CommandTable, server_of_info};

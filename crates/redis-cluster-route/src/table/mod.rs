@@ -155,6 +155,20 @@ impl CommandTable {
         chosen.unwrap_or(Self::REDIS_7_0)
     }
 
+    /// The table for the server whose `INFO server` (or `INFO`) text this is, as
+    /// [`server_of_info`] reads it.
+    ///
+    /// ```
+    /// use redis_cluster_route::CommandTable;
+    ///
+    /// let info = "# Server\r\nredis_version:7.2.4\r\nserver_name:valkey\r\nvalkey_version:9.1.2\r\n";
+    /// assert_eq!(CommandTable::for_info(info).server, "valkey 9.1.2");
+    /// ```
+    pub fn for_info(info: &str) -> Self {
+        let (name, version) = server_of_info(info);
+        Self::for_server(name, version)
+    }
+
     /// `spec`'s entry in this server's `COMMAND` and `COMMAND INFO` replies, shaped as this
     /// server shapes it (see [`CommandSpec::info`]; Valkey 9 gives a command without
     /// subcommands an empty array in RESP3 where the others give an empty set).
@@ -226,6 +240,26 @@ impl CommandTable {
             _ => Some(command),
         }
     }
+}
+
+/// The server's name and version in `INFO server` text: `server_name` (Valkey writes it,
+/// Redis does not: then `redis`) and that server's own version field (`valkey_version`, or
+/// `redis_version`, which Valkey keeps at the Redis version it is compatible with). A field
+/// that is missing reads as empty.
+pub fn server_of_info(info: &str) -> (&str, &str) {
+    let field = |name: &str| {
+        info.lines().find_map(|line| {
+            line.trim_end()
+                .strip_prefix(name)
+                .and_then(|rest| rest.strip_prefix(':'))
+        })
+    };
+    let name = field("server_name").unwrap_or("redis");
+    let version = match name {
+        "valkey" => field("valkey_version").or_else(|| field("redis_version")),
+        _ => field("redis_version"),
+    };
+    (name, version.unwrap_or_default())
 }
 
 /// `major.minor.patch` as numbers (missing parts are 0); `None` when it does not start so.
