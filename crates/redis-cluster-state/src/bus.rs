@@ -601,6 +601,11 @@ impl ClusterNode {
         };
         let kind = message.kind();
         self.count_message(kind.base().0, false);
+        // DEBUG DROP-CLUSTER-PACKET-FILTER: counted as received, then ignored, as the
+        // server does.
+        if self.drop_filter == Some(kind.0) {
+            return;
+        }
         let sender_id = header.sender();
         let sender_known = self.node(&sender_id).is_some_and(|n| !n.in_handshake());
         let header_ip = NodeIp::from_wire(header.myip());
@@ -784,6 +789,27 @@ impl ClusterNode {
         if self.state_stale {
             self.update_state();
         }
+    }
+
+    /// Drops every message of type `kind` that arrives from now on (`None`: none), as
+    /// `DEBUG DROP-CLUSTER-PACKET-FILTER <type>` makes the server do (`-1` is `None`). The
+    /// messages are still counted in `cluster_stats_messages_*_received`.
+    ///
+    /// ```
+    /// use redis_cluster_bus::MessageType;
+    /// use redis_cluster_state::{ClusterNode, Config};
+    ///
+    /// let mut node = ClusterNode::new(Config::new("127.0.0.1", 7000));
+    /// node.set_drop_filter(Some(MessageType::PONG.0));
+    /// assert_eq!(node.drop_filter(), Some(MessageType::PONG.0));
+    /// ```
+    pub fn set_drop_filter(&mut self, kind: Option<u16>) {
+        self.drop_filter = kind;
+    }
+
+    /// The type [`ClusterNode::set_drop_filter`] set.
+    pub fn drop_filter(&self) -> Option<u16> {
+        self.drop_filter
     }
 
     /// Sets the hostname a node announces (its ping extension gives it on the bus).

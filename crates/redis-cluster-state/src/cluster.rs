@@ -84,6 +84,8 @@ pub struct ClusterNode {
     /// the server's `CLUSTER_TODO_UPDATE_STATE` and its cron's `update_state` do (the cron
     /// also while the cluster is down).
     pub(crate) state_stale: bool,
+    /// DEBUG DROP-CLUSTER-PACKET-FILTER: incoming messages of this type are ignored.
+    pub(crate) drop_filter: Option<u16>,
     /// Which table entries the gossip section being built holds, a bit each (kept between
     /// sections only to save its allocation).
     pub(crate) gossip_marks: Vec<u64>,
@@ -182,6 +184,7 @@ impl ClusterNode {
             minority_time: None,
             pfail_nodes: 0,
             state_stale: true,
+            drop_filter: None,
             gossip_marks: Vec::new(),
             not_claiming: SlotSet::new(),
         };
@@ -193,6 +196,37 @@ impl ClusterNode {
     /// The configuration.
     pub fn config(&self) -> &Config {
         &self.config
+    }
+
+    /// Replaces the configuration while the node runs, as CONFIG SET does on the server: the
+    /// timeouts, factors and switches apply from the next input on, and this node's own
+    /// announced hostname and no-failover flag change at once (the next PING carries them).
+    /// `id`, `seed` and the addresses are read only by [`ClusterNode::new`]; here they are
+    /// kept as they were.
+    ///
+    /// ```
+    /// use redis_cluster_state::{ClusterNode, Config};
+    ///
+    /// let mut node = ClusterNode::new(Config::new("127.0.0.1", 7000));
+    /// let mut config = node.config().clone();
+    /// config.node_timeout = 500;
+    /// config.hostname = Some("a.example".into());
+    /// node.set_config(config);
+    /// assert_eq!(node.config().node_timeout, 500);
+    /// assert_eq!(node.myself().hostname.as_deref(), Some("a.example"));
+    /// ```
+    pub fn set_config(&mut self, mut config: Config) {
+        config.id = self.config.id;
+        config.seed = self.config.seed;
+        config.ip = core::mem::take(&mut self.config.ip);
+        config.port = self.config.port;
+        config.cport = self.config.cport;
+        config.pport = self.config.pport;
+        let me = self.myself_mut();
+        me.hostname = config.hostname.clone().filter(|h| !h.is_empty());
+        me.set(NodeFlags::NOFAILOVER, config.replica_no_failover);
+        self.config = config;
+        self.state_stale = true;
     }
 
     /// This node's own entry.
