@@ -21,12 +21,16 @@
 
 #[path = "../toy-node/commands.rs"]
 mod commands;
+#[path = "../toy-node/config.rs"]
+mod config;
 #[path = "../toy-node/db.rs"]
 mod db;
 #[path = "../toy-node/dump.rs"]
 mod dump;
 #[path = "../toy-node/float.rs"]
 mod float;
+#[path = "../toy-node/log.rs"]
+mod log;
 #[path = "../toy-node/node.rs"]
 mod node;
 #[path = "../toy-node/replication.rs"]
@@ -300,7 +304,7 @@ fn clean(dir: &Path) {
     let _ = std::fs::remove_dir(dir);
 }
 
-async fn run(plan: &Plan) -> Result<(PathBuf, Vec<u16>), String> {
+async fn run(plan: &Plan) -> Result<(PathBuf, Vec<u16>, Vec<node::Handle>), String> {
     let dir = plan
         .dir
         .clone()
@@ -308,6 +312,7 @@ async fn run(plan: &Plan) -> Result<(PathBuf, Vec<u16>), String> {
     prepare(&dir, plan.dir.is_none())?;
     let total = plan.masters * (plan.replicas + 1);
     let ports: Vec<u16> = (0..total as u16).map(|i| plan.port + i).collect();
+    let mut nodes = Vec::with_capacity(ports.len());
     for &port in &ports {
         let args: Vec<String> = [
             "--port".into(),
@@ -324,10 +329,10 @@ async fn run(plan: &Plan) -> Result<(PathBuf, Vec<u16>), String> {
             String::from(if plan.verbose { "notice" } else { "warning" }),
         ]
         .into();
-        node::start(&node::Options::parse(&args)?).await?;
+        nodes.push(node::start(&node::Options::parse(&args)?).await?);
     }
     form(&ports, plan.masters).await?;
-    Ok((dir, ports))
+    Ok((dir, ports, nodes))
 }
 
 #[tokio::main]
@@ -356,7 +361,7 @@ async fn main() {
             std::process::exit(2);
         }
     };
-    let (dir, ports) = match run(&plan).await {
+    let (dir, ports, nodes) = match run(&plan).await {
         Ok(started) => started,
         Err(e) => {
             eprintln!("toy-cluster: {e}");
@@ -375,9 +380,13 @@ async fn main() {
     );
     // Ctrl-C, or a SIGTERM from `kill` or `timeout`.
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        Some(()) = async { term.as_mut()?.recv().await } => {}
+    let signal = tokio::select! {
+        _ = tokio::signal::ctrl_c() => "SIGINT",
+        Some(()) = async { term.as_mut()?.recv().await } => "SIGTERM",
+    };
+    // Each node saves its nodes.conf, as a server does on the signal.
+    for node in &nodes {
+        node.shutdown(signal);
     }
     if plan.dir.is_none() {
         clean(&dir);

@@ -21,6 +21,7 @@ use redis_cluster_proto::state::{Protocol, Request};
 use crate::db::{Db, Entry, Fields, Value, integer};
 use crate::dump::{dump, restore as undump, seal, verify};
 use crate::float::{FloatError, increment};
+use crate::log::Level;
 use crate::node::Node;
 use crate::replication::propagate;
 
@@ -394,10 +395,11 @@ fn execute(
         ("client", [sub, rest @ ..]) => client_command(client, sub, rest),
         ("command", rest) => command_command(client, rest),
         ("config", [sub, rest @ ..]) => config(node, sub, rest),
+        ("debug", [sub, rest @ ..]) => debug(node, sub, rest, now),
         ("function", [sub, rest @ ..]) => function(sub, rest),
         ("psync", _) if node.cluster.myself().is_master() => return Outcome::Feed,
         ("psync", _) => error("ERR the toy node replicates from masters only"),
-        ("info", _) => info(node),
+        ("info", rest) => info(node, rest, now),
         ("dbsize", []) => Frame::Integer(node.db.len() as i64),
         ("flushall" | "flushdb", options) => match options {
             [] => {
@@ -622,59 +624,331 @@ fn command_command(client: &Client, args: &[&[u8]]) -> Reply {
 
 /// CONFIG GET for the few parameters tools read at start (redis-benchmark: `save`,
 /// `appendonly`); CONFIG SET is refused.
-fn config(node: &Node, sub: &[u8], args: &[&[u8]]) -> Reply {
-    if !eq(sub, "get") {
-        return error("ERR the toy node implements only CONFIG GET");
-    }
-    let values = [
-        ("port", node.port.to_string()),
-        ("cluster-enabled", String::from("yes")),
-        (
-            "cluster-node-timeout",
-            node.cluster.config().node_timeout.to_string(),
-        ),
-        ("save", String::new()),
-        ("appendonly", String::from("no")),
-        ("maxmemory", String::from("0")),
-    ];
-    let mut reply = Vec::new();
-    for (name, value) in values {
-        if args
-            .iter()
-            .any(|pattern| glob(&pattern.to_ascii_lowercase(), name.as_bytes()))
-        {
+/// Parameters the server changes live that the toy node cannot: it binds its ports once.
+const FIXED: &[&str] = &["port", "bind", "cluster-announce-ip", "unixsocket"];
+
+/// CONFIG GET / SET / REWRITE / RESETSTAT, on `config.rs`'s table.
+fn config(node: &mut Node, sub: &[u8], args: &[&[u8]]) -> Reply {
+    if eq(sub, "get") {
+        let mut reply = Vec::new();
+        for (name, value) in node.settings.config_get(args) {
             reply.push(bulk(name.as_bytes()));
             reply.push(bulk(value.as_bytes()));
         }
+        return Frame::Array(reply);
     }
-    Frame::Array(reply)
+    if eq(sub, "set") {
+        if args.is_empty() || args.len() % 2 != 0 {
+            return error("ERR wrong number of arguments for 'config|set' command");
+        }
+        let pairs: Vec<(&[u8], &[u8])> = args.chunks(2).map(|p| (p[0], p[1])).collect();
+        if let Some((name, _)) = pairs.iter().find(|(n, _)| {
+            let name = String::from_utf8_lossy(n).to_ascii_lowercase();
+            FIXED.contains(&name.as_str())
+        }) {
+            return error(&format!(
+                "ERR CONFIG SET failed (possibly related to argument '{}') - the toy node binds \
+                 its ports once, at start",
+                String::from_utf8_lossy(name).to_ascii_lowercase()
+            ));
+        }
+        let changed = match node.settings.config_set(&pairs) {
+            Ok(changed) => changed,
+            Err(line) => return error(&line),
+        };
+        apply(node, &changed);
+        return ok();
+    }
+    if eq(sub, "rewrite") {
+        return match node.settings.rewrite() {
+            Ok(()) => {
+                node.log
+                    .write(Level::Notice, "CONFIG REWRITE executed with success.");
+                ok()
+            }
+            Err(line) => error(&line),
+        };
+    }
+    if eq(sub, "resetstat") {
+        node.reset_stats();
+        return ok();
+    }
+    error(&format!(
+        "ERR unknown subcommand '{}'. Try CONFIG HELP.",
+        String::from_utf8_lossy(sub)
+    ))
 }
 
-fn info(node: &Node) -> Reply {
-    let myself = node.cluster.myself();
-    let role = if myself.is_master() {
-        "master"
-    } else {
-        "slave"
+/// What a CONFIG SET changes at once: the state machine's options, the log level, the
+/// password; the rest is logged (once) as having no effect on the toy.
+fn apply(node: &mut Node, changed: &[String]) {
+    if changed.iter().any(|name| name.starts_with("cluster-")) {
+        let config = node.cluster.config().clone();
+        let config = crate::node::cluster_config(&node.settings, config);
+        node.cluster.set_config(config);
+    }
+    if changed.iter().any(|name| name == "loglevel") {
+        let level = node.settings.get("loglevel").and_then(Level::parse);
+        node.log.level = level.unwrap_or(Level::Notice);
+    }
+    if changed.iter().any(|name| name == "requirepass") {
+        let password = node.settings.get("requirepass").unwrap_or("");
+        node.password = (!password.is_empty()).then(|| password.to_string());
+    }
+    crate::node::tell_inert(node);
+}
+
+/// The DEBUG subcommands Redis's test suites use, as the server runs them.
+fn debug(node: &mut Node, sub: &[u8], args: &[&[u8]], now: u64) -> Reply {
+    // The toy listens on loopback only: `local` allows every client, as `yes` does.
+    if node.settings.get("enable-debug-command") == Some("no") {
+        return error(
+            "ERR DEBUG command not allowed. If the enable-debug-command option is set to \
+             \"local\", you can run it from a local connection, otherwise you need to set this \
+             option in the configuration file, and then restart the server.",
+        );
+    }
+    let number = |arg: &[u8]| std::str::from_utf8(arg).ok()?.parse::<f64>().ok();
+    match args {
+        [seconds] if eq(sub, "sleep") => match number(seconds) {
+            // The whole node stops, bus included, as the server's one thread does: the
+            // node's lock is held throughout.
+            Some(s) if s.is_finite() && s >= 0.0 => {
+                std::thread::sleep(std::time::Duration::from_secs_f64(s.min(3600.0)));
+                ok()
+            }
+            _ => error("ERR value is not a valid float"),
+        },
+        [kind] if eq(sub, "drop-cluster-packet-filter") => match integer(kind) {
+            Some(kind) => {
+                node.cluster.set_drop_filter(u16::try_from(kind).ok());
+                ok()
+            }
+            None => error(NOT_INTEGER),
+        },
+        [] if eq(sub, "digest") => {
+            let mut digest = [0u8; 20];
+            let keys: Vec<Vec<u8>> = node.db.keys(now).cloned().collect();
+            for key in keys {
+                xor(&mut digest, &key_digest(&node.db, &key, now));
+            }
+            bulk(hex(&digest).as_bytes())
+        }
+        keys if eq(sub, "digest-value") => Frame::Array(
+            keys.iter()
+                .map(|key| bulk(hex(&key_digest(&node.db, key, now)).as_bytes()))
+                .collect(),
+        ),
+        [count, rest @ ..] if eq(sub, "populate") && rest.len() <= 2 => {
+            let Some(count) = integer(count).filter(|c| *c >= 0) else {
+                return error("ERR count can't be negative");
+            };
+            let prefix = rest.first().copied().unwrap_or(b"key");
+            let size = match rest.get(1).map(|s| integer(s)) {
+                None => None,
+                Some(Some(size)) if size >= 0 => Some(size as usize),
+                Some(_) => return error("ERR size can't be negative"),
+            };
+            for n in 0..count {
+                let mut key = prefix.to_vec();
+                key.extend_from_slice(format!(":{n}").as_bytes());
+                if node.db.contains(&key, now) {
+                    continue;
+                }
+                // As the server: `value:N`, or exactly `size` bytes of it, zero-padded.
+                let mut value = format!("value:{n}").into_bytes();
+                if let Some(size) = size.filter(|s| *s > 0) {
+                    value.resize(size, 0);
+                }
+                node.db.insert(&key, string(&value));
+            }
+            ok()
+        }
+        [text] if eq(sub, "log") => {
+            let text = format!("DEBUG LOG: {}", String::from_utf8_lossy(text));
+            node.log.write(Level::Warning, &text);
+            ok()
+        }
+        [_] if eq(sub, "set-active-expire") => ok(),
+        _ => error(&format!(
+            "ERR unknown subcommand or wrong number of arguments for '{}'. Try DEBUG HELP.",
+            String::from_utf8_lossy(sub)
+        )),
+    }
+}
+
+/// A key's share of DEBUG DIGEST: 20 bytes that depend on its name, value and expiry, all
+/// zero for a missing key. Not the server's SHA1 mix: digests compare between toy nodes (a
+/// master and its replica), never with a real server's.
+fn key_digest(db: &Db, key: &[u8], now: u64) -> [u8; 20] {
+    use std::hash::{Hash, Hasher};
+    let mut out = [0u8; 20];
+    let Some(entry) = db.peek(key, now) else {
+        return out;
     };
-    let mut text = format!(
-        "# Server\r\nredis_version:7.0.15\r\nredis_mode:cluster\r\ntcp_port:{}\r\n\r\n\
-         # Replication\r\nrole:{role}\r\nconnected_slaves:{}\r\nmaster_replid:{}\r\n\
-         master_repl_offset:{}\r\n\r\n\
-         # Cluster\r\ncluster_enabled:1\r\n",
-        node.port,
-        node.replication.stream.receiver_count(),
-        node.replication.replid,
-        node.replication.offset
-    );
-    if node.db.len() > 0 {
-        text.push_str(&format!(
-            "\r\n# Keyspace\r\ndb0:keys={},expires={},avg_ttl=0\r\n",
-            node.db.len(),
-            node.db.volatile()
-        ));
+    let payload = dump(&entry.value);
+    for (round, chunk) in out.chunks_mut(8).enumerate() {
+        // SipHash with fixed keys: the same bytes from every node of one build.
+        let mut hasher = std::hash::DefaultHasher::new();
+        (round, key, &payload, entry.expires).hash(&mut hasher);
+        let bytes = hasher.finish().to_be_bytes();
+        chunk.copy_from_slice(&bytes[..chunk.len()]);
+    }
+    out
+}
+
+fn xor(into: &mut [u8; 20], other: &[u8; 20]) {
+    for (a, b) in into.iter_mut().zip(other) {
+        *a ^= b;
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// INFO's sections, in the server's order, and whether plain INFO shows each.
+const SECTIONS: &[(&str, bool)] = &[
+    ("server", true),
+    ("clients", true),
+    ("memory", true),
+    ("persistence", true),
+    ("stats", true),
+    ("replication", true),
+    ("cpu", true),
+    ("modules", true),
+    ("errorstats", true),
+    ("cluster", true),
+    ("keyspace", true),
+];
+
+/// `INFO [section ...]`: the fields the server reports that mean something for the toy (the
+/// ones Redis's own test suites read among them), under the server's names.
+fn info(node: &Node, args: &[&[u8]], now: u64) -> Reply {
+    let wanted = |section: &str, default: bool| {
+        args.is_empty() && default
+            || args.iter().any(|a| {
+                eq(a, section)
+                    || eq(a, "all")
+                    || eq(a, "everything")
+                    || (eq(a, "default") && default)
+            })
+    };
+    let mut text = String::new();
+    for &(section, default) in SECTIONS {
+        if !wanted(section, default) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str("\r\n");
+        }
+        let mut title = section.to_string();
+        title[..1].make_ascii_uppercase();
+        text.push_str(&format!("# {title}\r\n"));
+        for (field, value) in info_section(node, section, now) {
+            text.push_str(&format!("{field}:{value}\r\n"));
+        }
     }
     Frame::BulkString(text.into_bytes())
+}
+
+fn info_section(node: &Node, section: &str, now: u64) -> Vec<(String, String)> {
+    let mut fields: Vec<(String, String)> = Vec::new();
+    let mut add = |field: &str, value: &dyn std::fmt::Display| {
+        fields.push((field.to_string(), value.to_string()));
+    };
+    let myself = node.cluster.myself();
+    let uptime = now.saturating_sub(node.started) / 1000;
+    match section {
+        "server" => {
+            add("redis_version", &"7.0.15");
+            add("redis_mode", &"cluster");
+            add("os", &std::env::consts::OS);
+            add("arch_bits", &64);
+            add("process_id", &std::process::id());
+            add("run_id", &node.replication.replid);
+            add("tcp_port", &node.port);
+            add("uptime_in_seconds", &uptime);
+            add("uptime_in_days", &(uptime / 86_400));
+            let exe = std::env::current_exe().map(|p| p.display().to_string());
+            add("executable", &exe.unwrap_or_default());
+            let file = node.settings.file().map(|p| p.display().to_string());
+            add("config_file", &file.unwrap_or_default());
+        }
+        "clients" => {
+            add("connected_clients", &node.clients);
+            add("blocked_clients", &node.blocked);
+            add("tracking_clients", &0);
+        }
+        "memory" => {
+            add("mem_allocator", &"libc");
+            add("lazyfree_pending_objects", &0);
+        }
+        "persistence" => {
+            add("loading", &0);
+            add("rdb_bgsave_in_progress", &0);
+            add("aof_enabled", &0);
+            add("aof_rewrite_in_progress", &0);
+        }
+        "stats" => {
+            add("total_connections_received", &node.stats.connections);
+            add("total_commands_processed", &node.stats.commands);
+        }
+        "replication" => {
+            let master = myself.master.and_then(|id| node.cluster.node(&id));
+            match master {
+                Some(master) => {
+                    add("role", &"slave");
+                    add("master_host", &master.ip);
+                    add("master_port", &master.port);
+                    let up = node.replication.link_up;
+                    add("master_link_status", &if up { "up" } else { "down" });
+                    add("master_sync_in_progress", &u8::from(!up));
+                    add("slave_repl_offset", &node.replication.offset);
+                    add("slave_priority", &node.settings.number("replica-priority"));
+                    add(
+                        "slave_read_only",
+                        &u8::from(node.settings.flag("replica-read-only")),
+                    );
+                    add("replica_announced", &1);
+                }
+                None => add("role", &"master"),
+            }
+            let replicas: Vec<_> = node.cluster.replicas_of(&myself.id).collect();
+            add(
+                "connected_slaves",
+                &node.replication.stream.receiver_count(),
+            );
+            for (n, replica) in replicas.iter().enumerate() {
+                add(
+                    &format!("slave{n}"),
+                    &format!(
+                        "ip={},port={},state=online,offset={},lag=0",
+                        replica.ip, replica.port, replica.repl_offset
+                    ),
+                );
+            }
+            add("master_failover_state", &"no-failover");
+            add("master_replid", &node.replication.replid);
+            add(
+                "master_replid2",
+                &"0000000000000000000000000000000000000000",
+            );
+            add("master_repl_offset", &node.replication.offset);
+            add("second_repl_offset", &-1);
+        }
+        "cluster" => add("cluster_enabled", &1),
+        "keyspace" if node.db.len() > 0 => {
+            let value = format!(
+                "keys={},expires={},avg_ttl=0",
+                node.db.len(),
+                node.db.volatile()
+            );
+            add("db0", &value);
+        }
+        _ => {}
+    }
+    fields
 }
 
 /// `SCAN cursor [MATCH pattern] [COUNT count] [TYPE type]`.

@@ -18,7 +18,9 @@
 //! payloads (`dump.rs`), MIGRATE, and replication between toy nodes (`replication.rs`).
 
 mod commands;
+mod config;
 mod db;
+mod log;
 
 const USAGE: &str = "Usage: toy-node [CONFIG-FILE] [--port 6379] [--cluster-port PORT+10000]
                 [--dir DIR] [--cluster-config-file nodes-PORT.conf]
@@ -33,6 +35,8 @@ mod dump;
 mod float;
 mod node;
 mod replication;
+
+use tokio::signal::unix::{SignalKind, signal};
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
@@ -53,13 +57,58 @@ async fn main() {
         }
         _ => {}
     }
-    let started = match node::Options::parse(&args) {
-        Ok(options) => node::start(&options).await,
-        Err(e) => Err(e),
+    let options = match node::Options::parse(&args) {
+        Ok(options) => options,
+        Err(e) => {
+            eprintln!("{e}");
+            std::process::exit(1);
+        }
     };
-    if let Err(e) = started {
-        eprintln!("toy-node: {e}");
-        std::process::exit(1);
+    if options.settings.flag("daemonize") {
+        daemonize(&args, &options);
     }
-    std::future::pending::<()>().await;
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        eprintln!("toy-node: cannot handle signals");
+        std::process::exit(1);
+    };
+    let node = match node::start(&options).await {
+        Ok(node) => node,
+        Err(e) => {
+            options.log().write(log::Level::Warning, &e);
+            std::process::exit(1);
+        }
+    };
+    let name = tokio::select! {
+        _ = term.recv() => "SIGTERM",
+        _ = int.recv() => "SIGINT",
+    };
+    node.shutdown(name);
+    std::process::exit(0);
+}
+
+/// `daemonize yes`: the node goes on in a child of its own, detached from the terminal, with
+/// the same arguments (and a pidfile, as the server writes one when daemonized), while this
+/// process exits.
+fn daemonize(args: &[String], options: &node::Options) {
+    let mut child =
+        std::process::Command::new(std::env::current_exe().unwrap_or_else(|_| "toy-node".into()));
+    child.args(args).args(["--daemonize", "no"]);
+    if options.settings.get("pidfile").is_none_or(str::is_empty) {
+        child.args(["--pidfile", "/var/run/redis.pid"]);
+    }
+    let spawned = child
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn();
+    match spawned {
+        Ok(_) => std::process::exit(0),
+        Err(e) => {
+            eprintln!("toy-node: cannot daemonize: {e}");
+            std::process::exit(1);
+        }
+    }
 }

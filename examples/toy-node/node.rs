@@ -11,110 +11,91 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use bytes::{Bytes, BytesMut};
 use redis_cluster_proto::bus::{Framed, Framer, Message, NodeId};
 use redis_cluster_proto::resp::{Decoder, Frame, encode, encode_command};
-use redis_cluster_proto::state::{ClusterNode, Config, Link, Output};
+use redis_cluster_proto::state::{ClusterNode, Config, EndpointType, Link, Output};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc::error::TrySendError;
 use tokio::sync::{Notify, mpsc, oneshot};
 
 use crate::commands::{Client, Migration, Outcome};
+use crate::config::{self, Settings};
 use crate::db::Db;
+use crate::log::{Level, Log};
 use crate::replication::Replication;
 
-/// The command line and configuration file, as redis-server names them.
+/// The command line and configuration file, as redis-server reads them (`config.rs`), with
+/// the paths resolved against `dir`.
 #[derive(Debug)]
 pub(crate) struct Options {
-    port: u16,
-    cluster_port: Option<u16>,
-    node_timeout: u64,
-    config_file: Option<String>,
+    pub(crate) settings: Settings,
+    /// `dir`, absolute.
     dir: PathBuf,
-    hostname: Option<String>,
-    password: Option<String>,
-    /// `loglevel warning` silences the state machine's events.
-    quiet: bool,
 }
 
 impl Options {
+    /// `redis-server [FILE] [--name value ...]`; the error is the server's fatal message.
     pub(crate) fn parse(args: &[String]) -> Result<Self, String> {
-        let mut options = Self {
-            port: 6379,
-            cluster_port: None,
-            node_timeout: 15_000,
-            config_file: None,
-            dir: PathBuf::from("."),
-            hostname: None,
-            password: None,
-            quiet: false,
+        let mut settings = Settings::load(args)?;
+        let fatal = |why: &str| {
+            format!(
+                "\n*** FATAL CONFIG FILE ERROR ({}) ***\n{why}",
+                config::SERVER
+            )
         };
-        let mut pairs: Vec<(String, String)> = Vec::new();
-        let mut rest = args;
-        if let Some(file) = rest.first().filter(|a| !a.starts_with("--")) {
-            let text = std::fs::read_to_string(file).map_err(|e| format!("{file}: {e}"))?;
-            for line in text.lines().map(str::trim) {
-                if line.is_empty() || line.starts_with('#') {
-                    continue;
-                }
-                let (name, value) = line.split_once(char::is_whitespace).unwrap_or((line, ""));
-                pairs.push((name.to_ascii_lowercase(), value.trim().to_string()));
-            }
-            rest = &rest[1..];
+        if !settings.flag("cluster-enabled") {
+            return Err(fatal(
+                "cluster-enabled no: the toy node runs in cluster mode only",
+            ));
         }
-        let mut args = rest.iter();
-        while let Some(name) = args.next() {
-            let Some(name) = name.strip_prefix("--") else {
-                return Err(format!("unexpected argument {name:?}"));
-            };
-            let value = args.next().ok_or(format!("--{name} needs a value"))?;
-            pairs.push((name.to_ascii_lowercase(), value.clone()));
+        if !settings.get("replicaof").unwrap_or("").is_empty() {
+            return Err(fatal("replicaof directive not allowed in cluster mode"));
         }
-        for (name, value) in pairs {
-            let number = |what: &str| format!("{what}: not a number: {value:?}");
-            match name.as_str() {
-                "port" => options.port = value.parse().map_err(|_| number("port"))?,
-                "cluster-port" => {
-                    options.cluster_port = Some(value.parse().map_err(|_| number("cluster-port"))?)
-                }
-                "cluster-node-timeout" => {
-                    options.node_timeout =
-                        value.parse().map_err(|_| number("cluster-node-timeout"))?
-                }
-                "cluster-config-file" => options.config_file = Some(value),
-                "dir" => {
-                    // As redis-server, which chdirs there: a directory that is not there is
-                    // an error, not a node that cannot save.
-                    std::fs::read_dir(&value).map_err(|e| format!("dir {value:?}: {e}"))?;
-                    options.dir = PathBuf::from(value);
-                }
-                "cluster-announce-hostname" => options.hostname = Some(value),
-                "requirepass" => options.password = Some(value),
-                "loglevel" => {
-                    let level = value.to_ascii_lowercase();
-                    if !matches!(&level[..], "debug" | "verbose" | "notice" | "warning") {
-                        return Err(format!(
-                            "loglevel {value:?}: argument(s) must be one of the following: \
-                             debug, verbose, notice, warning"
-                        ));
-                    }
-                    options.quiet = level == "warning";
-                }
-                "cluster-enabled" | "bind" | "daemonize" | "appendonly" | "save" => {}
-                other => return Err(format!("unknown option {other:?}")),
-            }
+        if settings.number("tls-port") != 0 {
+            return Err(fatal("tls-port: the toy node does not speak TLS"));
         }
-        Ok(options)
+        let dir = match settings.get("dir").unwrap_or("") {
+            "" => std::env::current_dir(),
+            dir => std::fs::canonicalize(dir),
+        }
+        .map_err(|e| format!("dir: {}", config::os_reason(&e)))?;
+        settings.put("dir", &dir.display().to_string());
+        Ok(Self { settings, dir })
+    }
+
+    fn port(&self) -> u16 {
+        u16::try_from(self.settings.number("port")).unwrap_or(6379)
     }
 
     fn cport(&self) -> u16 {
-        self.cluster_port.unwrap_or(self.port.wrapping_add(10_000))
+        match self.settings.number("cluster-port") {
+            0 => self.port().wrapping_add(10_000),
+            port => u16::try_from(port).unwrap_or(0),
+        }
     }
 
     fn conf_path(&self) -> PathBuf {
-        let file = self
-            .config_file
-            .clone()
-            .unwrap_or_else(|| String::from("nodes.conf"));
-        self.dir.join(file)
+        self.dir.join(
+            self.settings
+                .get("cluster-config-file")
+                .unwrap_or("nodes.conf"),
+        )
+    }
+
+    /// A path of the configuration, relative to `dir` as the server (which chdirs there)
+    /// reads it; `None` when empty.
+    fn path(&self, name: &str) -> Option<PathBuf> {
+        let value = self.settings.get(name).filter(|v| !v.is_empty())?;
+        Some(self.dir.join(value))
+    }
+
+    /// Where the log goes and what it says.
+    pub(crate) fn log(&self) -> Log {
+        Log {
+            level: Level::parse(self.settings.get("loglevel").unwrap_or(""))
+                .unwrap_or(Level::Notice),
+            file: self.path("logfile"),
+            role: 'M',
+        }
     }
 }
 
@@ -183,11 +164,23 @@ pub(crate) struct Node {
     renamed: HashMap<NodeId, NodeId>,
     pub(crate) db: Db,
     conf_path: PathBuf,
-    quiet: bool,
+    /// The configuration, for CONFIG GET / SET / REWRITE.
+    pub(crate) settings: Settings,
+    /// The inert parameters already logged as such.
+    pub(crate) inert_told: HashSet<String>,
+    pub(crate) log: Log,
+    /// The pidfile written at start, removed at shutdown.
+    pidfile: Option<PathBuf>,
     /// The last client id given out.
     next_client: u64,
+    /// When the node started (ms), for INFO's uptime.
+    pub(crate) started: u64,
+    /// Clients connected now.
+    pub(crate) clients: usize,
+    /// INFO's counters, which CONFIG RESETSTAT zeroes.
+    pub(crate) stats: Stats,
     /// Clients waiting in a blocked command: every other command wakes them to try again.
-    blocked: usize,
+    pub(crate) blocked: usize,
     /// The keys a MIGRATE is moving: commands on them wait until it ends.
     pub(crate) in_flight: HashSet<Vec<u8>>,
     pub(crate) replication: Replication,
@@ -195,7 +188,19 @@ pub(crate) struct Node {
     following: Option<(NodeId, tokio::task::AbortHandle)>,
 }
 
+/// The counters of INFO's Stats section.
+#[derive(Debug, Default)]
+pub(crate) struct Stats {
+    pub(crate) connections: u64,
+    pub(crate) commands: u64,
+}
+
 impl Node {
+    /// CONFIG RESETSTAT.
+    pub(crate) fn reset_stats(&mut self) {
+        self.stats = Stats::default();
+    }
+
     /// A new link number, inbound or outbound.
     fn next_serial(&mut self) -> u64 {
         self.next_conn += 1;
@@ -230,10 +235,12 @@ fn pump(shared: &Shared, node: &mut Node) {
         if let Some((_, task)) = node.following.take() {
             task.abort();
         }
+        node.replication.link_up = false;
         if let Some(master) = master {
             let task = tokio::spawn(follow(shared.clone(), master));
             node.following = Some((master, task.abort_handle()));
         }
+        node.log.role = if master.is_some() { 'S' } else { 'M' };
     }
 }
 
@@ -276,11 +283,8 @@ fn drain(shared: &Shared, node: &mut Node) {
                     }
                     node.renamed.insert(from, to);
                 }
-                Output::SaveConfig => save(&node.conf_path, &node.cluster.nodes_conf()),
-                Output::Event(event) if !node.quiet => {
-                    eprintln!("{} {} * {event:?}", now(), node.port)
-                }
-                Output::Event(_) => {}
+                Output::SaveConfig => save(node),
+                Output::Event(event) => node.log.write(Level::Notice, &format!("{event:?}")),
             }
         }
         if stuck.is_empty() {
@@ -292,7 +296,8 @@ fn drain(shared: &Shared, node: &mut Node) {
                 Link::Inbound(conn) => node.inbound.remove(&conn).is_some(),
             };
             if removed {
-                eprintln!("{} # {link:?}: the peer does not read, link closed", now());
+                let text = format!("{link:?}: the peer does not read, link closed");
+                node.log.write(Level::Warning, &text);
                 node.cluster.handle_link_down(link, now());
             }
         }
@@ -306,12 +311,17 @@ fn pump_and_wake(shared: &Shared, node: &mut Node) {
     shared.timer.notify_one();
 }
 
-/// nodes.conf, written to a temporary file and renamed over the old one.
-fn save(path: &PathBuf, text: &str) {
-    let tmp = path.with_extension("tmp");
-    let written = std::fs::write(&tmp, text).and_then(|()| std::fs::rename(&tmp, path));
-    if let Err(e) = written {
-        eprintln!("{} # {}: not saved: {e}", now(), path.display());
+/// Saves nodes.conf as the server does (`clusterSaveConfig`): a temporary file, fsynced,
+/// renamed over the old one. Called before the reply to the command that changed it.
+pub(crate) fn save(node: &Node) {
+    let text = node.cluster.nodes_conf();
+    if let Err(e) = config::write_durably(&node.conf_path, text.as_bytes()) {
+        let text = format!(
+            "Could not save the cluster configuration {}: {}",
+            node.conf_path.display(),
+            config::os_reason(&e)
+        );
+        node.log.write(Level::Warning, &text);
     }
 }
 
@@ -485,8 +495,11 @@ async fn serve_client(shared: Shared, mut stream: TcpStream) {
     let mut client = {
         let mut node = lock(&shared);
         node.next_client += 1;
+        node.stats.connections += 1;
+        node.clients += 1;
         Client::new(node.next_client, node.password.is_some())
     };
+    let _connected = Connected(shared.clone());
     let mut decoder = Decoder::new();
     let mut buf = BytesMut::with_capacity(16 * 1024);
     let mut out = BytesMut::new();
@@ -524,6 +537,9 @@ async fn serve_client(shared: Shared, mut stream: TcpStream) {
                         batch_now
                     };
                     let deadline = node.cluster.poll_timeout();
+                    if blocked_until.is_none() {
+                        node.stats.commands += 1;
+                    }
                     let outcome = crate::commands::run(&mut node, &mut client, &args, now);
                     pump(&shared, &mut node);
                     // The timer sleeps until the cron's deadline: wake it only if that
@@ -726,6 +742,7 @@ async fn follow(shared: Shared, master: NodeId) {
             .await
             {
                 replicate(&shared, stream).await;
+                lock(&shared).replication.link_up = false;
             }
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
@@ -761,6 +778,7 @@ async fn replicate(shared: &Shared, mut stream: TcpStream) {
                         .and_then(|o| std::str::from_utf8(o).ok()?.parse::<u64>().ok())
                         .unwrap_or(0);
                     node.replication.offset = offset;
+                    node.replication.link_up = true;
                     synced = true;
                 }
                 Frame::Array(items) => {
@@ -772,7 +790,8 @@ async fn replicate(shared: &Shared, mut stream: TcpStream) {
                         })
                         .collect();
                     if !crate::replication::apply(&mut node.db, &args, now()) {
-                        eprintln!("{} # replication: not a toy master's stream", now());
+                        let text = "replication: not a toy master's stream";
+                        node.log.write(Level::Warning, text);
                         return;
                     }
                     if synced {
@@ -780,7 +799,8 @@ async fn replicate(shared: &Shared, mut stream: TcpStream) {
                     }
                 }
                 _ => {
-                    eprintln!("{} # replication: not a toy master's stream", now());
+                    let text = "replication: not a toy master's stream";
+                    node.log.write(Level::Warning, text);
                     return;
                 }
             }
@@ -794,6 +814,15 @@ async fn replicate(shared: &Shared, mut stream: TcpStream) {
             Ok(0) | Err(_) => return,
             Ok(_) => {}
         }
+    }
+}
+
+/// A client counted in `Node::clients` for as long as this lives.
+struct Connected(Shared);
+
+impl Drop for Connected {
+    fn drop(&mut self) {
+        lock(&self.0).clients -= 1;
     }
 }
 
@@ -813,37 +842,176 @@ impl Drop for Blocked {
     }
 }
 
+/// The state machine's configuration from the parameters that make it: at start, and
+/// again after each CONFIG SET.
+pub(crate) fn cluster_config(settings: &Settings, mut config: Config) -> Config {
+    let number = |name: &str| u64::try_from(settings.number(name)).unwrap_or(0);
+    config.node_timeout = number("cluster-node-timeout");
+    let host = settings.get("cluster-announce-hostname").unwrap_or("");
+    config.hostname = (!host.is_empty()).then(|| host.to_string());
+    config.require_full_coverage = settings.flag("cluster-require-full-coverage");
+    config.allow_reads_when_down = settings.flag("cluster-allow-reads-when-down");
+    config.allow_pubsubshard_when_down = settings.flag("cluster-allow-pubsubshard-when-down");
+    config.replica_validity_factor =
+        u32::try_from(number("cluster-replica-validity-factor")).unwrap_or(u32::MAX);
+    config.migration_barrier =
+        u32::try_from(number("cluster-migration-barrier")).unwrap_or(u32::MAX);
+    config.allow_replica_migration = settings.flag("cluster-allow-replica-migration");
+    config.replica_no_failover = settings.flag("cluster-replica-no-failover");
+    config.preferred_endpoint = match settings.get("cluster-preferred-endpoint-type") {
+        Some("hostname") => EndpointType::Hostname,
+        Some("unknown-endpoint") => EndpointType::Unknown,
+        _ => EndpointType::Ip,
+    };
+    config
+}
+
+/// Logs, once for each, the parameters set away from their defaults that the toy does not
+/// act on.
+pub(crate) fn tell_inert(node: &mut Node) {
+    let inert: Vec<(String, String)> = node
+        .settings
+        .inert()
+        .into_iter()
+        .filter(|(name, _)| !node.inert_told.contains(*name))
+        .map(|(n, v)| (n.to_string(), v.to_string()))
+        .collect();
+    for (name, value) in inert {
+        let text = format!("'{name} {value}' is kept but has no effect on the toy node");
+        node.log.write(Level::Notice, &text);
+        node.inert_told.insert(name);
+    }
+}
+
+/// A running node, for its driver: `shutdown` on SIGTERM.
+pub(crate) struct Handle(Shared);
+
+impl Handle {
+    /// What the server does on SIGTERM or SIGINT: saves nodes.conf, removes its pidfile,
+    /// says goodbye. The caller exits.
+    pub(crate) fn shutdown(&self, signal: &str) {
+        let node = lock(&self.0);
+        node.log.raw(&format!(
+            "{}:signal-handler Received {signal} scheduling shutdown...\n",
+            std::process::id()
+        ));
+        node.log.write(Level::Warning, "User requested shutdown...");
+        save(&node);
+        if let Some(pidfile) = &node.pidfile {
+            node.log.write(Level::Notice, "Removing the pid file.");
+            let _ = std::fs::remove_file(pidfile);
+        }
+        node.log
+            .write(Level::Warning, "Redis is now ready to exit, bye bye...");
+    }
+}
+
 /// Starts a node as `options` say: loads its nodes.conf if there is one, binds its client
 /// and bus ports on 127.0.0.1, and spawns its tasks on the current runtime.
-pub(crate) async fn start(options: &Options) -> Result<(), String> {
-    let mut config = Config::new("127.0.0.1", options.port);
+pub(crate) async fn start(options: &Options) -> Result<Handle, String> {
+    let mut log = options.log();
+    log.role = 'C';
+    log.write(
+        Level::Warning,
+        "oO0OoO0OoO0Oo Redis is starting oO0OoO0OoO0Oo",
+    );
+    log.write(
+        Level::Warning,
+        &format!(
+            "Redis version=7.0.15 (the toy node of redis-cluster-proto {}), bits=64, pid={}, \
+             just started",
+            env!("CARGO_PKG_VERSION"),
+            std::process::id()
+        ),
+    );
+    log.write(Level::Warning, "Configuration loaded");
+    log.role = 'M';
+    let port = options.port();
+    let mut config = Config::new("127.0.0.1", port);
     config.cport = options.cport();
-    config.node_timeout = options.node_timeout;
-    config.hostname = options.hostname.clone();
-    let seed = now() ^ u64::from(std::process::id()) << 32 ^ u64::from(options.port) << 16;
+    let seed = now() ^ u64::from(std::process::id()) << 32 ^ u64::from(port) << 16;
     config.seed = seed;
+    let config = cluster_config(&options.settings, config);
     let conf_path = options.conf_path();
     let cluster = match std::fs::read_to_string(&conf_path) {
         Ok(text) => match ClusterNode::from_nodes_conf(config, &text, now()) {
-            Ok(cluster) => cluster,
+            Ok(cluster) => {
+                let text = format!(
+                    "Node configuration loaded, I'm {:.40}",
+                    cluster.myself().id.to_string()
+                );
+                log.write(Level::Notice, &text);
+                cluster
+            }
             Err(e) => return Err(format!("{}: {e}", conf_path.display())),
         },
-        Err(_) => ClusterNode::new(config),
+        Err(_) => {
+            let cluster = ClusterNode::new(config);
+            let id = cluster.myself().id;
+            log.write(
+                Level::Notice,
+                &format!("No cluster configuration found, I'm {id}"),
+            );
+            cluster
+        }
     };
-    save(&conf_path, &cluster.nodes_conf());
+    let listen = |port: u16| async move {
+        TcpListener::bind(("127.0.0.1", port)).await.map_err(|e| {
+            format!(
+                "Warning: Could not create server TCP listening socket 127.0.0.1:{port}: \
+                 {}\nFailed listening on port {port} (TCP), aborting.",
+                config::os_reason(&e)
+            )
+        })
+    };
+    let clients = listen(port).await?;
+    let bus = listen(options.cport()).await?;
+    if options.settings.flag("always-show-logo") {
+        log.raw(&format!(
+            "\n    toy-node {} (redis-cluster-proto), as Redis 7.0.15, 64 bit\n    Running in \
+             cluster mode\n    Port: {port}\n    PID: {}\n\n",
+            env!("CARGO_PKG_VERSION"),
+            std::process::id()
+        ));
+    } else {
+        log.write(
+            Level::Notice,
+            &format!("Running mode=cluster, port={port}."),
+        );
+    }
+    log.write(Level::Warning, "Server initialized");
+    // As the server: a pidfile when one is named (or when daemonized), a warning if it
+    // cannot be written.
+    let pidfile = options.path("pidfile");
+    if let Some(path) = &pidfile {
+        if let Err(e) = std::fs::write(path, format!("{}\n", std::process::id())) {
+            let text = format!("Failed to write PID file: {}", config::os_reason(&e));
+            log.write(Level::Warning, &text);
+        }
+    }
     let shared: Shared = Arc::new(State {
         node: Mutex::new(Node {
             cluster,
-            port: options.port,
-            password: options.password.clone(),
+            port,
+            password: options
+                .settings
+                .get("requirepass")
+                .filter(|p| !p.is_empty())
+                .map(String::from),
             outbound: HashMap::new(),
             inbound: HashMap::new(),
             next_conn: 0,
             renamed: HashMap::new(),
             db: Db::default(),
             conf_path,
-            quiet: options.quiet,
+            settings: options.settings.clone(),
+            inert_told: HashSet::new(),
+            log: log.clone(),
+            pidfile,
             next_client: 0,
+            started: now(),
+            clients: 0,
+            stats: Stats::default(),
             blocked: 0,
             in_flight: HashSet::new(),
             replication: Replication::new(seed),
@@ -852,22 +1020,13 @@ pub(crate) async fn start(options: &Options) -> Result<(), String> {
         timer: Notify::new(),
         changed: Notify::new(),
     });
-    let listen = |port: u16| async move {
-        TcpListener::bind(("127.0.0.1", port))
-            .await
-            .map_err(|e| format!("cannot listen on 127.0.0.1:{port}: {e}"))
-    };
-    let clients = listen(options.port).await?;
-    let bus = listen(options.cport()).await?;
-    if !options.quiet {
-        eprintln!(
-            "{} * toy node {} ready on {} (bus {})",
-            now(),
-            lock(&shared).cluster.myself().id,
-            options.port,
-            options.cport()
-        );
+    {
+        let mut node = lock(&shared);
+        save(&node);
+        tell_inert(&mut node);
+        node.log.write(Level::Notice, "Ready to accept connections");
     }
+    let handle = shared.clone();
     tokio::spawn(serve_bus(shared.clone(), bus));
     tokio::spawn(run_timer(shared.clone()));
     tokio::spawn(async move {
@@ -879,5 +1038,5 @@ pub(crate) async fn start(options: &Options) -> Result<(), String> {
             }
         }
     });
-    Ok(())
+    Ok(Handle(handle))
 }

@@ -33,6 +33,8 @@ pub(crate) struct Replication {
     pub(crate) offset: u64,
     /// The stream, to every attached replica.
     pub(crate) stream: broadcast::Sender<Bytes>,
+    /// A replica: its link to its master is synced and streaming (`master_link_status:up`).
+    pub(crate) link_up: bool,
 }
 
 impl Replication {
@@ -51,6 +53,7 @@ impl Replication {
             replid,
             offset: 0,
             stream: broadcast::channel(STREAM_QUEUE).0,
+            link_up: false,
         }
     }
 
