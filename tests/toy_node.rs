@@ -15,7 +15,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use redis_cluster_proto::resp::Frame;
-use support::{Client, free_ports, redis_cli, text};
+use support::{Client, free_ports, redis_cli, text, toy_node_binary};
 
 /// Toy node processes and their directory, killed and removed on drop.
 struct Nodes {
@@ -31,21 +31,6 @@ impl Drop for Nodes {
         }
         let _ = std::fs::remove_dir_all(&self.dir);
     }
-}
-
-fn toy_node_binary() -> PathBuf {
-    support::example_binary(
-        "toy-node",
-        &[
-            "examples/toy-node",
-            "src",
-            "crates/redis-resp/src",
-            "crates/redis-cluster-bus/src",
-            "crates/redis-cluster-state/src",
-            "crates/redis-hash-slot/src",
-            "crates/redis-cluster-route/src",
-        ],
-    )
 }
 
 /// Starts a toy node for each of `ports` (client port, bus port), with a node timeout of

@@ -530,6 +530,22 @@ pub fn proxy_binary() -> PathBuf {
         .clone()
 }
 
+/// The toy node example's binary (see [`example_binary`]).
+pub fn toy_node_binary() -> PathBuf {
+    example_binary(
+        "toy-node",
+        &[
+            "examples/toy-node",
+            "src",
+            "crates/redis-resp/src",
+            "crates/redis-cluster-bus/src",
+            "crates/redis-cluster-state/src",
+            "crates/redis-hash-slot/src",
+            "crates/redis-cluster-route/src",
+        ],
+    )
+}
+
 /// The binary of the example `name`, built by `cargo test` next to the test's own, checked to
 /// be newer than every `.rs` file under `sources` (directories from the workspace root, the
 /// example's own and the crates it is built from): `cargo test --test X` alone does not

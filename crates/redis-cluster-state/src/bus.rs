@@ -108,6 +108,13 @@ impl ClusterNode {
     }
 
     pub(crate) fn push(&mut self, output: Output) {
+        // One save waiting is enough: the driver writes nodes.conf as it is when it gets
+        // there, after every change of the same input.
+        if matches!(output, Output::SaveConfig)
+            && self.outputs.iter().any(|o| matches!(o, Output::SaveConfig))
+        {
+            return;
+        }
         self.outputs.push_back(output);
     }
 

@@ -212,6 +212,25 @@ impl ClusterNode {
             ) => return Some(arity_error()),
             _ => return None,
         };
+        // What the server persists before it replies (`CLUSTER_TODO_SAVE_CONFIG`, saved in
+        // `clusterBeforeSleep`, which runs before replies are written).
+        let persisted = matches!(
+            name.as_slice(),
+            b"addslots"
+                | b"delslots"
+                | b"addslotsrange"
+                | b"delslotsrange"
+                | b"setslot"
+                | b"set-config-epoch"
+                | b"bumpepoch"
+                | b"replicate"
+                | b"forget"
+                | b"flushslots"
+                | b"reset"
+        );
+        if persisted && matches!(result, Ok(Frame::SimpleString(_) | Frame::BulkString(_))) {
+            self.push(crate::Output::SaveConfig);
+        }
         Some(result.unwrap_or_else(|e| match e {
             CommandError::Other("Invalid config epoch specified") => {
                 let epoch = String::from_utf8_lossy(rest[0]).into_owned();

@@ -291,3 +291,41 @@ fn reset_forgets_everything() {
     assert_eq!((node.current_epoch(), node.myself().config_epoch), (0, 0));
     assert!(node.cluster_nodes().contains("myself,master"));
 }
+
+/// Whether the outputs since the last call ask for nodes.conf to be saved, and how often.
+fn saves(node: &mut ClusterNode) -> usize {
+    let mut saves = 0;
+    while let Some(output) = node.poll_output() {
+        saves += usize::from(matches!(output, redis_cluster_state::Output::SaveConfig));
+    }
+    saves
+}
+
+#[test]
+fn what_the_server_persists_before_replying_asks_for_one_save() {
+    let mut node = pair();
+    saves(&mut node);
+    for line in [
+        "ADDSLOTS 200 201",
+        "DELSLOTS 200",
+        "ADDSLOTSRANGE 300 399",
+        "DELSLOTSRANGE 300 309",
+        "SETSLOT 310 NODE bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb",
+        "BUMPEPOCH",
+        "SAVECONFIG",
+    ] {
+        assert!(run(&mut node, line, 0).starts_with('+'), "{line}");
+        assert_eq!(saves(&mut node), 1, "{line}");
+    }
+    // Reads and refused changes save nothing.
+    for line in [
+        "NODES",
+        "INFO",
+        "ADDSLOTS 0",
+        "DELSLOTS 16000",
+        "SET-CONFIG-EPOCH 5",
+    ] {
+        run(&mut node, line, 0);
+        assert_eq!(saves(&mut node), 0, "{line}");
+    }
+}
