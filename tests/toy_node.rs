@@ -645,6 +645,71 @@ RESTORE newkey 0 x FREQ
 FUNCTION LIST
 FUNCTION DUMP
 FUNCTION RESTORE x
+EVAL return\s1 0
+EVAL return\s'x' 0
+EVAL return\s{1,'two',{3,'a'},nil,5} 0
+EVAL return\s3.99 0
+EVAL return\s-2 0
+EVAL return\snil 0
+EVAL return\strue 0
+EVAL return\sfalse 0
+EVAL return\sredis.call('set',KEYS[1],ARGV[1]) 1 s1 v
+EVAL return\sredis.call('get',KEYS[1]) 1 s1
+EVAL return\sredis.call('get','missing') 0
+EVAL return\sredis.pcall('incr',KEYS[1]) 1 s1
+EVAL return\sredis.call('incr',KEYS[1]) 1 s1
+EVAL \n\nreturn\sredis.call('incr','s1') 0
+EVAL local\sx\s=\s5\sreturn\sx*2+1 0
+EVAL return\s#ARGV 0 a b c
+EVAL return\sARGV[2]..'-'..KEYS[1] 1 k a b
+EVAL local\st\s=\s{}\sfor\si\s=\s1,3\sdo\st[i]\s=\si*i\send\sreturn\st 0
+EVAL if\s#KEYS\s>\s0\sthen\sreturn\s'keys'\selse\sreturn\s'none'\send 0
+EVAL return\sredis.status_reply('FINE') 0
+EVAL return\sredis.error_reply('MY\serr') 0
+EVAL return\stonumber('12')\s+\s1 0
+EVAL return\stostring(12.5) 0
+EVAL return\stype(KEYS) 0
+EVAL x 0
+EVAL return\sy 0
+EVAL error('boom') 0
+EVAL return\sredis.call('nosuch') 0
+EVAL return\sredis.call('ping',\s{}) 0
+EVAL return\sredis.call() 0
+EVAL #!lua\sflags=no-writes\nreturn\sredis.call('set','a','b') 0
+EVAL #!lua\sflags=no-cluster\nreturn\s1 0
+EVAL #!lua\sflags=bogus\nreturn\s1 0
+EVAL #!python\nreturn\s1 0
+EVAL return\s1 -1
+EVAL return\s1 2 a
+EVAL_RO return\sredis.call('set','a','b') 0
+SCRIPT LOAD return\s'cached'
+EVALSHA 4e6d8fc8bb01276962cce5371fa795a7763657ae 0
+EVALSHA 4E6D8FC8BB01276962CCE5371FA795A7763657AE 0
+EVALSHA ffffffffffffffffffffffffffffffffffffffff 0
+SCRIPT EXISTS 4e6d8fc8bb01276962cce5371fa795a7763657ae ffffffffffffffffffffffffffffffffffffffff
+SCRIPT LOAD return\s(
+SCRIPT FLUSH
+SCRIPT EXISTS 4e6d8fc8bb01276962cce5371fa795a7763657ae
+FUNCTION LOAD #!lua\sname=lib1\nredis.register_function('f1',function(keys,args)\sreturn\sargs[1]\send)
+FUNCTION LOAD #!lua\sname=lib1\nredis.register_function('f1',function(keys,args)\sreturn\sargs[1]\send)
+FUNCTION LOAD #!lua\sname=lib2\nredis.register_function('f1',function()\sreturn\s1\send)
+FUNCTION LOAD #!lua\sname=lib3\nlocal\sx\s=\s1
+FUNCTION LOAD return\s1
+FUNCTION LOAD #!lua\nreturn\s1
+FUNCTION LOAD #!lua\sname=lib4\nredis.register_function{function_name='f4',callback=function(keys)\sreturn\sredis.call('get',keys[1])\send,flags={'no-writes'}}
+FUNCTION LOAD #!lua\sname=lib5\nredis.register_function('f5',function()\sreturn\sy\send)
+FCALL f1 0 hello
+FCALL f4 1 s1
+FCALL_RO f4 1 s1
+FCALL_RO f1 0 x
+FCALL f5 0
+FCALL nosuch 0
+FUNCTION DELETE lib5
+FUNCTION DELETE lib5
+FUNCTION DELETE lib4
+FUNCTION DUMP
+FUNCTION FLUSH
+FUNCTION LIST
 FLUSHALL
 DBSIZE
 ";
@@ -734,7 +799,7 @@ fn replies_match_a_real_server() {
         };
         let args: Vec<Vec<u8>> = line
             .split(' ')
-            .map(|arg| arg.replace("\\s", " ").into_bytes())
+            .map(|arg| arg.replace("\\s", " ").replace("\\n", "\n").into_bytes())
             .collect();
         let argv: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
         eprintln!("> {line}"); // shown when a reply never comes

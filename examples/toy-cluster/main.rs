@@ -31,10 +31,14 @@ mod dump;
 mod float;
 #[path = "../toy-node/log.rs"]
 mod log;
+#[path = "../toy-node/lua.rs"]
+mod lua;
 #[path = "../toy-node/node.rs"]
 mod node;
 #[path = "../toy-node/replication.rs"]
 mod replication;
+#[path = "../toy-node/scripts.rs"]
+mod scripts;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

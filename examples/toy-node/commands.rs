@@ -19,7 +19,7 @@ use redis_cluster_proto::route::{
 use redis_cluster_proto::state::{Protocol, Request};
 
 use crate::db::{Db, Entry, Fields, Value, integer};
-use crate::dump::{dump, restore as undump, seal, verify};
+use crate::dump::{dump, restore as undump};
 use crate::float::{FloatError, increment};
 use crate::log::Level;
 use crate::node::Node;
@@ -49,6 +49,8 @@ pub(crate) struct Client {
     dirty: bool,
     /// Blocked in BLPOP / BRPOP: re-runs are routed as the server redirects blocked clients.
     blocked_pop: bool,
+    /// A replica's `REPLCONF listening-port`: the port it serves clients on.
+    pub(crate) listening_port: Option<u16>,
 }
 
 impl Client {
@@ -63,6 +65,7 @@ impl Client {
             multi: None,
             dirty: false,
             blocked_pop: false,
+            listening_port: None,
         }
     }
 
@@ -81,7 +84,7 @@ impl Client {
         }
     }
 
-    fn null(&self) -> Reply {
+    pub(crate) fn null(&self) -> Reply {
         if self.resp3 {
             Frame::Null
         } else {
@@ -113,7 +116,7 @@ pub(crate) enum Outcome {
     },
 }
 
-fn error(text: &str) -> Reply {
+pub(crate) fn error(text: &str) -> Reply {
     Frame::SimpleError(text.as_bytes().to_vec())
 }
 
@@ -121,11 +124,11 @@ fn simple(text: &str) -> Reply {
     Frame::SimpleString(text.as_bytes().to_vec())
 }
 
-fn bulk(bytes: &[u8]) -> Reply {
+pub(crate) fn bulk(bytes: &[u8]) -> Reply {
     Frame::BulkString(bytes.to_vec())
 }
 
-fn ok() -> Reply {
+pub(crate) fn ok() -> Reply {
     simple("OK")
 }
 
@@ -171,7 +174,10 @@ pub(crate) fn run(node: &mut Node, client: &mut Client, args: &[&[u8]], now: u64
         return Outcome::Block { deadline: None };
     }
     let write = spec.flags.contains(CommandFlags::WRITE);
-    if write && !node.cluster.myself().is_master() {
+    // A script that declares writes is refused on a replica before it runs; its commands
+    // reach the replicas one by one (`scripts.rs`).
+    let script_write = crate::scripts::writes(node, spec, args);
+    if (write || script_write) && !node.cluster.myself().is_master() {
         client.dirty |= client.multi.is_some();
         return Outcome::Reply(error(errors::READONLY));
     }
@@ -225,7 +231,7 @@ pub(crate) fn run(node: &mut Node, client: &mut Client, args: &[&[u8]], now: u64
 }
 
 /// The keys a write command may have changed, and whether it empties the keyspace.
-fn written_by<A: AsRef<[u8]>>(spec: &CommandSpec, args: &[A]) -> (Vec<Vec<u8>>, bool) {
+pub(crate) fn written_by<A: AsRef<[u8]>>(spec: &CommandSpec, args: &[A]) -> (Vec<Vec<u8>>, bool) {
     let flushall = matches!(spec.name, "flushall" | "flushdb");
     let positions = Keys::routing(spec, args);
     let keys = positions.positions();
@@ -263,7 +269,7 @@ fn writes(queue: &[Vec<Vec<u8>>]) -> bool {
 /// The cluster's decision for a command with keys (EXEC: for all the queued commands
 /// together), as the server's `getNodeByQuery`; when it runs here, whether one of its keys
 /// is being migrated.
-fn redirect(
+pub(crate) fn redirect(
     node: &Node,
     client: &Client,
     spec: &CommandSpec,
@@ -271,7 +277,8 @@ fn redirect(
     now: u64,
 ) -> Result<bool, Reply> {
     let table = &CommandTable::REDIS_7_0;
-    let mut write = spec.flags.contains(CommandFlags::WRITE);
+    let mut write =
+        spec.flags.contains(CommandFlags::WRITE) || crate::scripts::writes(node, spec, args);
     let mut keys: Vec<&[u8]> = Vec::new();
     let one: [&[u8]; 1];
     let keys: &[&[u8]] = if spec.name == "exec" {
@@ -357,7 +364,7 @@ fn exec(node: &mut Node, client: &mut Client, now: u64) -> Reply {
 }
 
 /// The command itself, after every check passed.
-fn execute(
+pub(crate) fn execute(
     node: &mut Node,
     client: &mut Client,
     spec: &CommandSpec,
@@ -396,8 +403,23 @@ fn execute(
         ("command", rest) => command_command(client, rest),
         ("config", [sub, rest @ ..]) => config(node, sub, rest),
         ("debug", [sub, rest @ ..]) => debug(node, sub, rest, now),
-        ("function", [sub, rest @ ..]) => function(sub, rest),
+        ("function", [sub, rest @ ..]) => crate::scripts::function(node, client, sub, rest, now),
+        ("eval" | "eval_ro" | "evalsha" | "evalsha_ro", _) => {
+            crate::scripts::eval(node, client, args, now)
+        }
+        ("script", [sub, rest @ ..]) => crate::scripts::script(node, sub, rest),
+        ("fcall" | "fcall_ro", _) => crate::scripts::fcall(node, client, args, now),
         ("psync", _) if node.cluster.myself().is_master() => return Outcome::Feed,
+        ("replconf", options) if options.len() % 2 == 0 => {
+            for pair in options.chunks(2) {
+                if eq(pair[0], "listening-port") {
+                    client.listening_port = integer(pair[1]).and_then(|p| u16::try_from(p).ok());
+                }
+            }
+            ok()
+        }
+        ("replconf", _) => error(SYNTAX),
+        ("role", []) => role(node),
         ("psync", _) => error("ERR the toy node replicates from masters only"),
         ("info", rest) => info(node, rest, now),
         ("dbsize", []) => Frame::Integer(node.db.len() as i64),
@@ -807,6 +829,56 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// ROLE: a master's replicas fed now, or a replica's master and link.
+fn role(node: &Node) -> Reply {
+    let myself = node.cluster.myself();
+    let offset = |n: u64| Frame::Integer(n as i64);
+    match myself.master.and_then(|id| node.cluster.node(&id)) {
+        None => {
+            let replicas = node
+                .replication
+                .replicas
+                .iter()
+                .map(|(_, ip, port)| {
+                    Frame::Array(vec![
+                        bulk(ip.as_bytes()),
+                        bulk(port.to_string().as_bytes()),
+                        bulk(replica_offset(node, ip, *port).to_string().as_bytes()),
+                    ])
+                })
+                .collect();
+            Frame::Array(vec![
+                bulk(b"master"),
+                offset(node.replication.offset),
+                Frame::Array(replicas),
+            ])
+        }
+        Some(master) => {
+            let state: &[u8] = if node.replication.link_up {
+                b"connected"
+            } else {
+                b"connect"
+            };
+            Frame::Array(vec![
+                bulk(b"slave"),
+                bulk(master.ip.to_string().as_bytes()),
+                Frame::Integer(i64::from(master.port)),
+                bulk(state),
+                offset(node.replication.offset),
+            ])
+        }
+    }
+}
+
+/// The offset a fed replica last reported on the bus (the server has it from REPLCONF ACK),
+/// or this master's own when the bus has not named the replica yet.
+fn replica_offset(node: &Node, ip: &str, port: u16) -> u64 {
+    node.cluster
+        .nodes()
+        .find(|n| n.port == port && n.ip == ip)
+        .map_or(node.replication.offset, |n| n.repl_offset)
+}
+
 /// INFO's sections, in the server's order, and whether plain INFO shows each.
 const SECTIONS: &[(&str, bool)] = &[
     ("server", true),
@@ -914,19 +986,11 @@ fn info_section(node: &Node, section: &str, now: u64) -> Vec<(String, String)> {
                 }
                 None => add("role", &"master"),
             }
-            let replicas: Vec<_> = node.cluster.replicas_of(&myself.id).collect();
-            add(
-                "connected_slaves",
-                &node.replication.stream.receiver_count(),
-            );
-            for (n, replica) in replicas.iter().enumerate() {
-                add(
-                    &format!("slave{n}"),
-                    &format!(
-                        "ip={},port={},state=online,offset={},lag=0",
-                        replica.ip, replica.port, replica.repl_offset
-                    ),
-                );
+            add("connected_slaves", &node.replication.replicas.len());
+            for (n, (_, ip, port)) in node.replication.replicas.iter().enumerate() {
+                let offset = replica_offset(node, ip, *port);
+                let line = format!("ip={ip},port={port},state=online,offset={offset},lag=0");
+                add(&format!("slave{n}"), &line);
             }
             add("master_failover_state", &"no-failover");
             add("master_replid", &node.replication.replid);
@@ -1685,24 +1749,4 @@ pub(crate) fn migrated(node: &mut Node, job: &Migration, restored: &[bool]) {
         }
     }
     propagate(node, &gone, false, 0);
-}
-
-/// FUNCTION, for a node that holds no functions (what `redis-cli --cluster add-node` asks):
-/// LIST is empty, DUMP is the payload of no functions, RESTORE takes only that, FLUSH
-/// does nothing.
-fn function(sub: &[u8], args: &[&[u8]]) -> Reply {
-    match (sub.to_ascii_lowercase().as_slice(), args) {
-        (b"list", _) => Frame::Array(Vec::new()),
-        (b"dump", []) => Frame::BulkString(seal(Vec::new())),
-        (b"flush", _) => ok(),
-        (b"restore", [payload, ..]) => match verify(payload) {
-            Ok([]) => ok(),
-            Ok(_) => error("ERR the toy node does not run functions"),
-            Err(e) => error(e.text()),
-        },
-        _ => error(&format!(
-            "ERR the toy node does not implement 'function|{}'",
-            String::from_utf8_lossy(sub).to_ascii_lowercase()
-        )),
-    }
 }

@@ -111,6 +111,35 @@ pub(crate) fn restore(payload: &[u8]) -> Result<Value, DumpError> {
     }
 }
 
+/// The RDB opcode of one function library (`RDB_OPCODE_FUNCTION2`): its code follows.
+const OPCODE_FUNCTION: u8 = 245;
+
+/// FUNCTION DUMP's payload, as the server writes it: for each library its opcode and code,
+/// then the version and checksum.
+pub(crate) fn functions_payload<'a>(codes: impl IntoIterator<Item = &'a [u8]>) -> Vec<u8> {
+    let mut body = Vec::new();
+    for code in codes {
+        body.push(OPCODE_FUNCTION);
+        write_string(&mut body, code);
+    }
+    seal(body)
+}
+
+/// The libraries' code in a FUNCTION DUMP payload.
+pub(crate) fn functions_of(payload: &[u8]) -> Result<Vec<Vec<u8>>, DumpError> {
+    let mut reader = Reader {
+        input: verify(payload)?,
+    };
+    let mut codes = Vec::new();
+    while !reader.input.is_empty() {
+        if reader.byte() != Some(OPCODE_FUNCTION) {
+            return Err(DumpError::BadFormat);
+        }
+        codes.push(reader.string().ok_or(DumpError::BadFormat)?);
+    }
+    Ok(codes)
+}
+
 /// An RDB length: 6 bits, 14 bits, or a marker byte and 32 or 64 bits big-endian.
 fn write_length(out: &mut Vec<u8>, len: u64) {
     if len < 1 << 6 {

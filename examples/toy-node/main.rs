@@ -21,6 +21,7 @@ mod commands;
 mod config;
 mod db;
 mod log;
+mod lua;
 
 const USAGE: &str = "Usage: toy-node [CONFIG-FILE] [--port 6379] [--cluster-port PORT+10000]
                 [--dir DIR] [--cluster-config-file nodes-PORT.conf]
@@ -35,6 +36,7 @@ mod dump;
 mod float;
 mod node;
 mod replication;
+mod scripts;
 
 use tokio::signal::unix::{SignalKind, signal};
 

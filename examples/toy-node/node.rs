@@ -184,6 +184,10 @@ pub(crate) struct Node {
     /// The keys a MIGRATE is moving: commands on them wait until it ends.
     pub(crate) in_flight: HashSet<Vec<u8>>,
     pub(crate) replication: Replication,
+    /// FUNCTION LOAD's libraries.
+    pub(crate) libraries: Vec<crate::scripts::Library>,
+    /// The scripts EVAL and SCRIPT LOAD saw, for EVALSHA.
+    pub(crate) scripts: crate::scripts::Cache,
     /// The master this node replicates from, and the task that does it.
     following: Option<(NodeId, tokio::task::AbortHandle)>,
 }
@@ -552,7 +556,7 @@ async fn serve_client(shared: Shared, mut stream: TcpStream) {
                 };
                 match outcome {
                     Outcome::Feed => {
-                        feed(&shared, stream, out).await;
+                        feed(&shared, stream, out, client.listening_port).await;
                         return;
                     }
                     Outcome::Migrate(job) => {
@@ -698,10 +702,17 @@ async fn migrate(job: &Migration) -> (Frame<Vec<u8>>, Vec<bool>) {
 
 /// A replica's connection, after its PSYNC: the snapshot, then the stream, until it lags
 /// too far behind or goes away.
-async fn feed(shared: &Shared, mut stream: TcpStream, pending: BytesMut) {
-    let (snapshot, mut records) = {
+async fn feed(shared: &Shared, mut stream: TcpStream, pending: BytesMut, port: Option<u16>) {
+    let ip = stream
+        .peer_addr()
+        .map_or_else(|_| String::new(), |a| a.ip().to_string());
+    let (snapshot, mut records, _fed) = {
         let mut node = lock(shared);
-        crate::replication::attach(&mut node, now())
+        let serial = node.next_serial();
+        let port = port.unwrap_or(0);
+        node.replication.replicas.push((serial, ip, port));
+        let (snapshot, records) = crate::replication::attach(&mut node, now());
+        (snapshot, records, Fed(shared.clone(), serial))
     };
     if stream.write_all(&pending).await.is_err() || stream.write_all(&snapshot).await.is_err() {
         return;
@@ -751,11 +762,12 @@ async fn follow(shared: Shared, master: NodeId) {
 
 /// One replication connection, until it fails.
 async fn replicate(shared: &Shared, mut stream: TcpStream) {
-    if stream
-        .write_all(b"*3\r\n$5\r\nPSYNC\r\n$1\r\n?\r\n$2\r\n-1\r\n")
-        .await
-        .is_err()
-    {
+    // As a replica tells its master where it serves clients, then asks for the stream.
+    let mut hello = Vec::new();
+    let port = lock(shared).port.to_string();
+    encode_command(&["REPLCONF", "listening-port", &port], &mut hello);
+    encode_command(&["PSYNC", "?", "-1"], &mut hello);
+    if stream.write_all(&hello).await.is_err() {
         return;
     }
     let mut decoder = Decoder::new();
@@ -781,6 +793,8 @@ async fn replicate(shared: &Shared, mut stream: TcpStream) {
                     node.replication.link_up = true;
                     synced = true;
                 }
+                // The answer to REPLCONF.
+                Frame::SimpleString(line) if !synced && line[..] == b"OK"[..] => {}
                 Frame::Array(items) => {
                     let args: Vec<Bytes> = items
                         .into_iter()
@@ -814,6 +828,18 @@ async fn replicate(shared: &Shared, mut stream: TcpStream) {
             Ok(0) | Err(_) => return,
             Ok(_) => {}
         }
+    }
+}
+
+/// A replica listed in `Replication::replicas` for as long as its feed runs.
+struct Fed(Shared, u64);
+
+impl Drop for Fed {
+    fn drop(&mut self) {
+        lock(&self.0)
+            .replication
+            .replicas
+            .retain(|(serial, _, _)| *serial != self.1);
     }
 }
 
@@ -1015,6 +1041,8 @@ pub(crate) async fn start(options: &Options) -> Result<Handle, String> {
             blocked: 0,
             in_flight: HashSet::new(),
             replication: Replication::new(seed),
+            libraries: Vec::new(),
+            scripts: crate::scripts::Cache::default(),
             following: None,
         }),
         timer: Notify::new(),

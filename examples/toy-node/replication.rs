@@ -35,6 +35,9 @@ pub(crate) struct Replication {
     pub(crate) stream: broadcast::Sender<Bytes>,
     /// A replica: its link to its master is synced and streaming (`master_link_status:up`).
     pub(crate) link_up: bool,
+    /// A master: the replicas fed now, by feed number, with the address each gave
+    /// (`REPLCONF listening-port`), for ROLE and INFO.
+    pub(crate) replicas: Vec<(u64, String, u16)>,
 }
 
 impl Replication {
@@ -54,6 +57,7 @@ impl Replication {
             offset: 0,
             stream: broadcast::channel(STREAM_QUEUE).0,
             link_up: false,
+            replicas: Vec::new(),
         }
     }
 
