@@ -58,6 +58,7 @@ fn spawn(dir: &Path, port: u16, cport: u16, timeout: u64) -> Child {
         .args(["--cluster-port", &cport.to_string()])
         .args(["--cluster-node-timeout", &timeout.to_string()])
         .args(["--cluster-config-file", &format!("nodes-{port}.conf")])
+        .args(["--dbfilename", &format!("dump-{port}.rdb")])
         .arg("--dir")
         .arg(dir)
         .stdin(Stdio::null())

@@ -305,8 +305,12 @@ fn a_node_killed_right_after_addslotsrange_restarts_owning_its_slots() {
         nodes.contains("myself,master - 0 0 0 connected 0-16383"),
         "{nodes}"
     );
+    wait_ok(&mut client);
+}
+
+fn wait_ok(client: &mut Client) {
     let deadline = Instant::now() + Duration::from_secs(20);
-    while !text(&command(&mut client, "CLUSTER INFO")).contains("cluster_state:ok") {
+    while !text(&command(client, "CLUSTER INFO")).contains("cluster_state:ok") {
         assert!(Instant::now() < deadline, "the node never came up");
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -459,5 +463,230 @@ fn logs_pidfile_and_sigterm_as_the_server() {
     );
     let conf = std::fs::read_to_string(dir.join("nodes.conf")).expect("nodes.conf");
     assert!(conf.contains("connected 1\n"), "{conf}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn read_all(client: &mut Client) -> Vec<String> {
+    [
+        "GET s",
+        "GET n",
+        "LRANGE l 0 -1",
+        "HGETALL h",
+        "GET big",
+        "EXISTS gone",
+        "FUNCTION LIST",
+        "DBSIZE",
+    ]
+    .iter()
+    .map(|line| format!("{:?}", command(client, line)))
+    .collect()
+}
+
+fn write_all(client: &mut Client) {
+    for line in [
+        "SET s hello",
+        "SET n 12345",
+        "RPUSH l a b c 7",
+        "HSET h f1 v1 f2 22",
+        "SET gone x PX 1",
+        "FUNCTION LOAD #!lua\u{1}name=lib\nredis.register_function('f',function()\u{1}return\u{1}1\u{1}end)",
+    ] {
+        let args: Vec<Vec<u8>> = line
+            .split(' ')
+            .map(|a| a.replace('\u{1}', " ").into_bytes())
+            .collect();
+        let argv: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
+        assert!(
+            !matches!(client.command(&argv), Frame::SimpleError(_)),
+            "{line}"
+        );
+    }
+    // Long enough that the server compresses it (LZF) in its file.
+    let big = "abcdefghij".repeat(100);
+    client.command(&[b"SET", b"big", big.as_bytes()]);
+    client.command(&[b"PEXPIRE", b"s", b"100000000"]);
+    std::thread::sleep(Duration::from_millis(5));
+}
+
+#[test]
+fn the_rdb_file_reads_back_in_the_real_server_and_the_real_one_in_the_toy() {
+    // The toy's file, loaded by the real server.
+    let real = RedisServer::start_standalone(&["--enable-debug-command", "yes"]);
+    let mut ours = toy("rdb", &["--cluster-config-file", "nodes.conf"]);
+    let mut toy_client = Client::connect(ours.port);
+    assert_eq!(
+        text(&command(&mut toy_client, "CLUSTER ADDSLOTSRANGE 0 16383")),
+        "OK"
+    );
+    wait_ok(&mut toy_client);
+    write_all(&mut toy_client);
+    assert_eq!(text(&command(&mut toy_client, "SAVE")), "OK");
+    let mut real_client = real.client();
+    std::fs::copy(ours.dir.join("dump.rdb"), real.dir().join("dump.rdb")).expect("copy");
+    assert_eq!(
+        text(&command(&mut real_client, "DEBUG RELOAD NOSAVE")),
+        "OK"
+    );
+    let expected = read_all(&mut toy_client);
+    assert_eq!(read_all(&mut real_client), expected);
+    let ttl = command(&mut real_client, "PTTL s");
+    assert!(
+        matches!(ttl, Frame::Integer(ms) if ms > 1_000_000),
+        "{ttl:?}"
+    );
+
+    // The real server's file (its own encodings), loaded by the toy at start.
+    assert_eq!(text(&command(&mut real_client, "SAVE")), "OK");
+    ours.child.kill().expect("SIGKILL");
+    ours.child.wait().expect("reaped");
+    std::fs::copy(real.dir().join("dump.rdb"), ours.dir.join("dump.rdb")).expect("copy");
+    let ports = free_ports(1);
+    let cport = ports[0];
+    ours.child = spawn(
+        &ours.dir,
+        ours.port,
+        cport,
+        &["--cluster-config-file", "nodes.conf"],
+    );
+    let mut toy_client = Client::connect(ours.port);
+    wait_ok(&mut toy_client);
+    assert_eq!(read_all(&mut toy_client), expected);
+
+    // SIGTERM saves (the node has save points), the next start loads.
+    command(&mut toy_client, "SET after term");
+    let status = Command::new("kill")
+        .args(["-TERM", &ours.child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success());
+    ours.child.wait().expect("reaped");
+    ours.child = spawn(
+        &ours.dir,
+        ours.port,
+        cport,
+        &["--cluster-config-file", "nodes.conf"],
+    );
+    let mut toy_client = Client::connect(ours.port);
+    wait_ok(&mut toy_client);
+    assert_eq!(text(&command(&mut toy_client, "GET after")), "term");
+
+    // A file that does not read stops the start, with the reason.
+    ours.child.kill().expect("SIGKILL");
+    ours.child.wait().expect("reaped");
+    std::fs::write(ours.dir.join("dump.rdb"), b"REDIS0010\xfe\x00\x00\x03key").expect("write");
+    let output = Command::new(toy_node_binary())
+        .args([
+            "--port",
+            &ours.port.to_string(),
+            "--cluster-port",
+            &cport.to_string(),
+        ])
+        .arg("--dir")
+        .arg(&ours.dir)
+        .output()
+        .expect("run");
+    assert_eq!(output.status.code(), Some(1));
+    let said = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        said.contains("Unrecoverable error, aborting now."),
+        "{said}"
+    );
+}
+
+#[test]
+fn the_append_only_file_survives_sigkill_and_reads_in_the_real_server() {
+    let args = [
+        "--cluster-config-file",
+        "nodes.conf",
+        "--appendonly",
+        "yes",
+        "--save",
+        "",
+    ];
+    let mut ours = toy("aof", &args);
+    let mut client = Client::connect(ours.port);
+    assert_eq!(
+        text(&command(&mut client, "CLUSTER ADDSLOTSRANGE 0 16383")),
+        "OK"
+    );
+    wait_ok(&mut client);
+    assert_eq!(text(&command(&mut client, "SET before enabled")), "OK");
+    write_all(&mut client);
+    command(&mut client, "FUNCTION FLUSH");
+    command(&mut client, "DEL n");
+    command(&mut client, "INCR counter");
+    command(&mut client, "INCR counter");
+    let info = text(&command(&mut client, "INFO persistence"));
+    assert!(info.contains("aof_enabled:1"), "{info}");
+    let expected = read_all(&mut client);
+    let counter = command(&mut client, "GET counter");
+
+    // SIGKILL: no save at shutdown (and no save points); the file has every write.
+    ours.child.kill().expect("SIGKILL");
+    ours.child.wait().expect("reaped");
+    let aof = ours.dir.join("appendonly.aof");
+    let cport = free_ports(1)[0];
+    ours.child = spawn(&ours.dir, ours.port, cport, &args);
+    let mut client = Client::connect(ours.port);
+    wait_ok(&mut client);
+    assert_eq!(read_all(&mut client), expected);
+    assert_eq!(command(&mut client, "GET counter"), counter);
+
+    // A write cut short by a crash: the incomplete command is cut off, the rest loads.
+    ours.child.kill().expect("SIGKILL");
+    ours.child.wait().expect("reaped");
+    let whole = std::fs::read(&aof).expect("the AOF");
+    let mut cut = whole.clone();
+    cut.extend_from_slice(b"*2\r\n$3\r\nDEL\r\n$1\r");
+    std::fs::write(&aof, &cut).expect("write");
+    ours.child = spawn(&ours.dir, ours.port, cport, &args);
+    let mut client = Client::connect(ours.port);
+    wait_ok(&mut client);
+    assert_eq!(read_all(&mut client), expected);
+    assert_eq!(
+        std::fs::read(&aof).expect("the AOF"),
+        whole,
+        "the cut tail is gone"
+    );
+    let log = std::fs::read_to_string(ours.dir.join("log.txt")).expect("log.txt");
+    assert!(
+        log.contains("short read while loading the AOF file"),
+        "{log}"
+    );
+
+    // The real server reads the file (it turns the single file into its own layout).
+    let dir = scratch("aof-real");
+    std::fs::copy(&aof, dir.join("appendonly.aof")).expect("copy");
+    let port = free_ports(1)[0];
+    let mut real = Command::new("redis-server")
+        .args([
+            "--port",
+            &port.to_string(),
+            "--appendonly",
+            "yes",
+            "--save",
+            "",
+        ])
+        .arg("--dir")
+        .arg(&dir)
+        .args(["--logfile", "redis.log"])
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("redis-server");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut real_client = loop {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            let mut c = Client::connect(port);
+            if text(&command(&mut c, "PING")) == "PONG" {
+                break c;
+            }
+        }
+        assert!(Instant::now() < deadline, "redis-server never answered");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(read_all(&mut real_client), expected);
+    assert_eq!(command(&mut real_client, "GET counter"), counter);
+    let _ = real.kill();
+    let _ = real.wait();
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -19,6 +19,8 @@
 //! run wrote there (`nodes-PORT.conf`) are removed, and a directory that holds anything
 //! else without the mark is refused.
 
+#[path = "../toy-node/aof.rs"]
+mod aof;
 #[path = "../toy-node/commands.rs"]
 mod commands;
 #[path = "../toy-node/config.rs"]
@@ -247,15 +249,14 @@ fn parse(args: &[String]) -> Result<Plan, String> {
 /// The file that marks a directory as toy-cluster's own.
 const MARK: &str = ".toy-cluster";
 
-/// Whether `name` is a file the nodes of a run write: `nodes-PORT.conf`, or the `.tmp` it
-/// is written to before the rename.
+/// Whether `name` is a file the nodes of a run write: `nodes-PORT.conf`, `dump-PORT.rdb`
+/// (SAVE), or the `.tmp` either is written to before the rename.
 fn ours(name: &str) -> bool {
-    let Some(rest) = name.strip_prefix("nodes-") else {
-        return false;
-    };
-    let port = rest
-        .strip_suffix(".conf")
-        .or_else(|| rest.strip_suffix(".tmp"));
+    let name = name.strip_suffix(".tmp").unwrap_or(name);
+    let port = name
+        .strip_prefix("nodes-")
+        .and_then(|rest| rest.strip_suffix(".conf"))
+        .or_else(|| name.strip_prefix("dump-")?.strip_suffix(".rdb"));
     port.is_some_and(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
 }
 
@@ -290,7 +291,7 @@ fn prepare(dir: &Path, default: bool) -> Result<(), String> {
     }
     std::fs::write(
         dir.join(MARK),
-        "made by toy-cluster: it removes only nodes-PORT.conf here\n",
+        "made by toy-cluster: it removes only nodes-PORT.conf and dump-PORT.rdb here\n",
     )
     .map_err(|e| format!("{}: {e}", dir.join(MARK).display()))
 }
@@ -327,6 +328,11 @@ async fn run(plan: &Plan) -> Result<(PathBuf, Vec<u16>, Vec<node::Handle>), Stri
             plan.node_timeout.to_string(),
             "--cluster-config-file".into(),
             format!("nodes-{port}.conf"),
+            // Each node its own file; none saved at shutdown: a run starts afresh.
+            "--dbfilename".into(),
+            format!("dump-{port}.rdb"),
+            "--save".into(),
+            String::new(),
             "--dir".into(),
             dir.display().to_string(),
             "--loglevel".into(),

@@ -194,7 +194,7 @@ pub(crate) fn run(node: &mut Node, client: &mut Client, args: &[&[u8]], now: u64
     // What the replicas will be told about, found before the command runs (EXEC empties
     // its queue).
     let effects = match (name, &client.multi) {
-        _ if !node.replication.attached() => None,
+        _ if !node.replication.attached() && node.aof.is_none() => None,
         ("exec", Some(queue)) => Some(written_by_all(queue)),
         ("migrate", _) => None, // its keys leave when the target has them: `migrated`
         _ if write => Some(written_by(spec, args)),
@@ -423,6 +423,16 @@ pub(crate) fn execute(
         ("psync", _) => error("ERR the toy node replicates from masters only"),
         ("info", rest) => info(node, rest, now),
         ("dbsize", []) => Frame::Integer(node.db.len() as i64),
+        ("save", []) => match crate::node::save_rdb(node) {
+            Ok(()) => ok(),
+            Err(_) => error("ERR"),
+        },
+        // Saved at once: the toy forks no child.
+        ("bgsave", options) if options.len() <= 1 => match crate::node::save_rdb(node) {
+            Ok(()) => simple("Background saving started"),
+            Err(_) => error("ERR"),
+        },
+        ("lastsave", []) => Frame::Integer(node.last_save as i64),
         ("flushall" | "flushdb", options) => match options {
             [] => {
                 node.db.clear();
@@ -713,6 +723,18 @@ fn apply(node: &mut Node, changed: &[String]) {
         let level = node.settings.get("loglevel").and_then(Level::parse);
         node.log.level = level.unwrap_or(Level::Notice);
     }
+    if changed.iter().any(|name| name == "appendonly") {
+        match (node.settings.flag("appendonly"), node.aof.is_some()) {
+            (true, false) => {
+                let _ = crate::node::start_aof(node);
+            }
+            (false, true) => node.aof = None,
+            _ => {}
+        }
+    }
+    if let Some(aof) = node.aof.as_mut() {
+        aof.fsync_always = node.settings.get("appendfsync") == Some("always");
+    }
     if changed.iter().any(|name| name == "requirepass") {
         let password = node.settings.get("requirepass").unwrap_or("");
         node.password = (!password.is_empty()).then(|| password.to_string());
@@ -959,7 +981,9 @@ fn info_section(node: &Node, section: &str, now: u64) -> Vec<(String, String)> {
         "persistence" => {
             add("loading", &0);
             add("rdb_bgsave_in_progress", &0);
-            add("aof_enabled", &0);
+            add("rdb_last_save_time", &node.last_save);
+            add("rdb_last_bgsave_status", &"ok");
+            add("aof_enabled", &u8::from(node.aof.is_some()));
             add("aof_rewrite_in_progress", &0);
         }
         "stats" => {

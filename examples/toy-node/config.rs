@@ -197,6 +197,11 @@ const ACTED_ON: &[&str] = &[
     "enable-protected-configs",
     "enable-module-command",
     "replicaof",
+    "save",
+    "dbfilename",
+    "appendonly",
+    "appendfsync",
+    "appendfilename",
 ];
 
 /// How a parameter's value is checked and written.

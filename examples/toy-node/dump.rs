@@ -50,6 +50,11 @@ impl DumpError {
 
 /// The DUMP payload of `value`.
 pub(crate) fn dump(value: &Value) -> Vec<u8> {
+    seal(encode(value))
+}
+
+/// `value` in RDB encoding: its type byte, then the value.
+fn encode(value: &Value) -> Vec<u8> {
     let mut out = Vec::new();
     match value {
         Value::Str(bytes) => {
@@ -72,7 +77,141 @@ pub(crate) fn dump(value: &Value) -> Vec<u8> {
             }
         }
     }
-    seal(out)
+    out
+}
+
+const OPCODE_AUX: u8 = 0xfa;
+const OPCODE_RESIZEDB: u8 = 0xfb;
+const OPCODE_EXPIRETIME_MS: u8 = 0xfc;
+const OPCODE_EXPIRETIME: u8 = 0xfd;
+const OPCODE_SELECTDB: u8 = 0xfe;
+const OPCODE_EOF: u8 = 0xff;
+const OPCODE_IDLE: u8 = 0xf8;
+const OPCODE_FREQ: u8 = 0xf9;
+
+/// What an RDB file holds for the toy: database 0's keys and the function libraries.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(crate) struct Snapshot {
+    /// Each key, its value and its expiry (Unix ms).
+    pub(crate) keys: Vec<(Vec<u8>, Value, Option<u64>)>,
+    /// Each library's code.
+    pub(crate) libraries: Vec<Vec<u8>>,
+}
+
+/// An RDB file (version 10, as 7.0 writes) of `snapshot`: the header, two aux fields, the
+/// libraries, database 0 with its sizes, each key (its expiry first), EOF and the CRC-64.
+pub(crate) fn rdb_file(snapshot: &Snapshot) -> Vec<u8> {
+    let mut out = format!("REDIS{RDB_VERSION:04}").into_bytes();
+    for (name, value) in [("redis-ver", "7.0.15"), ("redis-bits", "64")] {
+        out.push(OPCODE_AUX);
+        write_string(&mut out, name.as_bytes());
+        write_string(&mut out, value.as_bytes());
+    }
+    for code in &snapshot.libraries {
+        out.push(OPCODE_FUNCTION);
+        write_string(&mut out, code);
+    }
+    out.push(OPCODE_SELECTDB);
+    write_length(&mut out, 0);
+    out.push(OPCODE_RESIZEDB);
+    write_length(&mut out, snapshot.keys.len() as u64);
+    let expires = snapshot.keys.iter().filter(|(_, _, e)| e.is_some()).count();
+    write_length(&mut out, expires as u64);
+    for (key, value, expires) in &snapshot.keys {
+        if let Some(at) = expires {
+            out.push(OPCODE_EXPIRETIME_MS);
+            out.extend_from_slice(&at.to_le_bytes());
+        }
+        let encoded = encode(value);
+        out.push(encoded[0]);
+        write_string(&mut out, key);
+        out.extend_from_slice(&encoded[1..]);
+    }
+    out.push(OPCODE_EOF);
+    let crc = CRC64.checksum(&out);
+    out.extend_from_slice(&crc.to_le_bytes());
+    out
+}
+
+/// Reads an RDB file of version 10 or before: database 0's strings, lists and hashes and
+/// the function libraries. A key in another database, a module's data or a type the toy
+/// does not hold is an error, never a key silently dropped.
+pub(crate) fn read_rdb(file: &[u8]) -> Result<Snapshot, DumpError> {
+    let bad = DumpError::BadFormat;
+    let version = file
+        .strip_prefix(b"REDIS")
+        .and_then(|rest| {
+            std::str::from_utf8(rest.get(..4)?)
+                .ok()?
+                .parse::<u16>()
+                .ok()
+        })
+        .ok_or(DumpError::BadFormat)?;
+    if version > RDB_VERSION {
+        return Err(DumpError::VersionOrChecksum);
+    }
+    let mut reader = Reader { input: &file[9..] };
+    let mut snapshot = Snapshot::default();
+    let mut expires = None;
+    loop {
+        let opcode = reader.byte().ok_or(DumpError::BadFormat)?;
+        match opcode {
+            OPCODE_EOF => break,
+            OPCODE_AUX => {
+                reader.string().ok_or(DumpError::BadFormat)?;
+                reader.string().ok_or(DumpError::BadFormat)?;
+            }
+            OPCODE_RESIZEDB => {
+                reader.count().ok_or(DumpError::BadFormat)?;
+                reader.count().ok_or(DumpError::BadFormat)?;
+            }
+            OPCODE_SELECTDB => {
+                if reader.count() != Some(0) {
+                    return Err(bad);
+                }
+            }
+            OPCODE_EXPIRETIME_MS => {
+                let bytes = reader.take(8).ok_or(DumpError::BadFormat)?;
+                expires = Some(u64::from_le_bytes(
+                    bytes.try_into().map_err(|_| DumpError::BadFormat)?,
+                ));
+            }
+            OPCODE_EXPIRETIME => {
+                let bytes = reader.take(4).ok_or(DumpError::BadFormat)?;
+                let secs = u32::from_le_bytes(bytes.try_into().map_err(|_| DumpError::BadFormat)?);
+                expires = Some(u64::from(secs) * 1000);
+            }
+            OPCODE_IDLE => {
+                reader.count().ok_or(DumpError::BadFormat)?;
+            }
+            OPCODE_FREQ => {
+                reader.byte().ok_or(DumpError::BadFormat)?;
+            }
+            OPCODE_FUNCTION => {
+                snapshot
+                    .libraries
+                    .push(reader.string().ok_or(DumpError::BadFormat)?);
+            }
+            kind => {
+                let key = reader.string().ok_or(DumpError::BadFormat)?;
+                let value = reader.value_of(kind).ok_or(DumpError::BadFormat)?;
+                snapshot.keys.push((key, value, expires.take()));
+            }
+        }
+    }
+    // The checksum covers everything before it; zero means the writer computed none.
+    let body = file.len() - reader.input.len();
+    let crc = reader
+        .take(8)
+        .and_then(|b| <[u8; 8]>::try_from(b).ok())
+        .map(u64::from_le_bytes);
+    match crc {
+        Some(0) => Ok(snapshot),
+        Some(crc) if crc == CRC64.checksum(&file[..body]) => Ok(snapshot),
+        Some(_) => Err(DumpError::VersionOrChecksum),
+        None if version < 5 => Ok(snapshot),
+        None => Err(DumpError::BadFormat),
+    }
 }
 
 /// A payload of `body`: the body, the RDB version, the CRC-64 (FUNCTION DUMP of no
@@ -249,7 +388,13 @@ impl<'a> Reader<'a> {
     }
 
     fn value(&mut self) -> Option<Value> {
-        match self.byte()? {
+        let kind = self.byte()?;
+        self.value_of(kind)
+    }
+
+    /// A value of type `kind`, whose type byte was read.
+    fn value_of(&mut self, kind: u8) -> Option<Value> {
+        match kind {
             TYPE_STRING => Some(Value::Str(self.string()?)),
             TYPE_LIST => {
                 let n = self.count()?;

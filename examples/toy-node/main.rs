@@ -17,6 +17,7 @@
 //! them), the client commands of `commands.rs` on the keyspace of `db.rs`, DUMP / RESTORE
 //! payloads (`dump.rs`), MIGRATE, and replication between toy nodes (`replication.rs`).
 
+mod aof;
 mod commands;
 mod config;
 mod db;

@@ -20,6 +20,8 @@ use tokio::sync::{Notify, mpsc, oneshot};
 use crate::commands::{Client, Migration, Outcome};
 use crate::config::{self, Settings};
 use crate::db::Db;
+use crate::db::Entry;
+use crate::dump::{Snapshot, rdb_file, read_rdb};
 use crate::log::{Level, Log};
 use crate::replication::Replication;
 
@@ -171,6 +173,14 @@ pub(crate) struct Node {
     pub(crate) log: Log,
     /// The pidfile written at start, removed at shutdown.
     pidfile: Option<PathBuf>,
+    /// `dir/dbfilename`: the RDB file SAVE writes and the start loads.
+    rdb_path: Option<PathBuf>,
+    /// `dir/appendfilename`: the append-only file.
+    aof_path: Option<PathBuf>,
+    /// When the dataset was last saved (Unix seconds), for LASTSAVE and INFO.
+    pub(crate) last_save: u64,
+    /// The append-only file, while `appendonly yes`.
+    pub(crate) aof: Option<crate::aof::Aof>,
     /// The last client id given out.
     next_client: u64,
     /// When the node started (ms), for INFO's uptime.
@@ -313,6 +323,146 @@ fn drain(shared: &Shared, node: &mut Node) {
 fn pump_and_wake(shared: &Shared, node: &mut Node) {
     pump(shared, node);
     shared.timer.notify_one();
+}
+
+/// The keyspace and the libraries as an RDB file would hold them.
+fn snapshot(node: &Node, now: u64) -> Snapshot {
+    let keys = node
+        .db
+        .keys(now)
+        .filter_map(|key| {
+            let entry = node.db.peek(key, now)?;
+            Some((key.clone(), entry.value.clone(), entry.expires))
+        })
+        .collect();
+    let libraries = node.libraries.iter().map(|l| l.code().to_vec()).collect();
+    Snapshot { keys, libraries }
+}
+
+/// SAVE: the keyspace and the libraries to `dir/dbfilename`, in RDB format, written as
+/// nodes.conf is (temporary file, fsync, rename). What the server does at shutdown when it
+/// has save points, and on SAVE / BGSAVE.
+pub(crate) fn save_rdb(node: &mut Node) -> Result<(), String> {
+    let Some(path) = node.rdb_path.clone() else {
+        return Err("no dbfilename".into());
+    };
+    let bytes = rdb_file(&snapshot(node, now()));
+    match config::write_durably(&path, &bytes) {
+        Ok(()) => {
+            node.last_save = now() / 1000;
+            node.log.write(Level::Notice, "DB saved on disk");
+            Ok(())
+        }
+        Err(e) => {
+            let text = format!("Failed saving the DB: {}", config::os_reason(&e));
+            node.log.write(Level::Warning, &text);
+            Err(text)
+        }
+    }
+}
+
+/// `appendonly yes` at run time (or at start with no file yet): the keyspace written to a
+/// new append-only file, which every write then extends.
+pub(crate) fn start_aof(node: &mut Node) -> Result<(), String> {
+    let Some(path) = node.aof_path.clone() else {
+        return Err("no appendfilename".into());
+    };
+    let content = crate::replication::records(node, now());
+    let always = node.settings.get("appendfsync") == Some("always");
+    match crate::aof::Aof::rewrite(&path, &content, always) {
+        Ok(aof) => {
+            node.aof = Some(aof);
+            node.log.write(
+                Level::Notice,
+                "Background append only file rewriting started",
+            );
+            Ok(())
+        }
+        Err(e) => {
+            let text = format!(
+                "Can't open the append-only file {}: {}",
+                path.display(),
+                config::os_reason(&e)
+            );
+            node.log.write(Level::Warning, &text);
+            Err(text)
+        }
+    }
+}
+
+/// The dataset at start: the append-only file when `appendonly yes` and there is one (as
+/// the server prefers it), else the RDB file; with `appendonly yes` and no file yet, one
+/// is written from what was loaded.
+fn load_data(node: &mut Node) -> Result<(), String> {
+    if !node.settings.flag("appendonly") {
+        return load_rdb(node);
+    }
+    let Some(path) = node.aof_path.clone() else {
+        return load_rdb(node);
+    };
+    let started = now();
+    match crate::aof::load(&path, &mut node.db, started)? {
+        Some(loaded) => {
+            if loaded.truncated > 0 {
+                let text = format!(
+                    "!!! Warning: short read while loading the AOF file {}!!! AOF loaded anyway \
+                     because aof-load-truncated is enabled ({} bytes cut off)",
+                    path.display(),
+                    loaded.truncated
+                );
+                node.log.write(Level::Warning, &text);
+            }
+            let always = node.settings.get("appendfsync") == Some("always");
+            let aof = crate::aof::Aof::open(&path, always)
+                .map_err(|e| format!("{}: {}", path.display(), config::os_reason(&e)))?;
+            node.aof = Some(aof);
+            let text = format!(
+                "DB loaded from append only file: {:.3} seconds",
+                (now() - started) as f64 / 1000.0
+            );
+            node.log.write(Level::Notice, &text);
+            Ok(())
+        }
+        None => {
+            load_rdb(node)?;
+            start_aof(node)
+        }
+    }
+}
+
+/// Loads `dir/dbfilename` at start, if there is one: its keys (those not expired yet) and
+/// its libraries. A file that does not read stops the start, as it stops the server.
+fn load_rdb(node: &mut Node) -> Result<(), String> {
+    let Some(path) = node.rdb_path.clone() else {
+        return Ok(());
+    };
+    let bytes = match std::fs::read(&path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(format!("{}: {}", path.display(), config::os_reason(&e))),
+    };
+    let started = now();
+    let snapshot = read_rdb(&bytes).map_err(|e| {
+        format!(
+            "{}: {}. Unrecoverable error, aborting now.",
+            path.display(),
+            e.text().trim_start_matches("ERR ")
+        )
+    })?;
+    for (key, value, expires) in snapshot.keys {
+        if expires.is_none_or(|at| at > started) {
+            node.db.insert(&key, Entry { value, expires });
+        }
+    }
+    let mut client = Client::new(0, false);
+    for code in snapshot.libraries {
+        crate::scripts::restore(node, &mut client, &code, started)
+            .map_err(|e| format!("{}: a library does not load: {e}", path.display()))?;
+    }
+    let seconds = (now() - started) as f64 / 1000.0;
+    let text = format!("DB loaded from disk: {seconds:.3} seconds");
+    node.log.write(Level::Notice, &text);
+    Ok(())
 }
 
 /// Saves nodes.conf as the server does (`clusterSaveConfig`): a temporary file, fsynced,
@@ -913,16 +1063,31 @@ pub(crate) fn tell_inert(node: &mut Node) {
 pub(crate) struct Handle(Shared);
 
 impl Handle {
-    /// What the server does on SIGTERM or SIGINT: saves nodes.conf, removes its pidfile,
-    /// says goodbye. The caller exits.
+    /// What the server does on SIGTERM or SIGINT: saves nodes.conf, and the dataset when it
+    /// has save points, removes its pidfile, says goodbye. The caller exits.
     pub(crate) fn shutdown(&self, signal: &str) {
-        let node = lock(&self.0);
+        let mut node = lock(&self.0);
         node.log.raw(&format!(
             "{}:signal-handler Received {signal} scheduling shutdown...\n",
             std::process::id()
         ));
         node.log.write(Level::Warning, "User requested shutdown...");
         save(&node);
+        if let Some(aof) = &node.aof {
+            node.log
+                .write(Level::Notice, "Calling fsync() on the AOF file.");
+            if let Err(e) = aof.sync() {
+                let text = format!("{}: {e}", aof.path().display());
+                node.log.write(Level::Warning, &text);
+            }
+        }
+        if !node.settings.get("save").unwrap_or("").is_empty() {
+            node.log.write(
+                Level::Notice,
+                "Saving the final RDB snapshot before exiting.",
+            );
+            let _ = save_rdb(&mut node);
+        }
         if let Some(pidfile) = &node.pidfile {
             node.log.write(Level::Notice, "Removing the pid file.");
             let _ = std::fs::remove_file(pidfile);
@@ -1034,6 +1199,10 @@ pub(crate) async fn start(options: &Options) -> Result<Handle, String> {
             inert_told: HashSet::new(),
             log: log.clone(),
             pidfile,
+            rdb_path: options.path("dbfilename"),
+            aof_path: options.path("appendfilename"),
+            last_save: now() / 1000,
+            aof: None,
             next_client: 0,
             started: now(),
             clients: 0,
@@ -1050,6 +1219,7 @@ pub(crate) async fn start(options: &Options) -> Result<Handle, String> {
     });
     {
         let mut node = lock(&shared);
+        load_data(&mut node)?;
         save(&node);
         tell_inert(&mut node);
         node.log.write(Level::Notice, "Ready to accept connections");

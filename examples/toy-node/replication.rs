@@ -89,9 +89,10 @@ fn record(db: &mut Db, key: &[u8], now: u64, out: &mut Vec<u8>) {
     }
 }
 
-/// After a write on a master: the new state of `keys` (or a FLUSHALL) to the replicas.
+/// After a write on a master: the new state of `keys` (or a FLUSHALL) to the replicas and
+/// to the append-only file.
 pub(crate) fn propagate(node: &mut Node, keys: &[Vec<u8>], flushall: bool, now: u64) {
-    if !node.replication.attached() {
+    if !node.replication.attached() && node.aof.is_none() {
         return;
     }
     let mut out = Vec::new();
@@ -104,10 +105,30 @@ pub(crate) fn propagate(node: &mut Node, keys: &[Vec<u8>], flushall: bool, now: 
     if out.is_empty() {
         return;
     }
+    if let Some(aof) = node.aof.as_mut() {
+        if let Err(e) = aof.append(&out) {
+            let text = format!("Error writing to the AOF file: {e}");
+            node.log.write(crate::log::Level::Warning, &text);
+        }
+    }
+    if !node.replication.attached() {
+        return;
+    }
     node.replication.offset += out.len() as u64;
     let _ = node.replication.stream.send(Bytes::from(out));
     let (id, offset) = (node.cluster.myself().id, node.replication.offset);
     node.cluster.set_replication_offset(&id, offset);
+}
+
+/// The whole keyspace as stream records (RESTORE per key), with no FLUSHALL: an AOF
+/// rewrite's content.
+pub(crate) fn records(node: &mut Node, now: u64) -> Vec<u8> {
+    let mut out = Vec::new();
+    let keys: Vec<Vec<u8>> = node.db.keys(now).cloned().collect();
+    for key in &keys {
+        record(&mut node.db, key, now, &mut out);
+    }
+    out
 }
 
 /// A full resync for a new replica: the snapshot to send first (FLUSHALL and every key),
@@ -116,10 +137,7 @@ pub(crate) fn attach(node: &mut Node, now: u64) -> (Vec<u8>, broadcast::Receiver
     let stream = node.replication.stream.subscribe();
     let mut snapshot = Vec::new();
     encode_command(&["FLUSHALL"], &mut snapshot);
-    let keys: Vec<Vec<u8>> = node.db.keys(now).cloned().collect();
-    for key in &keys {
-        record(&mut node.db, key, now, &mut snapshot);
-    }
+    snapshot.extend(records(node, now));
     let line = format!(
         "+FULLRESYNC {} {}\r\n",
         node.replication.replid, node.replication.offset

@@ -481,6 +481,27 @@ fn install(
     Ok(name)
 }
 
+impl Library {
+    /// The library's code, as FUNCTION LOAD got it.
+    pub(crate) fn code(&self) -> &[u8] {
+        &self.code
+    }
+}
+
+/// Loads a library from an RDB file at start; the error's text.
+pub(crate) fn restore(
+    node: &mut Node,
+    client: &mut Client,
+    code: &[u8],
+    now: u64,
+) -> Result<(), String> {
+    match install(node, client, code, false, now) {
+        Ok(_) => Ok(()),
+        Err(Frame::SimpleError(text)) => Err(String::from_utf8_lossy(&text).into_owned()),
+        Err(other) => Err(format!("{other:?}")),
+    }
+}
+
 /// `FCALL function numkeys key … arg …` (and FCALL_RO).
 pub(crate) fn fcall(node: &mut Node, client: &mut Client, args: &[&[u8]], now: u64) -> Reply {
     let read_only = args[0].eq_ignore_ascii_case(b"fcall_ro");
