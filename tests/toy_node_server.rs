@@ -404,8 +404,8 @@ fn logs_pidfile_and_sigterm_as_the_server() {
         &[
             "--pidfile",
             &pidfile_arg,
-            "--appendonly",
-            "yes",
+            "--maxmemory",
+            "1mb",
             "--loglevel",
             "verbose",
         ],
@@ -454,7 +454,7 @@ fn logs_pidfile_and_sigterm_as_the_server() {
     }
     assert!(log.contains(" * Ready to accept connections\n"), "{log}");
     assert!(
-        log.contains("'appendonly yes' is kept but has no effect"),
+        log.contains("'maxmemory 1048576' is kept but has no effect"),
         "{log}"
     );
     assert!(
