@@ -51,6 +51,11 @@ pub(crate) struct Client {
     blocked_pop: bool,
     /// A replica's `REPLCONF listening-port`: the port it serves clients on.
     pub(crate) listening_port: Option<u16>,
+    /// In WAIT: the replication offset the replicas must reach.
+    waiting: Option<u64>,
+    /// What a blocked command answers when its deadline passes (WAIT: how many replicas
+    /// had acknowledged at its last try); a null array when unset.
+    timeout_reply: Option<Reply>,
 }
 
 impl Client {
@@ -66,6 +71,8 @@ impl Client {
             dirty: false,
             blocked_pop: false,
             listening_port: None,
+            waiting: None,
+            timeout_reply: None,
         }
     }
 
@@ -73,7 +80,11 @@ impl Client {
     /// blocked.
     pub(crate) fn timed_out(&mut self) -> Reply {
         self.blocked_pop = false;
-        self.null_array()
+        self.waiting = None;
+        match self.timeout_reply.take() {
+            Some(reply) => reply,
+            None => self.null_array(),
+        }
     }
 
     fn protocol(&self) -> Protocol {
@@ -190,6 +201,13 @@ pub(crate) fn run(node: &mut Node, client: &mut Client, args: &[&[u8]], now: u64
     let paused = write || name == "exec" && client.multi.as_ref().is_some_and(|q| writes(q));
     if paused && node.cluster.writes_paused(now) {
         return Outcome::Block { deadline: None };
+    }
+    // CLIENT PAUSE: every command (ALL) or the writes (WRITE) wait; CLIENT itself runs, so
+    // that CLIENT UNPAUSE can.
+    if let Some((until, all)) = node.client_pause {
+        if now < until && (all || paused || script_write) && name != "client" {
+            return Outcome::Block { deadline: None };
+        }
     }
     // What the replicas will be told about, found before the command runs (EXEC empties
     // its queue).
@@ -399,6 +417,29 @@ pub(crate) fn execute(
         }
         ("auth", rest) => auth(node, client, rest),
         ("hello", rest) => return Outcome::Reply(hello(node, client, rest)),
+        ("client", [sub, kind, which]) if eq(sub, "kill") && eq(kind, "type") => {
+            client_kill_type(node, which)
+        }
+        ("client", [sub, address]) if eq(sub, "kill") => client_kill_address(node, address),
+        ("client", [sub, timeout, mode @ ..]) if eq(sub, "pause") && mode.len() <= 1 => {
+            let all = match mode.first() {
+                None => true,
+                Some(m) if eq(m, "all") => true,
+                Some(m) if eq(m, "write") => false,
+                Some(_) => return Outcome::Reply(error(SYNTAX)),
+            };
+            match integer(timeout) {
+                Some(ms) if ms >= 0 => {
+                    node.client_pause = Some((now.saturating_add(ms as u64), all));
+                    ok()
+                }
+                _ => error("ERR timeout is not an integer or out of range"),
+            }
+        }
+        ("client", [sub]) if eq(sub, "unpause") => {
+            node.client_pause = None;
+            ok()
+        }
         ("client", [sub, rest @ ..]) => client_command(client, sub, rest),
         ("command", rest) => command_command(client, rest),
         ("config", [sub, rest @ ..]) => config(node, sub, rest),
@@ -420,6 +461,7 @@ pub(crate) fn execute(
         }
         ("replconf", _) => error(SYNTAX),
         ("role", []) => role(node),
+        ("wait", [replicas, timeout]) => return wait(node, client, replicas, timeout, now),
         ("psync", _) => error("ERR the toy node replicates from masters only"),
         ("info", rest) => info(node, rest, now),
         ("dbsize", []) => Frame::Integer(node.db.len() as i64),
@@ -571,6 +613,33 @@ fn hello(node: &Node, client: &mut Client, args: &[&[u8]]) -> Reply {
                 .flat_map(|(k, v)| [bulk(k.as_bytes()), v])
                 .collect(),
         )
+    }
+}
+
+/// `CLIENT KILL TYPE replica|slave`: the feeds of the replicas end (they connect again and
+/// resync); other types are not served by the toy.
+fn client_kill_type(node: &mut Node, which: &[u8]) -> Reply {
+    if eq(which, "replica") || eq(which, "slave") {
+        let fed = node.replication.replicas.len();
+        node.replication.disconnect_replicas();
+        Frame::Integer(fed as i64)
+    } else if ["normal", "master", "pubsub"].iter().any(|t| eq(which, t)) {
+        error("ERR the toy node kills replica clients only")
+    } else {
+        error(&format!(
+            "ERR Unknown client type '{}'",
+            String::from_utf8_lossy(which)
+        ))
+    }
+}
+
+/// `CLIENT KILL ip:port`: the toy knows one connection by its address, a replica's link to
+/// its master, which it drops (the replica connects again and resyncs).
+fn client_kill_address(node: &mut Node, address: &[u8]) -> Reply {
+    if crate::node::drop_master_link(node, address) {
+        ok()
+    } else {
+        error("ERR No such client")
     }
 }
 
@@ -851,6 +920,34 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// `WAIT numreplicas timeout`: blocks until that many replicas acknowledged the stream as
+/// far as it was when WAIT came (or the timeout passes), and answers how many did.
+fn wait(node: &Node, client: &mut Client, replicas: &[u8], timeout: &[u8], now: u64) -> Outcome {
+    let (Some(wanted), Some(timeout)) = (integer(replicas), integer(timeout)) else {
+        return Outcome::Reply(error(NOT_INTEGER));
+    };
+    if timeout < 0 {
+        return Outcome::Reply(error("ERR timeout is negative"));
+    }
+    if !node.cluster.myself().is_master() {
+        return Outcome::Reply(error(
+            "ERR WAIT cannot be used with replica instances. Please also note that since Redis \
+             4.0 if a replica is configured to be writable (which is not the default) writes to \
+             replicas are just local and are not propagated.",
+        ));
+    }
+    let target = *client.waiting.get_or_insert(node.replication.offset);
+    let acked = node.replication.acked(target);
+    if acked as i64 >= wanted {
+        client.waiting = None;
+        client.timeout_reply = None;
+        return Outcome::Reply(Frame::Integer(acked as i64));
+    }
+    client.timeout_reply = Some(Frame::Integer(acked as i64));
+    let deadline = (timeout > 0).then(|| now.saturating_add(timeout as u64));
+    Outcome::Block { deadline }
+}
+
 /// ROLE: a master's replicas fed now, or a replica's master and link.
 fn role(node: &Node) -> Reply {
     let myself = node.cluster.myself();
@@ -861,11 +958,11 @@ fn role(node: &Node) -> Reply {
                 .replication
                 .replicas
                 .iter()
-                .map(|(_, ip, port)| {
+                .map(|r| {
                     Frame::Array(vec![
-                        bulk(ip.as_bytes()),
-                        bulk(port.to_string().as_bytes()),
-                        bulk(replica_offset(node, ip, *port).to_string().as_bytes()),
+                        bulk(r.ip.as_bytes()),
+                        bulk(r.port.to_string().as_bytes()),
+                        bulk(r.ack.to_string().as_bytes()),
                     ])
                 })
                 .collect();
@@ -890,15 +987,6 @@ fn role(node: &Node) -> Reply {
             ])
         }
     }
-}
-
-/// The offset a fed replica last reported on the bus (the server has it from REPLCONF ACK),
-/// or this master's own when the bus has not named the replica yet.
-fn replica_offset(node: &Node, ip: &str, port: u16) -> u64 {
-    node.cluster
-        .nodes()
-        .find(|n| n.port == port && n.ip == ip)
-        .map_or(node.replication.offset, |n| n.repl_offset)
 }
 
 /// INFO's sections, in the server's order, and whether plain INFO shows each.
@@ -989,6 +1077,7 @@ fn info_section(node: &Node, section: &str, now: u64) -> Vec<(String, String)> {
         "stats" => {
             add("total_connections_received", &node.stats.connections);
             add("total_commands_processed", &node.stats.commands);
+            add("dump_payload_sanitizations", &0);
         }
         "replication" => {
             let master = myself.master.and_then(|id| node.cluster.node(&id));
@@ -1011,8 +1100,8 @@ fn info_section(node: &Node, section: &str, now: u64) -> Vec<(String, String)> {
                 None => add("role", &"master"),
             }
             add("connected_slaves", &node.replication.replicas.len());
-            for (n, (_, ip, port)) in node.replication.replicas.iter().enumerate() {
-                let offset = replica_offset(node, ip, *port);
+            for (n, r) in node.replication.replicas.iter().enumerate() {
+                let (ip, port, offset) = (&r.ip, r.port, r.ack);
                 let line = format!("ip={ip},port={port},state=online,offset={offset},lag=0");
                 add(&format!("slave{n}"), &line);
             }

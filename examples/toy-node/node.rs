@@ -200,6 +200,8 @@ pub(crate) struct Node {
     pub(crate) scripts: crate::scripts::Cache,
     /// The master this node replicates from, and the task that does it.
     following: Option<(NodeId, tokio::task::AbortHandle)>,
+    /// CLIENT PAUSE: until when (ms), and whether every command waits (ALL) or the writes.
+    pub(crate) client_pause: Option<(u64, bool)>,
 }
 
 /// The counters of INFO's Stats section.
@@ -251,6 +253,7 @@ fn pump(shared: &Shared, node: &mut Node) {
         }
         node.replication.link_up = false;
         if let Some(master) = master {
+            node.replication.disconnect_replicas();
             let task = tokio::spawn(follow(shared.clone(), master));
             node.following = Some((master, task.abort_handle()));
         }
@@ -316,6 +319,25 @@ fn drain(shared: &Shared, node: &mut Node) {
             }
         }
     }
+}
+
+/// `CLIENT KILL ip:port` of a replica's link to its master (`address` is the master's):
+/// the link drops, and the next [`pump`] opens a new one. Whether it was that link.
+pub(crate) fn drop_master_link(node: &mut Node, address: &[u8]) -> bool {
+    let Some((master, _)) = &node.following else {
+        return false;
+    };
+    let linked = node
+        .cluster
+        .node(master)
+        .is_some_and(|m| format!("{}:{}", m.ip, m.port).as_bytes() == address);
+    if linked {
+        if let Some((_, task)) = node.following.take() {
+            task.abort();
+        }
+        node.replication.link_up = false;
+    }
+    linked
 }
 
 /// [`pump`] after an input from a link or a client: the timer task sleeps until the next
@@ -629,6 +651,7 @@ async fn run_timer(shared: Shared) {
             let mut node = lock(&shared);
             let now = now();
             node.cluster.handle_timeout(now);
+            crate::replication::ping_replicas(&mut node, now);
             pump(&shared, &mut node);
             node.cluster
                 .poll_timeout()
@@ -860,24 +883,79 @@ async fn feed(shared: &Shared, mut stream: TcpStream, pending: BytesMut, port: O
         let mut node = lock(shared);
         let serial = node.next_serial();
         let port = port.unwrap_or(0);
-        node.replication.replicas.push((serial, ip, port));
+        node.replication
+            .replicas
+            .push(crate::replication::Attached {
+                serial,
+                ip,
+                port,
+                ack: 0,
+            });
         let (snapshot, records) = crate::replication::attach(&mut node, now());
         (snapshot, records, Fed(shared.clone(), serial))
     };
     if stream.write_all(&pending).await.is_err() || stream.write_all(&snapshot).await.is_err() {
         return;
     }
-    // A replica sends nothing after PSYNC: a read that ends means it went away.
+    // After PSYNC a replica sends only `REPLCONF ACK <offset>`; a read that ends means it
+    // went away, anything else that it is not a replica.
     let (mut reader, mut writer) = stream.into_split();
-    let mut scratch = [0u8; 64];
+    let mut acks = BytesMut::with_capacity(256);
+    let mut decoder = Decoder::new();
     loop {
-        let chunk = tokio::select! {
-            chunk = records.recv() => chunk,
-            _ = reader.read(&mut scratch) => return,
+        tokio::select! {
+            chunk = records.recv() => {
+                let Ok(chunk) = chunk else { return };
+                if writer.write_all(&chunk).await.is_err() {
+                    return;
+                }
+            }
+            read = reader.read_buf(&mut acks) => {
+                if !matches!(read, Ok(n) if n > 0) {
+                    return;
+                }
+                if !take_acks(shared, &mut decoder, &mut acks, _fed.1) {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// Reads a replica's `REPLCONF ACK <offset>` commands and records the offsets, waking the
+/// clients in WAIT; `false` when the replica sent anything else, or more than a command's
+/// worth of bytes without finishing one.
+fn take_acks(shared: &Shared, decoder: &mut Decoder, buf: &mut BytesMut, serial: u64) -> bool {
+    loop {
+        let command = match decoder.decode_command(buf) {
+            Ok(Some(command)) => command,
+            Ok(None) => return buf.len() <= 4096,
+            Err(_) => return false,
         };
-        let Ok(chunk) = chunk else { return };
-        if writer.write_all(&chunk).await.is_err() {
-            return;
+        let args: Vec<&[u8]> = command.args().collect();
+        let ack = match args.as_slice() {
+            [replconf, what, offset]
+                if replconf.eq_ignore_ascii_case(b"REPLCONF")
+                    && what.eq_ignore_ascii_case(b"ACK") =>
+            {
+                std::str::from_utf8(offset)
+                    .ok()
+                    .and_then(|o| o.parse::<u64>().ok())
+            }
+            _ => None,
+        };
+        let Some(ack) = ack else { return false };
+        let mut node = lock(shared);
+        if let Some(r) = node
+            .replication
+            .replicas
+            .iter_mut()
+            .find(|r| r.serial == serial)
+        {
+            r.ack = ack;
+        }
+        if node.blocked > 0 {
+            shared.changed.notify_waiters();
         }
     }
 }
@@ -923,6 +1001,14 @@ async fn replicate(shared: &Shared, mut stream: TcpStream) {
     let mut decoder = Decoder::new();
     let mut buf = BytesMut::with_capacity(64 * 1024);
     let mut synced = false;
+    let mut acked = None;
+    // Until the full sync ends the replica has no offset: "loading" to the cluster.
+    {
+        let mut node = lock(shared);
+        node.replication.offset = 0;
+        let id = node.cluster.myself().id;
+        node.cluster.set_replication_offset(&id, 0);
+    }
     loop {
         loop {
             let before = buf.len();
@@ -932,53 +1018,77 @@ async fn replicate(shared: &Shared, mut stream: TcpStream) {
                 Err(_) => return,
             };
             let used = (before - buf.len()) as u64;
-            let mut node = lock(shared);
-            match frame {
-                Frame::SimpleString(line) if line.starts_with(b"FULLRESYNC ") => {
-                    let offset = line.rsplit(|&b| b == b' ').next();
-                    let offset = offset
-                        .and_then(|o| std::str::from_utf8(o).ok()?.parse::<u64>().ok())
-                        .unwrap_or(0);
-                    node.replication.offset = offset;
-                    node.replication.link_up = true;
-                    synced = true;
-                }
-                // The answer to REPLCONF.
-                Frame::SimpleString(line) if !synced && line[..] == b"OK"[..] => {}
-                Frame::Array(items) => {
-                    let args: Vec<Bytes> = items
-                        .into_iter()
-                        .filter_map(|item| match item {
-                            Frame::BulkString(b) => Some(b),
-                            _ => None,
-                        })
-                        .collect();
-                    if !crate::replication::apply(&mut node.db, &args, now()) {
-                        let text = "replication: not a toy master's stream";
-                        node.log.write(Level::Warning, text);
-                        return;
-                    }
-                    if synced {
-                        node.replication.offset += used;
-                    }
-                }
-                _ => {
-                    let text = "replication: not a toy master's stream";
-                    node.log.write(Level::Warning, text);
-                    return;
-                }
+            let Some(delay) = apply_frame(shared, frame, used, &mut synced) else {
+                return;
+            };
+            if !synced && delay > 0 {
+                tokio::time::sleep(Duration::from_micros(delay)).await;
             }
-            let (id, offset) = (node.cluster.myself().id, node.replication.offset);
-            node.cluster.set_replication_offset(&id, offset);
-            if node.blocked > 0 {
-                shared.changed.notify_waiters();
+        }
+        // As a replica acknowledges what it applied (REPLCONF ACK), for its master's WAIT.
+        let offset = lock(shared).replication.offset;
+        if synced && acked != Some(offset) {
+            let mut ack = Vec::new();
+            encode_command(&["REPLCONF", "ACK", &offset.to_string()], &mut ack);
+            if stream.write_all(&ack).await.is_err() {
+                return;
             }
+            acked = Some(offset);
         }
         match stream.read_buf(&mut buf).await {
             Ok(0) | Err(_) => return,
             Ok(_) => {}
         }
     }
+}
+
+/// A replica applies one frame of its master's stream; `None` when it is not a toy
+/// master's stream, else the `key-load-delay` to wait before the next one (µs a key).
+fn apply_frame(shared: &Shared, frame: Frame<Bytes>, used: u64, synced: &mut bool) -> Option<u64> {
+    let mut node = lock(shared);
+    match frame {
+        Frame::SimpleString(line) if line.starts_with(b"FULLRESYNC ") => {
+            let offset = line.rsplit(|&b| b == b' ').next();
+            let offset = offset
+                .and_then(|o| std::str::from_utf8(o).ok()?.parse::<u64>().ok())
+                .unwrap_or(0);
+            node.replication.offset = offset;
+            node.replication.link_up = true;
+            *synced = true;
+        }
+        // The answer to REPLCONF.
+        Frame::SimpleString(line) if !*synced && line[..] == b"OK"[..] => {}
+        Frame::Array(items) => {
+            let args: Vec<Bytes> = items
+                .into_iter()
+                .filter_map(|item| match item {
+                    Frame::BulkString(b) => Some(b),
+                    _ => None,
+                })
+                .collect();
+            if !crate::replication::apply(&mut node.db, &args, now()) {
+                let text = "replication: not a toy master's stream";
+                node.log.write(Level::Warning, text);
+                return None;
+            }
+            if *synced {
+                node.replication.offset += used;
+            }
+        }
+        _ => {
+            let text = "replication: not a toy master's stream";
+            node.log.write(Level::Warning, text);
+            return None;
+        }
+    }
+    let (id, offset) = (node.cluster.myself().id, node.replication.offset);
+    node.cluster.set_replication_offset(&id, offset);
+    if node.blocked > 0 {
+        shared.changed.notify_waiters();
+    }
+    // `key-load-delay` (µs a key) slows the snapshot down, as it slows the server's
+    // loading; the node goes on serving meanwhile.
+    Some(u64::try_from(node.settings.number("key-load-delay")).unwrap_or(0))
 }
 
 /// A replica listed in `Replication::replicas` for as long as its feed runs.
@@ -989,7 +1099,7 @@ impl Drop for Fed {
         lock(&self.0)
             .replication
             .replicas
-            .retain(|(serial, _, _)| *serial != self.1);
+            .retain(|r| r.serial != self.1);
     }
 }
 
@@ -1213,6 +1323,7 @@ pub(crate) async fn start(options: &Options) -> Result<Handle, String> {
             libraries: Vec::new(),
             scripts: crate::scripts::Cache::default(),
             following: None,
+            client_pause: None,
         }),
         timer: Notify::new(),
         changed: Notify::new(),

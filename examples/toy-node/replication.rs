@@ -35,9 +35,36 @@ pub(crate) struct Replication {
     pub(crate) stream: broadcast::Sender<Bytes>,
     /// A replica: its link to its master is synced and streaming (`master_link_status:up`).
     pub(crate) link_up: bool,
-    /// A master: the replicas fed now, by feed number, with the address each gave
-    /// (`REPLCONF listening-port`), for ROLE and INFO.
-    pub(crate) replicas: Vec<(u64, String, u16)>,
+    /// A master: the replicas fed now, for ROLE, INFO and WAIT.
+    pub(crate) replicas: Vec<Attached>,
+    /// When the replicas were last sent a PING (ms).
+    pinged: u64,
+}
+
+/// A replica fed by this master.
+#[derive(Debug, Clone)]
+pub(crate) struct Attached {
+    /// Its feed's number.
+    pub(crate) serial: u64,
+    /// The address it gave (`REPLCONF listening-port`).
+    pub(crate) ip: String,
+    pub(crate) port: u16,
+    /// The offset it last acknowledged (`REPLCONF ACK`).
+    pub(crate) ack: u64,
+}
+
+impl Replication {
+    /// A master that becomes a replica drops its replicas, as the server does: their feeds
+    /// end (their stream closes) and they connect again to whichever master they follow.
+    pub(crate) fn disconnect_replicas(&mut self) {
+        self.stream = broadcast::channel(STREAM_QUEUE).0;
+        self.replicas.clear();
+    }
+
+    /// How many replicas acknowledged at least `offset` (WAIT).
+    pub(crate) fn acked(&self, offset: u64) -> usize {
+        self.replicas.iter().filter(|r| r.ack >= offset).count()
+    }
 }
 
 impl Replication {
@@ -58,6 +85,7 @@ impl Replication {
             stream: broadcast::channel(STREAM_QUEUE).0,
             link_up: false,
             replicas: Vec::new(),
+            pinged: 0,
         }
     }
 
@@ -120,6 +148,23 @@ pub(crate) fn propagate(node: &mut Node, keys: &[Vec<u8>], flushall: bool, now: 
     node.cluster.set_replication_offset(&id, offset);
 }
 
+/// Every `repl-ping-replica-period` seconds a master sends its replicas a PING in the
+/// stream, as the server does: their offsets move on (a replica at offset 0 is "loading"
+/// in CLUSTER SHARDS) and they know the link lives.
+pub(crate) fn ping_replicas(node: &mut Node, now: u64) {
+    let period = u64::try_from(node.settings.number("repl-ping-replica-period")).unwrap_or(10);
+    if !node.replication.attached() || now < node.replication.pinged + period.max(1) * 1000 {
+        return;
+    }
+    node.replication.pinged = now;
+    let mut out = Vec::new();
+    encode_command(&["PING"], &mut out);
+    node.replication.offset += out.len() as u64;
+    let _ = node.replication.stream.send(Bytes::from(out));
+    let (id, offset) = (node.cluster.myself().id, node.replication.offset);
+    node.cluster.set_replication_offset(&id, offset);
+}
+
 /// The whole keyspace as stream records (RESTORE per key), with no FLUSHALL: an AOF
 /// rewrite's content.
 pub(crate) fn records(node: &mut Node, now: u64) -> Vec<u8> {
@@ -151,6 +196,7 @@ pub(crate) fn attach(node: &mut Node, now: u64) -> (Vec<u8>, broadcast::Receiver
 pub(crate) fn apply(db: &mut Db, args: &[Bytes], now: u64) -> bool {
     match args {
         [name] if name.eq_ignore_ascii_case(b"FLUSHALL") => db.clear(),
+        [name] if name.eq_ignore_ascii_case(b"PING") => {}
         [name, key] if name.eq_ignore_ascii_case(b"DEL") => {
             db.remove(key);
         }
