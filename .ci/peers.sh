@@ -1,7 +1,7 @@
 # Sourced by the scripts in .ci/: installs the real peers that the tests talk to.
 
-# Debian's redis-server, redis-tools (redis-cli, redis-benchmark) and nutcracker (twemproxy),
-# when they are not already on PATH.
+# Debian's redis-server, redis-tools (redis-cli, redis-benchmark), nutcracker (twemproxy) and
+# tcl, when they are not already on PATH.
 install_peers() {
     install_redis_py
     local missing=()
@@ -10,6 +10,8 @@ install_peers() {
         missing+=(redis-tools)
     fi
     command -v nutcracker >/dev/null 2>&1 || missing+=(nutcracker)
+    # tclsh 8.6 runs Redis's own test suites against the toy node (.ci/redis-suites).
+    command -v tclsh >/dev/null 2>&1 || missing+=(tcl)
     if [ ${#missing[@]} -eq 0 ]; then
         return 0
     fi
