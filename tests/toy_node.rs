@@ -1715,3 +1715,150 @@ fn toy_node_answers_help_and_version_and_names_what_stops_it() {
     assert_eq!(code, Some(1), "{text}");
     assert!(text.contains("Address already in use"), "{text}");
 }
+
+/// Pub/Sub on a cluster, its client ports first the masters: subscribers of `news` on every
+/// node and one of `n*`, a PUBLISH on the second node; SSUBSCRIBE `ch` on every node (the
+/// shard's nodes take it, the others redirect), an SPUBLISH on its master; then the slot
+/// moved to another master. Every reply and message, in order.
+fn pub_sub_story(ports: &[u16], masters: usize) -> Vec<String> {
+    let mut seen = Vec::new();
+    let show = |frame: &Frame| {
+        let shown = format!("{frame:?}");
+        eprintln!("{ports:?}: {shown}"); // shown when a reply never comes
+        shown
+    };
+    let mut subscribers: Vec<Client> = ports.iter().map(|&p| Client::connect(p)).collect();
+    for subscriber in &mut subscribers {
+        seen.push(show(&subscriber.command(&[b"SUBSCRIBE", b"news"])));
+    }
+    let mut pattern = Client::connect(ports[0]);
+    seen.push(show(&pattern.command(&[b"PSUBSCRIBE", b"n*"])));
+    let mut publisher = Client::connect(ports[1]);
+    // PUBLISH answers how many of its own node's subscribers got it.
+    seen.push(show(&publisher.command(&[b"PUBLISH", b"news", b"hello"])));
+    for subscriber in &mut subscribers {
+        seen.push(show(&subscriber.read_reply()));
+    }
+    seen.push(show(&pattern.read_reply()));
+
+    // Sharded: the shard's master and replica take the subscription.
+    let mut shard = Vec::new();
+    let mut owner = None;
+    for &port in ports {
+        let mut client = Client::connect(port);
+        let reply = client.command(&[b"SSUBSCRIBE", b"ch"]);
+        seen.push(show(&reply).replace(&port.to_string(), "PORT"));
+        match reply {
+            Frame::SimpleError(e) => {
+                let target = String::from_utf8_lossy(&e)
+                    .rsplit(':')
+                    .next()
+                    .map(String::from);
+                owner = target.and_then(|p| p.parse::<u16>().ok());
+            }
+            _ => shard.push(client),
+        }
+    }
+    let owner = owner.expect("a node that redirects SSUBSCRIBE ch");
+    let mut spublisher = Client::connect(owner);
+    seen.push(show(&spublisher.command(&[b"SPUBLISH", b"ch", b"sharded"])));
+    for client in &mut shard {
+        seen.push(show(&client.read_reply()));
+    }
+
+    // The slot moves to another master: its subscribers are told, as the server tells them.
+    let Frame::Integer(slot) = spublisher.command(&[b"CLUSTER", b"KEYSLOT", b"ch"]) else {
+        panic!("CLUSTER KEYSLOT answers an integer");
+    };
+    let slot = slot.to_string();
+    let other = ports[..masters]
+        .iter()
+        .copied()
+        .find(|&p| p != owner)
+        .expect("another master");
+    let target = text(&Client::connect(other).command(&[b"CLUSTER", b"MYID"]));
+    for &port in &ports[..masters] {
+        let mut client = Client::connect(port);
+        let reply = client.command(&[
+            b"CLUSTER",
+            b"SETSLOT",
+            slot.as_bytes(),
+            b"NODE",
+            target.as_bytes(),
+        ]);
+        seen.push(show(&reply));
+    }
+    for client in &mut shard {
+        seen.push(show(&client.read_reply()));
+    }
+    seen
+}
+
+#[test]
+fn pub_sub_crosses_the_cluster_as_between_real_servers() {
+    let real = support::RealCluster::start(3, 1, &[]);
+    let real_ports: Vec<u16> = real.nodes.iter().map(support::RedisServer::port).collect();
+    let (_toys, toy_ports) = create("pubsub", 3000);
+    // create() forms masters and replicas as redis-cli does: the masters are those that own
+    // slots.
+    let mut ordered: Vec<u16> = Vec::new();
+    for &(port, _) in &toy_ports {
+        let role = Client::connect(port).command(&[b"ROLE"]);
+        if matches!(&role, Frame::Array(items) if text(&items[0]) == "master") {
+            ordered.insert(0, port);
+        } else {
+            ordered.push(port);
+        }
+    }
+    // The nodes of the two clusters are not in the same order (which master owns `ch`
+    // differs), and redirects name each cluster's own nodes: the same replies and messages,
+    // compared as sets.
+    let normalized = |story: Vec<String>| {
+        let mut story: Vec<String> = story
+            .into_iter()
+            .map(|s| {
+                if s.contains("MOVED") {
+                    "MOVED".to_string()
+                } else {
+                    s
+                }
+            })
+            .collect();
+        story.sort();
+        story
+    };
+    let theirs = normalized(pub_sub_story(&real_ports, 3));
+    let ours = normalized(pub_sub_story(&ordered, 3));
+    assert_eq!(ours, theirs);
+}
+
+/// `tests/redis_py/cluster_pubsub.py` against the cluster at `ports`.
+fn redis_py_pubsub(ports: &[u16]) -> String {
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/redis_py/cluster_pubsub.py"
+    );
+    let mut args = vec![script.to_string()];
+    args.extend(ports.iter().map(u16::to_string));
+    let output = support::run_bounded("python3", &args, Duration::from_secs(60));
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+#[test]
+fn redis_py_cluster_pub_sub_works_on_toy_nodes_as_on_real_ones() {
+    let real = support::RealCluster::start(3, 1, &[]);
+    let real_ports: Vec<u16> = real.nodes.iter().map(support::RedisServer::port).collect();
+    assert_eq!(
+        redis_py_pubsub(&real_ports).trim(),
+        "ok",
+        "the real cluster"
+    );
+    let (_toys, toy_ports) = create("redis-py-pubsub", 3000);
+    let ports: Vec<u16> = toy_ports.iter().map(|&(port, _)| port).collect();
+    let said = redis_py_pubsub(&ports);
+    assert_eq!(said.trim(), "ok", "{said}");
+}

@@ -37,6 +37,8 @@ mod log;
 mod lua;
 #[path = "../toy-node/node.rs"]
 mod node;
+#[path = "../toy-node/pubsub.rs"]
+mod pubsub;
 #[path = "../toy-node/replication.rs"]
 mod replication;
 #[path = "../toy-node/scripts.rs"]

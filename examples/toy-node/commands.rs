@@ -23,6 +23,7 @@ use crate::dump::{dump, restore as undump};
 use crate::float::{FloatError, increment};
 use crate::log::Level;
 use crate::node::Node;
+use crate::pubsub::Kind;
 use crate::replication::propagate;
 
 /// A reply, in the state machine's frame type.
@@ -39,7 +40,7 @@ pub(crate) struct Client {
     /// READONLY: a replica serves this client's reads of its master's slots.
     readonly: bool,
     /// HELLO 3 was sent.
-    resp3: bool,
+    pub(crate) resp3: bool,
     name: Option<Vec<u8>>,
     /// AUTH succeeded, or no password is set.
     authenticated: bool,
@@ -53,6 +54,8 @@ pub(crate) struct Client {
     pub(crate) listening_port: Option<u16>,
     /// In WAIT: the replication offset the replicas must reach.
     waiting: Option<u64>,
+    /// Subscribed: the messages and notices for this client, which its connection writes.
+    pub(crate) inbox: Option<tokio::sync::mpsc::Receiver<Reply>>,
     /// What a blocked command answers when its deadline passes (WAIT: how many replicas
     /// had acknowledged at its last try); a null array when unset.
     timeout_reply: Option<Reply>,
@@ -73,6 +76,7 @@ impl Client {
             listening_port: None,
             waiting: None,
             timeout_reply: None,
+            inbox: None,
         }
     }
 
@@ -115,6 +119,8 @@ impl Client {
 /// What a command leaves the connection with.
 pub(crate) enum Outcome {
     Reply(Reply),
+    /// Several replies, in order (SUBSCRIBE to several channels confirms each).
+    Many(Vec<Reply>),
     /// MIGRATE: the node's I/O task sends the payloads and answers.
     Migrate(Migration),
     /// PSYNC: the connection becomes a replica's feed (`replication.rs`).
@@ -161,6 +167,31 @@ pub(crate) fn run(node: &mut Node, client: &mut Client, args: &[&[u8]], now: u64
     let name = spec.name;
     if !client.authenticated && !matches!(name, "auth" | "hello") {
         return Outcome::Reply(error("NOAUTH Authentication required."));
+    }
+    // RESP2's subscribed mode: only these commands.
+    if !client.resp3 && client.inbox.is_some() && node.pubsub.subscribed(client.id) {
+        let allowed = matches!(
+            name,
+            "subscribe"
+                | "psubscribe"
+                | "ssubscribe"
+                | "unsubscribe"
+                | "punsubscribe"
+                | "sunsubscribe"
+                | "ping"
+                | "quit"
+                | "reset"
+        );
+        if !allowed {
+            return Outcome::Reply(error(&format!(
+                "ERR Can't execute '{name}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / \
+                 QUIT / RESET are allowed in this context"
+            )));
+        }
+        if name == "ping" {
+            let text = args.get(1).copied().unwrap_or(b"");
+            return Outcome::Reply(Frame::Array(vec![bulk(b"pong"), bulk(text)]));
+        }
     }
     let queueing = client.multi.is_some()
         && !matches!(
@@ -284,6 +315,11 @@ fn writes(queue: &[Vec<Vec<u8>>]) -> bool {
     })
 }
 
+/// SPUBLISH, SSUBSCRIBE, SUNSUBSCRIBE: routed by their channels' slots.
+fn pubsub_shard(spec: &CommandSpec) -> bool {
+    matches!(spec.name, "spublish" | "ssubscribe" | "sunsubscribe")
+}
+
 /// The cluster's decision for a command with keys (EXEC: for all the queued commands
 /// together), as the server's `getNodeByQuery`; when it runs here, whether one of its keys
 /// is being migrated.
@@ -309,6 +345,17 @@ pub(crate) fn redirect(
                 .is_some_and(|s| s.flags.contains(CommandFlags::WRITE));
         }
         &keys
+    } else if pubsub_shard(spec) {
+        // Sharded pub/sub: the channels are routed as keys are.
+        let channels = if spec.name == "spublish" {
+            &args[1..2.min(args.len())]
+        } else {
+            &args[1..]
+        };
+        if channels.is_empty() {
+            return Ok(false);
+        }
+        channels
     } else if spec.has_key_arguments() {
         // Most commands have one key: no allocation for it.
         let positions = Keys::routing(spec, args);
@@ -335,6 +382,7 @@ pub(crate) fn redirect(
     request.asking = client.asking || spec.flags.contains(CommandFlags::ASKING);
     request.readonly = client.readonly;
     request.migrate = spec.name == "migrate";
+    request.pubsub_shard = pubsub_shard(spec);
     let db = &node.db;
     // A client already blocked stays so while its slot migrates (no ASK, no TRYAGAIN),
     // and is redirected once the slot has left.
@@ -365,6 +413,7 @@ fn exec(node: &mut Node, client: &mut Client, now: u64) -> Reply {
         let reply = match table.check(args) {
             Ok(spec) => match execute(node, client, spec, args, now) {
                 Outcome::Reply(reply) => reply,
+                Outcome::Many(replies) => Frame::Array(replies),
                 // A blocking command in a transaction answers at once, as if timed out.
                 Outcome::Block { .. } => client.null_array(),
                 Outcome::Feed => error("ERR PSYNC inside MULTI"),
@@ -461,6 +510,41 @@ pub(crate) fn execute(
         }
         ("replconf", _) => error(SYNTAX),
         ("role", []) => role(node),
+        ("subscribe" | "psubscribe" | "ssubscribe", channels) => {
+            let kind = match name {
+                "subscribe" => Kind::Channel,
+                "psubscribe" => Kind::Pattern,
+                _ => Kind::Shard,
+            };
+            let (id, resp3) = (client.id, client.resp3);
+            let replies = node
+                .pubsub
+                .subscribe(id, resp3, &mut client.inbox, kind, channels);
+            return Outcome::Many(replies);
+        }
+        ("unsubscribe" | "punsubscribe" | "sunsubscribe", channels) => {
+            let kind = match name {
+                "unsubscribe" => Kind::Channel,
+                "punsubscribe" => Kind::Pattern,
+                _ => Kind::Shard,
+            };
+            let (id, resp3) = (client.id, client.resp3);
+            let replies = node
+                .pubsub
+                .unsubscribe(id, resp3, &mut client.inbox, kind, channels);
+            return Outcome::Many(replies);
+        }
+        ("publish", [channel, message]) => {
+            let got = node.pubsub.deliver(channel, message, false);
+            node.cluster.publish(channel, message);
+            Frame::Integer(got as i64)
+        }
+        ("spublish", [channel, message]) => {
+            let got = node.pubsub.deliver(channel, message, true);
+            node.cluster.publish_shard(channel, message);
+            Frame::Integer(got as i64)
+        }
+        ("pubsub", [sub, rest @ ..]) => pubsub_command(node, sub, rest),
         ("wait", [replicas, timeout]) => return wait(node, client, replicas, timeout, now),
         ("psync", _) => error("ERR the toy node replicates from masters only"),
         ("info", rest) => info(node, rest, now),
@@ -946,6 +1030,35 @@ fn wait(node: &Node, client: &mut Client, replicas: &[u8], timeout: &[u8], now: 
     client.timeout_reply = Some(Frame::Integer(acked as i64));
     let deadline = (timeout > 0).then(|| now.saturating_add(timeout as u64));
     Outcome::Block { deadline }
+}
+
+/// PUBSUB CHANNELS / NUMSUB / NUMPAT / SHARDCHANNELS / SHARDNUMSUB: this node's
+/// subscriptions, as the server answers (for its own clients only).
+fn pubsub_command(node: &Node, sub: &[u8], args: &[&[u8]]) -> Reply {
+    let sub = sub.to_ascii_lowercase();
+    match (sub.as_slice(), args) {
+        (b"channels" | b"shardchannels", pattern) if pattern.len() <= 1 => Frame::Array(
+            node.pubsub
+                .names(sub == b"shardchannels", pattern.first().copied())
+                .iter()
+                .map(|name| bulk(name))
+                .collect(),
+        ),
+        (b"numsub" | b"shardnumsub", channels) => Frame::Array(
+            channels
+                .iter()
+                .flat_map(|channel| {
+                    let count = node.pubsub.subscribers(sub == b"shardnumsub", channel);
+                    [bulk(channel), Frame::Integer(count as i64)]
+                })
+                .collect(),
+        ),
+        (b"numpat", []) => Frame::Integer(node.pubsub.patterns() as i64),
+        _ => error(&format!(
+            "ERR unknown subcommand or wrong number of arguments for '{}'. Try PUBSUB HELP.",
+            String::from_utf8_lossy(&sub)
+        )),
+    }
 }
 
 /// ROLE: a master's replicas fed now, or a replica's master and link.

@@ -36,6 +36,7 @@ line overrides it.";
 mod dump;
 mod float;
 mod node;
+mod pubsub;
 mod replication;
 mod scripts;
 

@@ -194,6 +194,8 @@ pub(crate) struct Node {
     /// The keys a MIGRATE is moving: commands on them wait until it ends.
     pub(crate) in_flight: HashSet<Vec<u8>>,
     pub(crate) replication: Replication,
+    /// The clients' subscriptions.
+    pub(crate) pubsub: crate::pubsub::PubSub,
     /// FUNCTION LOAD's libraries.
     pub(crate) libraries: Vec<crate::scripts::Library>,
     /// The scripts EVAL and SCRIPT LOAD saw, for EVALSHA.
@@ -245,6 +247,7 @@ fn lock(shared: &Shared) -> MutexGuard<'_, Node> {
 /// Carries out everything the state machine asked for since the last input.
 fn pump(shared: &Shared, node: &mut Node) {
     drain(shared, node);
+    crate::pubsub::drop_unserved(node);
     // A replica follows its master's stream; a promoted one stops, keeping its data.
     let master = node.cluster.myself().master;
     if node.following.as_ref().map(|(id, _)| *id) != master {
@@ -301,6 +304,13 @@ fn drain(shared: &Shared, node: &mut Node) {
                     node.renamed.insert(from, to);
                 }
                 Output::SaveConfig => save(node),
+                Output::Deliver {
+                    channel,
+                    message,
+                    sharded,
+                } => {
+                    node.pubsub.deliver(&channel, &message, sharded);
+                }
                 Output::Event(event) => node.log.write(Level::Notice, &format!("{event:?}")),
             }
         }
@@ -676,7 +686,7 @@ async fn serve_client(shared: Shared, mut stream: TcpStream) {
         node.clients += 1;
         Client::new(node.next_client, node.password.is_some())
     };
-    let _connected = Connected(shared.clone());
+    let _connected = Connected(shared.clone(), client.id);
     let mut decoder = Decoder::new();
     let mut buf = BytesMut::with_capacity(16 * 1024);
     let mut out = BytesMut::new();
@@ -704,7 +714,7 @@ async fn serve_client(shared: Shared, mut stream: TcpStream) {
             // A blocked command holds the replies of the ones after it, as on the server.
             let mut blocked_until: Option<Option<u64>> = None; // set when it first blocks
             let mut blocked = None;
-            let reply = loop {
+            let replies: Vec<Frame<Vec<u8>>> = loop {
                 let changed = shared.changed.notified();
                 let (outcome, wake) = {
                     let mut node = lock(&shared);
@@ -724,7 +734,8 @@ async fn serve_client(shared: Shared, mut stream: TcpStream) {
                     if node.cluster.poll_timeout() < deadline {
                         shared.timer.notify_one();
                     }
-                    let wake = matches!(outcome, Outcome::Reply(_)) && node.blocked > 0;
+                    let wake =
+                        matches!(outcome, Outcome::Reply(_) | Outcome::Many(_)) && node.blocked > 0;
                     (outcome, wake)
                 };
                 match outcome {
@@ -739,13 +750,19 @@ async fn serve_client(shared: Shared, mut stream: TcpStream) {
                         if node.blocked > 0 {
                             shared.changed.notify_waiters();
                         }
-                        break restored.0;
+                        break vec![restored.0];
                     }
                     Outcome::Reply(reply) => {
                         if wake {
                             shared.changed.notify_waiters();
                         }
-                        break reply;
+                        break vec![reply];
+                    }
+                    Outcome::Many(replies) => {
+                        if wake {
+                            shared.changed.notify_waiters();
+                        }
+                        break replies;
                     }
                     Outcome::Block { deadline } => {
                         let deadline = *blocked_until.get_or_insert(deadline);
@@ -758,7 +775,7 @@ async fn serve_client(shared: Shared, mut stream: TcpStream) {
                         }
                         let left = deadline.map_or(100, |at| at.saturating_sub(now()).min(100));
                         if deadline.is_some_and(|at| at <= now()) {
-                            break client.timed_out();
+                            break vec![client.timed_out()];
                         }
                         tokio::select! {
                             () = changed => {}
@@ -767,7 +784,9 @@ async fn serve_client(shared: Shared, mut stream: TcpStream) {
                     }
                 }
             };
-            encode(&reply, &mut out);
+            for reply in &replies {
+                encode(reply, &mut out);
+            }
             // Replies are written as they come once they pass 64 KB, so that a client
             // that pipelines large reads and does not read holds its replies in the socket,
             // not in memory.
@@ -784,10 +803,32 @@ async fn serve_client(shared: Shared, mut stream: TcpStream) {
             }
             out.clear();
         }
-        match stream.read_buf(&mut buf).await {
-            Ok(0) | Err(_) => return,
-            Ok(_) => {}
+        // Wait for the next request, or for a message to a subscribed client (which a
+        // subscriber too slow to take was dropped from: its connection closes).
+        tokio::select! {
+            read = stream.read_buf(&mut buf) => match read {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            },
+            push = next_push(&mut client.inbox) => {
+                let Some(push) = push else { return };
+                encode(&push, &mut out);
+                if let Some(inbox) = client.inbox.as_mut() {
+                    while out.len() < 64 * 1024 {
+                        let Ok(more) = inbox.try_recv() else { break };
+                        encode(&more, &mut out);
+                    }
+                }
+            }
         }
+    }
+}
+
+/// The next frame for a subscribed client; never, for one that is not.
+async fn next_push(inbox: &mut Option<mpsc::Receiver<Frame<Vec<u8>>>>) -> Option<Frame<Vec<u8>>> {
+    match inbox {
+        Some(inbox) => inbox.recv().await,
+        None => std::future::pending().await,
     }
 }
 
@@ -1104,11 +1145,13 @@ impl Drop for Fed {
 }
 
 /// A client counted in `Node::clients` for as long as this lives.
-struct Connected(Shared);
+struct Connected(Shared, u64);
 
 impl Drop for Connected {
     fn drop(&mut self) {
-        lock(&self.0).clients -= 1;
+        let mut node = lock(&self.0);
+        node.clients -= 1;
+        node.pubsub.forget(self.1);
     }
 }
 
@@ -1321,6 +1364,7 @@ pub(crate) async fn start(options: &Options) -> Result<Handle, String> {
             in_flight: HashSet::new(),
             replication: Replication::new(seed),
             libraries: Vec::new(),
+            pubsub: crate::pubsub::PubSub::default(),
             scripts: crate::scripts::Cache::default(),
             following: None,
             client_pause: None,

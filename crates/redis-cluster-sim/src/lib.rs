@@ -654,7 +654,7 @@ impl Sim {
                         self.outbound.insert((i, to), conn);
                     }
                 }
-                Output::SaveConfig => {}
+                Output::SaveConfig | Output::Deliver { .. } => {}
                 Output::Event(event) => {
                     if self.tracing {
                         self.trace.push((self.now, i, format!("{event:?}")));

@@ -61,6 +61,17 @@ pub enum Output {
     SaveConfig,
     /// Something the driver may act on or log.
     Event(Event),
+    /// A message published on another node arrived (PUBLISH, or PUBLISHSHARD from a node
+    /// of this node's shard): the driver gives it to this node's subscribers of `channel`
+    /// (pattern subscribers too, for PUBLISH), as the server does.
+    Deliver {
+        /// The channel.
+        channel: Vec<u8>,
+        /// The message.
+        message: Vec<u8>,
+        /// SPUBLISH's (to SSUBSCRIBE clients) rather than PUBLISH's.
+        sharded: bool,
+    },
 }
 
 /// What changed, for the driver: its replication, its logs, its blocked clients.
@@ -604,7 +615,11 @@ impl ClusterNode {
     pub fn handle_message(&mut self, link: Link, peer_ip: &str, message: &Message<'_>, now: u64) {
         self.clock = self.clock.max(now);
         let Some(header) = message.header() else {
-            return; // light-header PUBLISH / MODULE: nothing for the tables
+            // A light header (Valkey) comes only from a node that knows this one.
+            if let Message::Publish(publish) = message {
+                self.deliver(publish);
+            }
+            return; // nothing for the tables
         };
         let kind = message.kind();
         self.count_message(kind.base().0, false);
@@ -635,6 +650,11 @@ impl ClusterNode {
             }
         }
         match message {
+            // As the server: from a node it knows only.
+            Message::Publish(publish) if sender_known => {
+                self.deliver(publish);
+                return;
+            }
             Message::Fail(fail) if sender_known => {
                 self.handle_fail(&fail.node(), now);
                 return;

@@ -33,6 +33,7 @@ mod failure;
 mod index;
 pub mod migration;
 mod node;
+mod pubsub;
 pub mod rebalance;
 mod reply;
 mod route;

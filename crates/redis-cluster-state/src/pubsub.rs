@@ -1,0 +1,73 @@
+//! Pub/Sub across the cluster (format section 6.3): what PUBLISH and SPUBLISH on this node
+//! send on the bus, and what arrives from the others. Subscriptions are the driver's: the
+//! state machine only says where a message goes and what came in ([`Output::Deliver`]).
+
+use alloc::vec::Vec;
+
+use redis_cluster_bus::{MessageType, NodeId, OwnedBody, OwnedMessage, OwnedPublish, Publish};
+
+use crate::{ClusterNode, Link, Output};
+
+impl ClusterNode {
+    /// PUBLISH on this node: the message goes to every node this node has a link to
+    /// (`clusterPropagatePublish`), each of which gives it to its own subscribers. The
+    /// driver delivers it to this node's subscribers itself.
+    ///
+    /// ```
+    /// use redis_cluster_state::{ClusterNode, Config, Output};
+    ///
+    /// let mut node = ClusterNode::new(Config::new("127.0.0.1", 7000));
+    /// node.publish(b"news", b"hello");
+    /// // A node alone sends it nowhere.
+    /// assert!(!core::iter::from_fn(|| node.poll_output()).any(|o| matches!(o, Output::Send { .. })));
+    /// ```
+    pub fn publish(&mut self, channel: &[u8], message: &[u8]) {
+        let body = OwnedBody::Publish(OwnedPublish {
+            channel: channel.to_vec(),
+            message: message.to_vec(),
+        });
+        self.broadcast(MessageType::PUBLISH, body);
+    }
+
+    /// SPUBLISH on this node (which serves the channel's slot): the message goes to the
+    /// other nodes of its shard, its master or its replicas (`clusterPropagatePublishShard`).
+    pub fn publish_shard(&mut self, channel: &[u8], message: &[u8]) {
+        let me = self.myself();
+        let master = if me.is_replica() {
+            me.master
+        } else {
+            Some(me.id)
+        };
+        let Some(master) = master else {
+            return;
+        };
+        let myself = me.id;
+        let shard: Vec<NodeId> = self
+            .nodes()
+            .filter(|n| n.id == master || n.master == Some(master))
+            .filter(|n| n.id != myself && n.link && !n.in_handshake())
+            .map(|n| n.id)
+            .collect();
+        let body = OwnedBody::Publish(OwnedPublish {
+            channel: channel.to_vec(),
+            message: message.to_vec(),
+        });
+        for to in shard {
+            let message = OwnedMessage::new(MessageType::PUBLISHSHARD, self.header(), body.clone());
+            self.count_message(MessageType::PUBLISHSHARD.0, true);
+            self.push(Output::Send {
+                link: Link::Outbound(to),
+                message: alloc::boxed::Box::new(message),
+            });
+        }
+    }
+
+    /// A PUBLISH or PUBLISHSHARD that arrived: for this node's subscribers.
+    pub(crate) fn deliver(&mut self, publish: &Publish<'_>) {
+        self.push(Output::Deliver {
+            channel: publish.channel().to_vec(),
+            message: publish.message().to_vec(),
+            sharded: publish.kind() == MessageType::PUBLISHSHARD,
+        });
+    }
+}
