@@ -1830,6 +1830,26 @@ fn pub_sub_crosses_the_cluster_as_between_real_servers() {
     let theirs = normalized(pub_sub_story(&real_ports, 3));
     let ours = normalized(pub_sub_story(&ordered, 3));
     assert_eq!(ours, theirs);
+
+    // CLUSTER LINKS: a link to and a link from each other node, with the server's fields.
+    let links = |port: u16| -> Vec<String> {
+        let Frame::Array(links) = Client::connect(port).command(&[b"CLUSTER", b"LINKS"]) else {
+            panic!("CLUSTER LINKS is an array");
+        };
+        let mut shapes: Vec<String> = links
+            .iter()
+            .map(|link| match link {
+                Frame::Array(fields) => {
+                    let names: Vec<String> = fields.iter().step_by(2).map(text).collect();
+                    format!("{} {}", text(&fields[1]), names.join(","))
+                }
+                other => format!("{other:?}"),
+            })
+            .collect();
+        shapes.sort();
+        shapes
+    };
+    assert_eq!(links(ordered[0]), links(real_ports[0]));
 }
 
 /// `tests/redis_py/cluster_pubsub.py` against the cluster at `ports`.

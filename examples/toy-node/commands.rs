@@ -91,7 +91,7 @@ impl Client {
         }
     }
 
-    fn protocol(&self) -> Protocol {
+    pub(crate) fn protocol(&self) -> Protocol {
         if self.resp3 {
             Protocol::Resp3
         } else {
@@ -1309,6 +1309,7 @@ fn cluster(node: &mut Node, client: &Client, sub: &[u8], args: &[&[u8]], now: u6
             ),
             _ => error("ERR Invalid slot or number of keys"),
         },
+        (b"links", []) => node.cluster_links(client.protocol()),
         _ => {
             let mut full = Vec::with_capacity(args.len() + 1);
             full.push(sub);

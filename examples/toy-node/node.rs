@@ -5,13 +5,14 @@
 use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::{Bytes, BytesMut};
 use redis_cluster_proto::bus::{Framed, Framer, Message, NodeId};
 use redis_cluster_proto::resp::{Decoder, Frame, encode, encode_command};
-use redis_cluster_proto::state::{ClusterNode, Config, EndpointType, Link, Output};
+use redis_cluster_proto::state::{ClusterNode, Config, EndpointType, Link, LinkStats, Output};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc::error::TrySendError;
@@ -112,11 +113,16 @@ struct LinkWriter {
     serial: u64,
     queue: mpsc::Sender<Vec<u8>>,
     _alive: oneshot::Sender<()>,
+    /// When the link was made (ms), for CLUSTER LINKS.
+    created: u64,
+    /// Bytes queued and not written yet, for CLUSTER LINKS.
+    queued: Arc<AtomicUsize>,
 }
 
 /// The link task's end of a [`LinkWriter`].
 struct LinkQueue {
     messages: mpsc::Receiver<Vec<u8>>,
+    queued: Arc<AtomicUsize>,
     /// Completes (with an error) when the `LinkWriter` is dropped.
     alive: oneshot::Receiver<()>,
 }
@@ -125,15 +131,19 @@ impl LinkWriter {
     fn new(serial: u64) -> (Self, LinkQueue) {
         let (queue, messages) = mpsc::channel(LINK_QUEUE);
         let (alive, watch) = oneshot::channel();
+        let queued = Arc::new(AtomicUsize::new(0));
         let writer = Self {
             serial,
             queue,
             _alive: alive,
+            created: now(),
+            queued: queued.clone(),
         };
         (
             writer,
             LinkQueue {
                 messages,
+                queued,
                 alive: watch,
             },
         )
@@ -285,7 +295,12 @@ fn drain(shared: &Shared, node: &mut Node) {
                         Link::Inbound(conn) => node.inbound.get(&conn),
                     };
                     let full = writer.is_some_and(|writer| {
-                        matches!(writer.queue.try_send(bytes), Err(TrySendError::Full(_)))
+                        let len = bytes.len();
+                        let sent = writer.queue.try_send(bytes);
+                        if sent.is_ok() {
+                            writer.queued.fetch_add(len, Ordering::Relaxed);
+                        }
+                        matches!(sent, Err(TrySendError::Full(_)))
                     });
                     if full {
                         stuck.push(link);
@@ -348,6 +363,30 @@ pub(crate) fn drop_master_link(node: &mut Node, address: &[u8]) -> bool {
         node.replication.link_up = false;
     }
     linked
+}
+
+impl Node {
+    /// CLUSTER LINKS: each bus link with its creation time and what waits to be written.
+    pub(crate) fn cluster_links(
+        &self,
+        protocol: redis_cluster_proto::state::Protocol,
+    ) -> Frame<Vec<u8>> {
+        self.cluster.cluster_links(protocol, |link| {
+            let writer = match link {
+                Link::Outbound(id) => self.outbound.get(&id),
+                Link::Inbound(conn) => self.inbound.get(&conn),
+            };
+            writer.map_or_else(LinkStats::default, |w| {
+                let used = w.queued.load(Ordering::Relaxed) as u64;
+                LinkStats {
+                    create_time: w.created,
+                    events: if used > 0 { "rw" } else { "r" }.to_string(),
+                    send_buffer_allocated: used,
+                    send_buffer_used: used,
+                }
+            })
+        })
+    }
 }
 
 /// [`pump`] after an input from a link or a client: the timer task sleeps until the next
@@ -547,6 +586,7 @@ async fn run_link(
 ) {
     let LinkQueue {
         messages: mut rx,
+        queued,
         alive: mut closed,
     } = queue;
     let peer = stream
@@ -567,6 +607,7 @@ async fn run_link(
                 _ = &mut closed => break,
                 written = wr.write_all(&bytes) => if written.is_err() { break },
             }
+            queued.fetch_sub(bytes.len(), Ordering::Relaxed);
         }
     });
     let framer = Framer::default();
