@@ -359,6 +359,34 @@ fn failure(text: &str, raised: bool, chunk: &str, script: &str, line: usize) -> 
     error(&format!("{text} script: {script}, on @{chunk}:{line}."))
 }
 
+/// Runs a script for a client (`run` starts it: a chunk, or a registered function) and
+/// turns its end into the reply; `name` is the chunk's name and the script's (its SHA-1,
+/// or the function's name) for errors.
+fn run_script(
+    (node, client, now, read_only): (&mut Node, &mut Client, u64, bool),
+    keys: &[&[u8]],
+    argv: &[&[u8]],
+    (chunk, script): (&str, &str),
+    run: impl FnOnce(&mut Interp<'_>) -> Result<Value, String>,
+) -> Reply {
+    let mut runner = Runner {
+        node,
+        client,
+        now,
+        read_only,
+        loading: false,
+        registered: Vec::new(),
+    };
+    let mut interp = Interp::new(&mut runner, keys, argv);
+    let result = run(&mut interp);
+    let (line, raised) = (interp.line(), interp.raised());
+    drop(interp);
+    match result {
+        Ok(value) => from_lua(&value, runner.client),
+        Err(text) => failure(&text, raised, chunk, script, line),
+    }
+}
+
 /// `EVAL script numkeys key … arg …` (and EVAL_RO), or EVALSHA (EVALSHA_RO) of a cached one.
 pub(crate) fn eval(node: &mut Node, client: &mut Client, args: &[&[u8]], now: u64) -> Reply {
     let by_sha = args[0].len() >= 7 && args[0][..7].eq_ignore_ascii_case(b"evalsha");
@@ -388,21 +416,11 @@ pub(crate) fn eval(node: &mut Node, client: &mut Client, args: &[&[u8]], now: u6
         Err(e) => return error(&format!("ERR Error compiling script (new function): {e}")),
     };
     let sha = node.scripts.add(code);
-    let mut runner = Runner {
-        node,
-        client,
-        now,
-        read_only: read_only || has(&flags, "no-writes"),
-        loading: false,
-        registered: Vec::new(),
-    };
-    let mut interp = Interp::new(&mut runner, keys, argv);
-    let result = interp.run(&chunk);
-    let (line, raised) = (interp.line(), interp.raised());
-    match result {
-        Ok(value) => from_lua(&value, client),
-        Err(text) => failure(&text, raised, "user_script", &sha, line),
-    }
+    let read_only = read_only || has(&flags, "no-writes");
+    let script = (node, client, now, read_only);
+    run_script(script, keys, argv, ("user_script", &sha), |interp| {
+        interp.run(&chunk)
+    })
 }
 
 /// Loads a library's code: its name and what it registers, with the registered values for
@@ -526,24 +544,12 @@ pub(crate) fn fcall(node: &mut Node, client: &mut Client, args: &[&[u8]], now: u
     let Some((_, function, _)) = registered.into_iter().find(|(n, _, _)| n == args[1]) else {
         return error("ERR Function not found");
     };
-    let mut runner = Runner {
-        node,
-        client,
-        now,
-        read_only: read_only || has(&flags, "no-writes"),
-        loading: false,
-        registered: Vec::new(),
-    };
-    let mut interp = Interp::new(&mut runner, keys, argv);
-    let result = interp.call_value(&function, vec![lua::list(keys), lua::list(argv)]);
-    let (line, raised) = (interp.line(), interp.raised());
-    match result {
-        Ok(value) => from_lua(&value, client),
-        Err(text) => {
-            let name = String::from_utf8_lossy(args[1]);
-            failure(&text, raised, "user_function", &name, line)
-        }
-    }
+    let name = String::from_utf8_lossy(args[1]).into_owned();
+    let read_only = read_only || has(&flags, "no-writes");
+    let script = (node, client, now, read_only);
+    run_script(script, keys, argv, ("user_function", &name), |interp| {
+        interp.call_value(&function, vec![lua::list(keys), lua::list(argv)])
+    })
 }
 
 /// FUNCTION LOAD / LIST / DUMP / RESTORE / DELETE / FLUSH / STATS / KILL.
