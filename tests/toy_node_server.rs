@@ -214,6 +214,8 @@ fn config_get_and_set_answer_as_the_real_server() {
         "CONFIG GET cluster-replica-validity-factor",
         "CONFIG SET hz",
         "CONFIG SET cluster-announce-hostname with_underscore",
+        "CONFIG SET cluster-announce-hostname ?.com",
+        "CONFIG SET cluster-announce-hostname abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-.",
         "CONFIG SET cluster-announce-hostname toy-1.example",
         "CONFIG GET cluster-announce-hostname",
         "CONFIG RESETSTAT",
@@ -221,6 +223,19 @@ fn config_get_and_set_answer_as_the_real_server() {
         let replies: Vec<Frame> = clients.iter_mut().map(|c| command(c, line)).collect();
         assert_eq!(replies[0], replies[1], "{line}");
     }
+    let long = "x".repeat(256);
+    let replies: Vec<Frame> = clients
+        .iter_mut()
+        .map(|c| {
+            c.command(&[
+                b"CONFIG",
+                b"SET",
+                b"cluster-announce-hostname",
+                long.as_bytes(),
+            ])
+        })
+        .collect();
+    assert_eq!(replies[0], replies[1], "a hostname of 256 characters");
 }
 
 /// nodes.conf with each node's id and the address field made comparable: the real server

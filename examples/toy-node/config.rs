@@ -354,6 +354,9 @@ fn check(kind: Kind, name: &str, words: &[String]) -> Result<String, String> {
                 ))
             }
         }
+        Kind::Text if name == "cluster-announce-hostname" && word.len() >= 256 => {
+            Err("Hostnames must be less than 256 characters".into())
+        }
         Kind::Text if name == "cluster-announce-hostname" => {
             let ok = word
                 .bytes()

@@ -1111,10 +1111,14 @@ impl ClusterNode {
         }
     }
 
-    /// Gossip entries: unknown nodes are met (unless blacklisted or without an address),
-    /// known ones' addresses are kept.
+    /// Gossip entries: known nodes' reports and addresses are taken; an unknown node, when
+    /// the sender is a node this one knows, is added under its own id with the role the
+    /// entry gives, and pinged (not met) by the cron (unless blacklisted or without an
+    /// address), as `clusterProcessGossipSection` does: an address may have been reused
+    /// by a node of another cluster, which a PING does not join as a MEET would.
     fn process_gossip(&mut self, ping: &redis_cluster_bus::Ping<'_>, now: u64) {
         let sender = ping.header().sender();
+        let sender_known = self.node(&sender).is_some_and(|n| !n.in_handshake());
         let sender_is_master = self
             .node(&sender)
             .is_some_and(|n| n.is_master() && !n.in_handshake());
@@ -1129,7 +1133,10 @@ impl ClusterNode {
                 continue;
             }
             let flags = entry.flags();
-            if flags.contains(NodeFlags::NOADDR) || flags.contains(NodeFlags::HANDSHAKE) {
+            if !sender_known
+                || flags.contains(NodeFlags::NOADDR)
+                || flags.contains(NodeFlags::HANDSHAKE)
+            {
                 continue;
             }
             if self
@@ -1139,8 +1146,16 @@ impl ClusterNode {
             {
                 continue;
             }
-            let ip = String::from_utf8_lossy(entry.ip()).into_owned();
-            self.start_handshake(&ip, entry.port(), entry.cport(), true, now);
+            let mut node = Node::new(id);
+            node.ip = NodeIp::new(&String::from_utf8_lossy(entry.ip()));
+            node.port = entry.port();
+            node.cport = entry.cport();
+            let replica = flags.contains(NodeFlags::REPLICA);
+            node.set(NodeFlags::REPLICA, replica);
+            node.set(NodeFlags::MASTER, !replica);
+            node.ctime = now;
+            self.insert(node);
+            self.push(Output::SaveConfig);
         }
     }
 }

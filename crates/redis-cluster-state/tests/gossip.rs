@@ -1,6 +1,7 @@
-//! What a gossip entry about a node we already know does (semantics 3, the server's
-//! `clusterProcessGossipSection`): failure reports aside, it may give us a newer pong time,
-//! and for a node we see failing, a new address.
+//! What a gossip entry does (semantics 3, the server's `clusterProcessGossipSection`): about
+//! a node we already know, failure reports aside, it may give us a newer pong time, and for
+//! a node we see failing, a new address; about one we do not, it adds it by name when the
+//! sender is known (and the cron pings it), and nothing when it is not.
 
 use redis_cluster_bus::{Message, MessageType, NodeFlags, OwnedGossip, OwnedMessage, OwnedPing};
 use redis_cluster_state::{ClusterNode, Config, Link, Output};
@@ -195,4 +196,46 @@ fn a_healthy_node_keeps_its_address_and_a_failing_entry_moves_nothing() {
     let pfail = NodeFlags(NodeFlags::MASTER.0 | NodeFlags::PFAIL.0);
     gossip(&mut node, entry(D, 7013, 150, pfail), 150_700);
     assert_eq!(node.node(&id(D)).expect("known").port, 7003);
+}
+
+const E: &str = "eeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeee";
+
+#[test]
+fn an_unknown_node_from_a_known_sender_is_added_under_its_id_and_pinged_not_met() {
+    let mut node = fixture("master");
+    gossip(&mut node, entry(E, 7004, 0, NodeFlags::REPLICA), 5);
+    let e = node
+        .node(&id(E))
+        .expect("added under the id the entry gives");
+    assert!(!e.in_handshake(), "no handshake: the node is known by name");
+    assert!(e.is_replica(), "with the role the entry gives");
+    assert_eq!((e.port, e.cport), (7004, 17004));
+    // The cron connects to it; the first message on the link is a PING, not a MEET.
+    node.handle_link_up(&id(E), 6);
+    let first = std::iter::from_fn(|| node.poll_output()).find_map(|o| match o {
+        Output::Send { message, .. } => Some(message.kind),
+        _ => None,
+    });
+    assert_eq!(first, Some(MessageType::PING));
+}
+
+#[test]
+fn a_meet_from_an_unknown_node_adds_none_of_the_nodes_it_gossips() {
+    let mut node = fixture("master");
+    let mut myslots = SlotSet::new();
+    myslots.insert(redis_hash_slot::Slot::new(9000).expect("a slot"));
+    let header = support::master_header(id(E), 7004, 4, 1, myslots);
+    let mut wire = Vec::new();
+    let stranger = "ffffffffffffffffffffffffffffffffffffffff";
+    let gossip = vec![entry(stranger, 7005, 0, NodeFlags::MASTER)];
+    OwnedMessage::new(
+        MessageType::MEET,
+        header,
+        OwnedPing::default().with_gossip(gossip),
+    )
+    .encode(&mut wire);
+    node.handle_message(Link::Inbound(9), "127.0.0.1", &decode(&wire), 5);
+    assert!(node.node(&id(stranger)).is_none());
+    // The MEET's sender itself is met back (a handshake node), as the server does.
+    assert!(node.nodes().any(|n| n.in_handshake() && n.port == 7004));
 }
