@@ -705,3 +705,38 @@ fn the_append_only_file_survives_sigkill_and_reads_in_the_real_server() {
     let _ = real.wait();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn hostile_scripts_get_errors_and_the_node_stays_up() {
+    let ours = toy("hostile-lua", &["--cluster-config-file", "nodes.conf"]);
+    let mut client = Client::connect(ours.port);
+    assert_eq!(
+        text(&command(&mut client, "CLUSTER ADDSLOTSRANGE 0 16383")),
+        "OK"
+    );
+    wait_ok(&mut client);
+    let deep = |open: &str, close: &str, n: usize| {
+        format!("return {}1{}", open.repeat(n), close.repeat(n))
+    };
+    let scripts = [
+        "local function f(n) return f(n+1) end return f(1)".to_string(),
+        "local function f(n) if n > 0 then return f(n-1) + 1 else return 0 end end return f(1000)"
+            .to_string(),
+        deep("(", ")", 100_000),
+        deep("{", "}", 100_000),
+        "while true do end".to_string(),
+        "local t = {} for i = 1, 1e12 do t[i] = i end".to_string(),
+        "return 'unfinished".to_string(),
+        "return [[unfinished".to_string(),
+        "x = ".repeat(10_000),
+    ];
+    for script in &scripts {
+        let reply = client.command(&[b"EVAL", script.as_bytes(), b"0"]);
+        assert!(
+            matches!(reply, Frame::SimpleError(_)),
+            "{}: {reply:?}",
+            &script[..script.len().min(60)]
+        );
+    }
+    assert_eq!(text(&command(&mut client, "PING")), "PONG");
+}

@@ -347,8 +347,24 @@ async fn run(plan: &Plan) -> Result<(PathBuf, Vec<u16>, Vec<node::Handle>), Stri
     Ok((dir, ports, nodes))
 }
 
-#[tokio::main]
-async fn main() {
+fn main() {
+    // The scripts' interpreter recurses on the native stack, to a bounded depth that a debug
+    // build's frames need more than tokio's 2 MiB worker stacks for: 8 MiB, as the main
+    // thread has.
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .thread_stack_size(8 << 20)
+        .enable_all()
+        .build();
+    match runtime {
+        Ok(runtime) => runtime.block_on(cluster_main()),
+        Err(e) => {
+            eprintln!("toy-cluster: no runtime: {e}");
+            std::process::exit(1);
+        }
+    }
+}
+
+async fn cluster_main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
         Some("-h" | "--help") => {

@@ -13,8 +13,10 @@ use std::rc::Rc;
 
 /// Nesting deeper than this in the source is refused.
 const MAX_DEPTH: usize = 200;
-/// Function calls deeper than this fail.
-const MAX_CALLS: usize = 200;
+/// Nested blocks, expressions and calls a run may be inside at once (the interpreter
+/// recurses on the native stack: this bounds how deep), past which it fails with "stack
+/// overflow" rather than overflow the thread's stack.
+const MAX_NESTING: usize = 200;
 /// Statements and expressions a script may evaluate.
 const MAX_STEPS: u64 = 10_000_000;
 
@@ -899,6 +901,7 @@ pub(crate) struct Interp<'h> {
     host: &'h mut dyn Host,
     globals: Rc<Scope>,
     steps: u64,
+    /// How deep the run is (see [`MAX_NESTING`]).
     calls: usize,
     /// The line of the statement running (after an error: where it happened).
     line: usize,
@@ -1085,7 +1088,24 @@ impl<'h> Interp<'h> {
         Ok(())
     }
 
+    /// One level deeper; an error past [`MAX_NESTING`].
+    fn nest(&mut self) -> Result<(), Error> {
+        self.calls += 1;
+        if self.calls > MAX_NESTING {
+            self.calls -= 1;
+            return Err("stack overflow".into());
+        }
+        Ok(())
+    }
+
     fn block(&mut self, block: &Block, scope: &Rc<Scope>) -> Result<Flow, Error> {
+        self.nest()?;
+        let flow = self.block_in(block, scope);
+        self.calls -= 1;
+        flow
+    }
+
+    fn block_in(&mut self, block: &Block, scope: &Rc<Scope>) -> Result<Flow, Error> {
         for (line, stat) in block {
             self.step()?;
             self.line = *line;
@@ -1209,6 +1229,13 @@ impl<'h> Interp<'h> {
     }
 
     fn expr(&mut self, expr: &Expr, scope: &Rc<Scope>) -> Result<Value, Error> {
+        self.nest()?;
+        let value = self.expr_in(expr, scope);
+        self.calls -= 1;
+        value
+    }
+
+    fn expr_in(&mut self, expr: &Expr, scope: &Rc<Scope>) -> Result<Value, Error> {
         self.step()?;
         Ok(match expr {
             Expr::Nil => Value::Nil,
@@ -1295,11 +1322,7 @@ impl<'h> Interp<'h> {
     }
 
     fn call(&mut self, function: &Value, args: Vec<Value>) -> Result<Value, Error> {
-        self.calls += 1;
-        if self.calls > MAX_CALLS {
-            self.calls -= 1;
-            return Err("stack overflow".into());
-        }
+        self.nest()?;
         let result = match function {
             Value::Func(closure) => {
                 let scope = Scope::child(&closure.scope);
