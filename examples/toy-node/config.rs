@@ -619,8 +619,12 @@ impl Settings {
         let mut text = String::new();
         let mut rest = args;
         if let Some(file) = rest.first().filter(|a| !a.starts_with("--")) {
-            text = std::fs::read_to_string(file)
-                .map_err(|e| format!("Fatal error, can't open config file '{file}': {e}"))?;
+            text = std::fs::read_to_string(file).map_err(|e| {
+                format!(
+                    "Fatal error, can't open config file '{file}': {}",
+                    os_reason(&e)
+                )
+            })?;
             settings.file = Some(PathBuf::from(file));
             rest = &rest[1..];
         }
@@ -667,7 +671,11 @@ impl Settings {
                         return Err(fatal(n + 1, line, "Too many nested includes"));
                     }
                     let included = std::fs::read_to_string(&words[0]).map_err(|e| {
-                        format!("Fatal error, can't open config file '{}': {e}", words[0])
+                        format!(
+                            "Fatal error, can't open config file '{}': {}",
+                            words[0],
+                            os_reason(&e)
+                        )
                     })?;
                     self.read(&included, depth + 1)?;
                     self.extra.push(line.to_string());
