@@ -726,6 +726,7 @@ fn hostile_scripts_get_errors_and_the_node_stays_up() {
         deep("{", "}", 100_000),
         "while true do end".to_string(),
         "local t = {} for i = 1, 1e12 do t[i] = i end".to_string(),
+        "local s = 'x' for i = 1, 64 do s = s .. s end return #s".to_string(),
         "return 'unfinished".to_string(),
         "return [[unfinished".to_string(),
         "x = ".repeat(10_000),

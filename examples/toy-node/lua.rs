@@ -19,6 +19,9 @@ const MAX_DEPTH: usize = 200;
 const MAX_NESTING: usize = 200;
 /// Statements and expressions a script may evaluate.
 const MAX_STEPS: u64 = 10_000_000;
+/// Bytes a script's concatenations may make in all (strings doubling in a loop reach any
+/// size in a few steps).
+const MAX_CONCAT_BYTES: usize = 256 << 20;
 
 /// A Lua value.
 #[derive(Clone, Debug)]
@@ -905,6 +908,8 @@ pub(crate) struct Interp<'h> {
     calls: usize,
     /// The line of the statement running (after an error: where it happened).
     line: usize,
+    /// Bytes made by concatenation so far (see [`MAX_CONCAT_BYTES`]).
+    concatenated: usize,
     /// The error came from a command (`redis.call`), not from the script's own code.
     raised: bool,
 }
@@ -1049,6 +1054,7 @@ impl<'h> Interp<'h> {
             calls: 0,
             line: 1,
             raised: false,
+            concatenated: 0,
         }
     }
 
@@ -1316,7 +1322,14 @@ impl<'h> Interp<'h> {
             Expr::Bin(op, a, b) => {
                 let a = self.expr(a, scope)?;
                 let b = self.expr(b, scope)?;
-                binary(*op, &a, &b)?
+                let value = binary(*op, &a, &b)?;
+                if let (Op::Concat, Value::Str(made)) = (op, &value) {
+                    self.concatenated = self.concatenated.saturating_add(made.len());
+                    if self.concatenated > MAX_CONCAT_BYTES {
+                        return Err("not enough memory".into());
+                    }
+                }
+                value
             }
         })
     }
