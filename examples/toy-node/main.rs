@@ -1,44 +1,42 @@
-//! A toy Redis Cluster node: the crates wired to sockets, timers and files (issue #6). The
-//! cluster bus, the CLUSTER commands, the command table and the redirect decisions are the
-//! crates' work; this example owns the sockets, the clock, nodes.conf and a keyspace of
+//! A toy Redis Cluster node: the crates wired to sockets, timers and files (issues #6, #22).
+//! The cluster bus, the CLUSTER commands, the command table and the redirect decisions are
+//! the crates' work; this example owns the sockets, the clock, the files and a keyspace of
 //! strings, lists and hashes.
 //!
 //! ```text
-//! cargo run --example toy-node -- --port 7000 [--cluster-port 17000] [--dir DIR]
-//!     [--cluster-config-file nodes-7000.conf] [--cluster-node-timeout 15000]
-//!     [--cluster-announce-hostname HOST] [--requirepass PASSWORD] [--loglevel warning]
-//!     [CONFIG-FILE]
+//! cargo run --example toy-node -- [redis.conf] [--port 7000 --dir DIR --name value ...]
 //! ```
 //!
-//! A configuration file, as redis-server's, holds the same directives one per line
-//! (`port 7000`, `cluster-node-timeout 5000`, …); the command line overrides it.
-//!
-//! It serves the bus (MEET, gossip, failure detection, failover as the state machine drives
-//! them), the client commands of `commands.rs` on the keyspace of `db.rs`, DUMP / RESTORE
-//! payloads (`dump.rs`), MIGRATE, and replication between toy nodes (`replication.rs`).
+//! It is started as redis-server is: a configuration file of redis.conf's directives
+//! (`config.rs`: every parameter of Redis 7.0.15), then `--name value` arguments that
+//! override it; it logs as the server does (`log.rs`). It serves the bus (MEET, gossip,
+//! failure detection, failover as the state machine drives them), the client commands of
+//! `commands.rs` on the keyspace of `db.rs`, DUMP / RESTORE payloads and RDB files
+//! (`dump.rs`), the append-only file (`aof.rs`), MIGRATE, replication between toy nodes
+//! (`replication.rs`), scripts and functions in a Lua subset (`lua.rs`, `scripts.rs`) and
+//! pub/sub (`pubsub.rs`).
 
 mod aof;
 mod commands;
 mod config;
 mod db;
-mod log;
-mod lua;
-
-const USAGE: &str = "Usage: toy-node [CONFIG-FILE] [--port 6379] [--cluster-port PORT+10000]
-                [--dir DIR] [--cluster-config-file nodes-PORT.conf]
-                [--cluster-node-timeout 15000] [--cluster-announce-hostname HOST]
-                [--requirepass PASSWORD] [--loglevel debug|verbose|notice|warning]
-       toy-node -v or --version
-       toy-node -h or --help
-
-A configuration file holds the same directives one per line (port 7000, ...); the command
-line overrides it.";
 mod dump;
 mod float;
+mod log;
+mod lua;
 mod node;
 mod pubsub;
 mod replication;
 mod scripts;
+
+const USAGE: &str = "Usage: toy-node [CONFIG-FILE] [--name value ...]
+       toy-node -v or --version
+       toy-node -h or --help
+
+As redis-server: CONFIG-FILE holds redis.conf's directives, one per line (port 7000,
+cluster-node-timeout 5000, ...); each --name value after it overrides the file. Every
+parameter of Redis 7.0.15's CONFIG GET * is taken; those the toy does not act on are kept
+and logged once.";
 
 use tokio::signal::unix::{SignalKind, signal};
 
