@@ -236,6 +236,18 @@ fn config_get_and_set_answer_as_the_real_server() {
         })
         .collect();
     assert_eq!(replies[0], replies[1], "a hostname of 256 characters");
+    // What the toy cannot change live is refused, not taken in silence.
+    for line in [
+        "CONFIG SET dir /tmp",
+        "CONFIG SET dbfilename other.rdb",
+        "CONFIG SET port 1",
+    ] {
+        let reply = command(&mut clients[0], line);
+        assert!(
+            text(&reply).starts_with("ERR CONFIG SET failed (possibly related to argument"),
+            "{line}: {reply:?}"
+        );
+    }
 }
 
 /// nodes.conf with each node's id and the address field made comparable: the real server

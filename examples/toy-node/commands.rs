@@ -807,10 +807,17 @@ fn command_command(client: &Client, args: &[&[u8]]) -> Reply {
     }
 }
 
-/// CONFIG GET for the few parameters tools read at start (redis-benchmark: `save`,
-/// `appendonly`); CONFIG SET is refused.
-/// Parameters the server changes live that the toy node cannot: it binds its ports once.
-const FIXED: &[&str] = &["port", "bind", "cluster-announce-ip", "unixsocket"];
+/// Parameters the server changes live that the toy node cannot: it binds its ports and
+/// places its files once, at start.
+const FIXED: &[&str] = &[
+    "port",
+    "bind",
+    "cluster-announce-ip",
+    "unixsocket",
+    "dir",
+    "dbfilename",
+    "appendfilename",
+];
 
 /// CONFIG GET / SET / REWRITE / RESETSTAT, on `config.rs`'s table.
 fn config(node: &mut Node, sub: &[u8], args: &[&[u8]]) -> Reply {
@@ -833,7 +840,7 @@ fn config(node: &mut Node, sub: &[u8], args: &[&[u8]]) -> Reply {
         }) {
             return error(&format!(
                 "ERR CONFIG SET failed (possibly related to argument '{}') - the toy node binds \
-                 its ports once, at start",
+                 its ports and places its files once, at start",
                 String::from_utf8_lossy(name).to_ascii_lowercase()
             ));
         }
