@@ -210,6 +210,7 @@ impl ClusterNode {
         };
         entry.link = true;
         entry.connecting = false;
+        entry.link_time = now;
         let meet = entry.flags.contains(NodeFlags::MEET);
         entry.set(NodeFlags::MEET, false);
         let kind = if meet {
@@ -478,8 +479,8 @@ impl ClusterNode {
 
     /// The cron's walk of the table, by index (no id look-ups), doing what the server's two
     /// walks do: handshakes that expired, connections to open, pings to nodes whose PONG is
-    /// older than half the node timeout, PFAIL for pings older than the timeout, and the
-    /// count of PFAIL nodes. Returns the first time at which a node will be due for one of
+    /// older than half the node timeout, PFAIL for pings older than the timeout from nodes
+    /// not heard from for as long, and the count of PFAIL nodes. Returns the first time at which a node will be due for one of
     /// those if nothing changes meanwhile.
     fn walk(&mut self, now: u64) -> u64 {
         let timeout = self.config.node_timeout;
@@ -498,6 +499,20 @@ impl ClusterNode {
                 self.remove_node(&id);
                 continue;
             }
+            if !node.in_handshake() && link_stuck(node, now, timeout) {
+                // Our PING has waited half the node timeout on a link older than the
+                // timeout, and nothing at all came from the node meanwhile: the link is
+                // closed and opened again (below), as the server's cron frees it; the new link's
+                // PING keeps the old ping time. A peer that dropped our PING (a drop filter
+                // since lifted, a lost connection) hears from us again.
+                let id = node.id;
+                if let Some(node) = self.at_mut(at) {
+                    node.link = false;
+                    node.connecting = false;
+                }
+                self.push(Output::Close(Link::Outbound(id)));
+            }
+            let Some(node) = self.at(at) else { continue };
             if !node.link && !node.connecting && !node.flags.contains(NodeFlags::NOADDR) {
                 let (id, ip, cport) = (node.id, String::from(node.ip.as_str()), node.cport);
                 if let Some(node) = self.at_mut(at) {
@@ -516,8 +531,12 @@ impl ClusterNode {
                     let id = node.id;
                     self.send_ping(Link::Outbound(id), MessageType::PING, now);
                 } else {
-                    // A ping in flight for longer than the node timeout, link or not: PFAIL.
-                    let late = node.ping_sent != 0 && now.saturating_sub(node.ping_sent) > timeout;
+                    // A ping in flight for longer than the node timeout, link or not, and
+                    // nothing else heard from the node for as long: PFAIL (the server's
+                    // `min(ping_delay, data_delay) > node_timeout`).
+                    let late = node.ping_sent != 0
+                        && now.saturating_sub(node.ping_sent) > timeout
+                        && now.saturating_sub(node.data_received) > timeout;
                     if late && !node.is_pfailed() && !node.is_failed() {
                         if let Some(node) = self.at_mut(at) {
                             node.set(NodeFlags::PFAIL, true);
@@ -647,6 +666,10 @@ impl ClusterNode {
                     sender.config_epoch = header.config_epoch();
                 }
                 sender.repl_offset = header.offset();
+                // Any message is proof of life (the cron's PFAIL rule reads it); written
+                // quietly: it can only put a node's due time later, and the walk that
+                // comes at the earlier time finds the later one.
+                sender.data_received = now;
             }
         }
         match message {
@@ -1174,7 +1197,8 @@ fn gossip_entry(node: &Node) -> OwnedGossip {
 
 /// When the cron's walk next has something to do for `node` if nothing changes meanwhile: its
 /// handshake expires, its PONG gets older than half the timeout (linked, no ping in flight),
-/// or its ping older than the timeout (PFAIL).
+/// its ping and its last message of any kind older than the timeout (PFAIL), or its link
+/// stuck ([`link_stuck`]).
 fn due_time(node: &Node, timeout: u64) -> u64 {
     if node.in_handshake() {
         node.ctime.saturating_add(timeout.max(1000) + 1)
@@ -1183,9 +1207,32 @@ fn due_time(node: &Node, timeout: u64) -> u64 {
             true => node.pong_received.saturating_add(timeout / 2 + 1),
             false => u64::MAX,
         }
-    } else if !node.is_pfailed() && !node.is_failed() {
-        node.ping_sent.saturating_add(timeout + 1)
     } else {
-        u64::MAX
+        let pfail = match node.is_pfailed() || node.is_failed() {
+            true => u64::MAX,
+            false => node
+                .ping_sent
+                .max(node.data_received)
+                .saturating_add(timeout + 1),
+        };
+        let reset = match node.link {
+            true => (node.link_time.saturating_add(timeout))
+                .max(node.ping_sent.saturating_add(timeout / 2))
+                .max(node.data_received.saturating_add(timeout / 2))
+                .saturating_add(1),
+            false => u64::MAX,
+        };
+        pfail.min(reset)
     }
+}
+
+/// Whether our outbound link to `node` is to be reset (the server's `clusterCron`): older
+/// than the node timeout, a ping in flight for more than half of it, and no message of any
+/// kind from the node for as long.
+fn link_stuck(node: &Node, now: u64, timeout: u64) -> bool {
+    node.link
+        && now.saturating_sub(node.link_time) > timeout
+        && node.ping_sent != 0
+        && now.saturating_sub(node.ping_sent) > timeout / 2
+        && now.saturating_sub(node.data_received) > timeout / 2
 }

@@ -60,6 +60,13 @@ pub struct Node {
     pub orphaned_time: u64,
     /// When this node last voted for one of its replicas (ms), for a master.
     pub voted_time: u64,
+    /// When its last message of any type arrived (ms), the server's `data_received`: a
+    /// node that keeps talking is not PFAIL, though it answers no PING (a drop filter, a
+    /// PONG stuck behind Pub/Sub traffic). Read by the cron only for a ping in flight.
+    pub data_received: u64,
+    /// When our outbound link to it came up (ms): a link is reset at most once a node
+    /// timeout.
+    pub(crate) link_time: u64,
     /// Its master, for a replica.
     pub master: Option<NodeId>,
     /// Its announced hostname.
@@ -234,6 +241,8 @@ impl Node {
             reported: false,
             orphaned_time: 0,
             voted_time: 0,
+            data_received: 0,
+            link_time: 0,
             fail_reports: Vec::new(),
             aux: String::new(),
         }
