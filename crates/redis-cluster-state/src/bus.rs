@@ -1230,9 +1230,11 @@ fn due_time(node: &Node, timeout: u64) -> u64 {
 /// than the node timeout, a ping in flight for more than half of it, and no message of any
 /// kind from the node for as long.
 fn link_stuck(node: &Node, now: u64, timeout: u64) -> bool {
+    // The first line's fields first: the walk reads the later line of a node only when its
+    // ping is late.
     node.link
-        && now.saturating_sub(node.link_time) > timeout
         && node.ping_sent != 0
         && now.saturating_sub(node.ping_sent) > timeout / 2
+        && now.saturating_sub(node.link_time) > timeout
         && now.saturating_sub(node.data_received) > timeout / 2
 }
