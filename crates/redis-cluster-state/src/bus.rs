@@ -480,8 +480,9 @@ impl ClusterNode {
     /// The cron's walk of the table, by index (no id look-ups), doing what the server's two
     /// walks do: handshakes that expired, connections to open, pings to nodes whose PONG is
     /// older than half the node timeout, PFAIL for pings older than the timeout from nodes
-    /// not heard from for as long, and the count of PFAIL nodes. Returns the first time at which a node will be due for one of
-    /// those if nothing changes meanwhile.
+    /// not heard from for as long, resets of stuck links, and the count of PFAIL nodes.
+    /// Returns the first time at which a node will be due for one of those if nothing
+    /// changes meanwhile.
     fn walk(&mut self, now: u64) -> u64 {
         let timeout = self.config.node_timeout;
         let handshake_ttl = timeout.max(1000);
@@ -502,9 +503,9 @@ impl ClusterNode {
             if !node.in_handshake() && link_stuck(node, now, timeout) {
                 // Our PING has waited half the node timeout on a link older than the
                 // timeout, and nothing at all came from the node meanwhile: the link is
-                // closed and opened again (below), as the server's cron frees it; the new link's
-                // PING keeps the old ping time. A peer that dropped our PING (a drop filter
-                // since lifted, a lost connection) hears from us again.
+                // closed and opened again (below), as the server's cron frees it; the new
+                // link's PING keeps the old ping time. A peer that dropped our PING (a drop
+                // filter since lifted, a lost connection) hears from us again.
                 let id = node.id;
                 if let Some(node) = self.at_mut(at) {
                     node.link = false;

@@ -13,6 +13,7 @@ mod support;
 
 use support::id;
 
+const ME: &str = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
 const B: &str = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
 const C: &str = "cccccccccccccccccccccccccccccccccccccccc";
 
@@ -22,7 +23,7 @@ const TIMEOUT: u64 = 2_000;
 /// Me (7000), and masters B (7001) and C (7002), links up at 1 ms.
 fn cluster() -> ClusterNode {
     let text = format!(
-        "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa 127.0.0.1:7000@17000 myself,master - 0 0 1 connected 0-99\n\
+        "{ME} 127.0.0.1:7000@17000 myself,master - 0 0 1 connected 0-99\n\
          {B} 127.0.0.1:7001@17001 master - 0 0 2 connected 100-199\n\
          {C} 127.0.0.1:7002@17002 master - 0 0 3 connected 200-299\n\
          vars currentEpoch 3 lastVoteEpoch 0\n"
@@ -154,8 +155,11 @@ fn a_stuck_link_is_reset_once_a_timeout_and_the_new_one_pings_again() {
     // The new link's PING keeps the first ping's time: PFAIL is not put off.
     node.handle_link_up(&id(B), 2 * TIMEOUT);
     assert_eq!(node.node(&id(B)).expect("known").ping_sent, ping_sent);
-    let pinged = std::iter::from_fn(|| node.poll_output()).any(|o| {
-        matches!(o, Output::Send { link, message } if link == Link::Outbound(id(B)) && message.kind == MessageType::PING)
+    let pinged = std::iter::from_fn(|| node.poll_output()).any(|o| match o {
+        Output::Send { link, message } => {
+            link == Link::Outbound(id(B)) && message.kind == MessageType::PING
+        }
+        _ => false,
     });
     assert!(pinged);
     assert!(node.node(&id(B)).expect("known").is_pfailed());
