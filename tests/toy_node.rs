@@ -711,6 +711,87 @@ FUNCTION DELETE lib4
 FUNCTION DUMP
 FUNCTION FLUSH
 FUNCTION LIST
+XADD st 5-1 a 1 b hello
+XADD st 5-1 a 1
+XADD st 0-0 a 1
+XADD st5 0-0 a 1
+XADD st abc a 1
+XADD st 6-* a 1
+XADD st 6-* a 1 b 2
+XADD st 4-* a 1
+XADD st 7 a
+XADD st 7 a 1 b
+XADD st 0005-01 a 1
+XADD st 8 c 3
+XADD st MAXLEN 2 MINID 1 9 a 1
+XADD st MAXLEN -1 9 a 1
+XADD st MAXLEN x 9 a 1
+XADD st MINID x 9 a 1
+XADD st LIMIT 1 9 a 1
+XADD st LIMIT 0 9 a 1
+XADD st MAXLEN = 1 LIMIT 5 9 a 1
+XADD st MAXLEN ~ 1 LIMIT -1 9 a 1
+XADD st NOMKSTREAM 10 a 1
+XADD missing NOMKSTREAM 10 a 1
+EXISTS missing
+TYPE st
+XLEN st
+XLEN missing
+XRANGE st - +
+XRANGE st - + COUNT 2
+XRANGE st - + COUNT 0
+XRANGE st - + COUNT -1
+XRANGE st - + COUNT x
+XRANGE st - + LIMIT 1
+XRANGE st 6 6
+XRANGE st (6-0 +
+XRANGE st - (8-0
+XRANGE st (18446744073709551615-18446744073709551615 +
+XRANGE st - (0-0
+XRANGE st (- +
+XRANGE st + -
+XRANGE st x +
+XRANGE missing - +
+XREVRANGE st + -
+XREVRANGE st + - COUNT 1
+XREVRANGE st 6 -
+XREVRANGE st (6-1 (5-1
+XDEL st 6-0 99-1
+XDEL st abc
+XDEL missing abc
+XRANGE st - +
+XLEN st
+XREAD STREAMS st 0
+XREAD COUNT 1 STREAMS st missing 0 0
+XREAD STREAMS st 6-1
+XREAD STREAMS st $
+XREAD STREAMS st >
+XREAD STREAMS st +
+XREAD COUNT 1 STREAMS st
+XREAD BLOCK -1 STREAMS st 0
+XREAD BLOCK x STREAMS st 0
+XREAD BLOCK 10 STREAMS missing $
+XREAD NOSUCH 1 STREAMS st 0
+XREAD COUNT -5 STREAMS st 0
+XREAD COUNT 1 BLOCK 0 STREAMS st 0
+SET stringkey v
+XADD stringkey 1 a 1
+XREAD STREAMS stringkey 0
+XRANGE stringkey - +
+XLEN stringkey
+XTRIM st MAXLEN 1
+XTRIM st MINID ~ 0 LIMIT 1
+XTRIM st
+XTRIM st BOGUS 1
+XTRIM missing MAXLEN 1
+XTRIM st MINID 9
+XRANGE st - +
+XDEL st 8-0
+XLEN st
+XADD st 18446744073709551615-18446744073709551615 a 1
+XADD st * a 1
+XADD st 18446744073709551615-* a 1
+DEL st st5 stringkey
 FLUSHALL
 DBSIZE
 ";
@@ -844,7 +925,7 @@ fn replies_match_a_real_server() {
     }
     // DUMP payloads go both ways: the server's (LZF-compressed strings, quicklists and
     // listpacks included) restore on the toy node, the toy node's on the server.
-    let fill: [&[&[u8]]; 6] = [
+    let fill: [&[&[u8]]; 7] = [
         &[b"SET", b"{d}s", b"hello"],
         &[b"SET", b"{d}z", &[b'z'; 5000]],
         &[b"SET", b"{d}n", b"-123456"],
@@ -869,14 +950,17 @@ fn replies_match_a_real_server() {
         ],
         // Over 64 bytes: a hash table on the server, in its own order.
         &[b"HSET", b"{d}t", b"f", b"v", b"long", &[b'w'; 100]],
+        // Its listpack over 20 bytes: LZF-compressed by the server when that is shorter.
+        &[b"XADD", b"{d}x", b"1-1", b"f", b"v", b"g", &[b'g'; 200]],
     ];
-    let reads: [&[&[u8]]; 6] = [
+    let reads: [&[&[u8]]; 7] = [
         &[b"GET", b"{d}s"],
         &[b"GET", b"{d}z"],
         &[b"GET", b"{d}n"],
         &[b"LRANGE", b"{d}l", b"0", b"-1"],
         &[b"HGETALL", b"{d}h"],
         &[b"HGET", b"{d}t", b"long"],
+        &[b"XRANGE", b"{d}x", b"-", b"+"],
     ];
     for (from, to) in [(0, 1), (1, 0)] {
         let pair = [&mut ours, &mut theirs];
@@ -907,6 +991,27 @@ fn replies_match_a_real_server() {
         assert!(
             started.elapsed() < Duration::from_secs(2),
             "BLPOP waited for its timeout"
+        );
+    }
+    // A client blocked in XREAD on `$` gets what another adds after it blocked, and only
+    // that.
+    for (client, pusher) in [&mut ours, &mut theirs].into_iter().zip(&mut pushers) {
+        pusher.command(&[b"XADD", b"events", b"1-1", b"old", b"x"]);
+        let started = Instant::now();
+        client.send(&[&[b"XREAD", b"BLOCK", b"5000", b"STREAMS", b"events", b"$"]]);
+        std::thread::sleep(Duration::from_millis(200));
+        pusher.command(&[b"XADD", b"events", b"2-1", b"k", b"v"]);
+        let got = client.read_reply();
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "XREAD waited for its timeout"
+        );
+        assert_eq!(
+            format!("{got:?}"),
+            format!(
+                "{:?}",
+                pusher.command(&[b"XREAD", b"STREAMS", b"events", b"1-1"])
+            )
         );
     }
     // SCAN's order and cursors are the server's own; what a whole scan returns is not.

@@ -1,6 +1,6 @@
-//! The toy node's own unit tests (glob patterns, DUMP payloads, INCRBYFLOAT's numbers),
-//! compiled from its files: an example with `test = true` would be built as a test harness
-//! instead of the binary that `tests/toy_node.rs` runs.
+//! The toy node's own unit tests (glob patterns, DUMP payloads, INCRBYFLOAT's numbers,
+//! streams), compiled from its files: an example with `test = true` would be built as a
+//! test harness instead of the binary that `tests/toy_node.rs` runs.
 
 #[allow(dead_code)]
 #[path = "../examples/toy-node/db.rs"]
@@ -11,3 +11,6 @@ mod dump;
 #[allow(dead_code)]
 #[path = "../examples/toy-node/float.rs"]
 mod float;
+#[allow(dead_code)]
+#[path = "../examples/toy-node/stream.rs"]
+mod stream;

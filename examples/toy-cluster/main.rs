@@ -43,6 +43,10 @@ mod pubsub;
 mod replication;
 #[path = "../toy-node/scripts.rs"]
 mod scripts;
+#[path = "../toy-node/stream.rs"]
+mod stream;
+#[path = "../toy-node/stream_commands.rs"]
+mod stream_commands;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

@@ -29,7 +29,8 @@ use crate::replication::propagate;
 /// A reply, in the state machine's frame type.
 pub(crate) type Reply = Frame<Vec<u8>>;
 
-const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
+pub(crate) const WRONGTYPE: &str =
+    "WRONGTYPE Operation against a key holding the wrong kind of value";
 
 /// What one client connection carries from command to command.
 #[derive(Debug)]
@@ -48,8 +49,11 @@ pub(crate) struct Client {
     multi: Option<Vec<Vec<Vec<u8>>>>,
     /// A command was refused while queueing: EXEC aborts.
     dirty: bool,
-    /// Blocked in BLPOP / BRPOP: re-runs are routed as the server redirects blocked clients.
-    blocked_pop: bool,
+    /// Blocked in BLPOP / BRPOP / XREAD: re-runs are routed as the server redirects blocked
+    /// clients.
+    pub(crate) blocked_pop: bool,
+    /// Blocked in XREAD: the IDs it reads after, as they were when it first ran (`$`).
+    pub(crate) stream_from: Option<Vec<crate::stream::StreamId>>,
     /// A replica's `REPLCONF listening-port`: the port it serves clients on.
     pub(crate) listening_port: Option<u16>,
     /// In WAIT: the replication offset the replicas must reach.
@@ -73,6 +77,7 @@ impl Client {
             multi: None,
             dirty: false,
             blocked_pop: false,
+            stream_from: None,
             listening_port: None,
             waiting: None,
             timeout_reply: None,
@@ -84,6 +89,7 @@ impl Client {
     /// blocked.
     pub(crate) fn timed_out(&mut self) -> Reply {
         self.blocked_pop = false;
+        self.stream_from = None;
         self.waiting = None;
         match self.timeout_reply.take() {
             Some(reply) => reply,
@@ -107,7 +113,12 @@ impl Client {
         }
     }
 
-    fn null_array(&self) -> Reply {
+    /// Inside MULTI: a blocking command answers at once.
+    pub(crate) fn in_multi(&self) -> bool {
+        self.multi.is_some()
+    }
+
+    pub(crate) fn null_array(&self) -> Reply {
         if self.resp3 {
             Frame::Null
         } else {
@@ -272,6 +283,7 @@ pub(crate) fn run(node: &mut Node, client: &mut Client, args: &[&[u8]], now: u64
     }
     if matches!(outcome, Outcome::Reply(_)) {
         client.blocked_pop = false;
+        client.stream_from = None;
     }
     if let (Some((keys, flushall)), Outcome::Reply(_)) = (effects, &outcome) {
         propagate(node, &keys, flushall, now);
@@ -443,6 +455,11 @@ pub(crate) fn execute(
         .name
         .split_once('|')
         .map_or(spec.name, |(container, _)| container);
+    if name.starts_with('x') {
+        if let Some(outcome) = crate::stream_commands::run(node, client, name, &args[1..], now) {
+            return outcome;
+        }
+    }
     let reply = match (name, &args[1..]) {
         ("ping", []) => simple("PONG"),
         ("ping", [text]) | ("echo", [text]) => bulk(text),

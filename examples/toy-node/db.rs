@@ -1,4 +1,4 @@
-//! The toy node's keyspace: strings, lists and hashes in memory, with expiry times, and an
+//! The toy node's keyspace: strings, lists, hashes and streams in memory, with expiry times, and an
 //! index by hash slot for `CLUSTER GETKEYSINSLOT` / `COUNTKEYSINSLOT` and for SCAN.
 //!
 //! Expired keys are removed when they are next touched, as the server's lazy expiry does;
@@ -9,13 +9,15 @@ use std::collections::{BTreeSet, HashMap, VecDeque};
 
 use redis_cluster_proto::hash_slot::key_slot;
 
-/// A value of one of the toy's three types.
+/// A value of one of the toy's four types.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Value {
     Str(Vec<u8>),
     List(VecDeque<Vec<u8>>),
     /// Field–value pairs in insertion order, as the server's small (listpack) hashes reply.
     Hash(Fields),
+    /// Entries in the server's macro nodes (`stream.rs`).
+    Stream(crate::stream::Stream),
 }
 
 /// A hash's fields in insertion order (the order HGETALL gives for the server's small,
@@ -109,6 +111,7 @@ impl Value {
             Self::Str(_) => "string",
             Self::List(_) => "list",
             Self::Hash(_) => "hash",
+            Self::Stream(_) => "stream",
         }
     }
 }

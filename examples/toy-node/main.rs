@@ -28,6 +28,8 @@ mod node;
 mod pubsub;
 mod replication;
 mod scripts;
+mod stream;
+mod stream_commands;
 
 const USAGE: &str = "Usage: toy-node [CONFIG-FILE] [--name value ...]
        toy-node -v or --version
