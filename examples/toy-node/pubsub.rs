@@ -258,23 +258,17 @@ fn frame(resp3: bool, word: &[u8], name: Option<&[u8]>, count: usize) -> Reply {
 }
 
 /// After the cluster changed: the shard channels of slots this node's shard no longer
-/// serves are dropped, each subscriber told with `sunsubscribe`, as the server does when
-/// it loses a slot.
+/// serves (the state machine's `serves_slot`) are dropped, each subscriber told with
+/// `sunsubscribe`, as the server does when it loses a slot.
 pub(crate) fn drop_unserved(node: &mut Node) {
     if node.pubsub.shard.is_empty() {
         return;
     }
-    let me = node.cluster.myself();
-    let master = if me.is_replica() {
-        me.master
-    } else {
-        Some(me.id)
-    };
     let gone: Vec<Vec<u8>> = node
         .pubsub
         .shard
         .keys()
-        .filter(|channel| node.cluster.owner(key_slot(channel)).map(|n| n.id) != master)
+        .filter(|channel| !node.cluster.serves_slot(key_slot(channel)))
         .cloned()
         .collect();
     for channel in gone {

@@ -6,6 +6,8 @@ use alloc::vec::Vec;
 
 use redis_cluster_bus::{MessageType, NodeId, OwnedBody, OwnedMessage, OwnedPublish, Publish};
 
+use redis_hash_slot::Slot;
+
 use crate::{ClusterNode, Link, Output};
 
 impl ClusterNode {
@@ -32,16 +34,10 @@ impl ClusterNode {
     /// SPUBLISH on this node (which serves the channel's slot): the message goes to the
     /// other nodes of its shard, its master or its replicas (`clusterPropagatePublishShard`).
     pub fn publish_shard(&mut self, channel: &[u8], message: &[u8]) {
-        let me = self.myself();
-        let master = if me.is_replica() {
-            me.master
-        } else {
-            Some(me.id)
-        };
-        let Some(master) = master else {
+        let Some(master) = self.shard_master() else {
             return;
         };
-        let myself = me.id;
+        let myself = self.myself().id;
         let shard: Vec<NodeId> = self
             .nodes()
             .filter(|n| n.id == master || n.master == Some(master))
@@ -60,6 +56,37 @@ impl ClusterNode {
                 message: alloc::boxed::Box::new(message),
             });
         }
+    }
+
+    /// The master of this node's shard: itself as a master, its master as a replica (none
+    /// for a replica whose master is not known).
+    fn shard_master(&self) -> Option<NodeId> {
+        let me = self.myself();
+        if me.is_replica() {
+            me.master
+        } else {
+            Some(me.id)
+        }
+    }
+
+    /// Whether this node's shard serves `slot`: its master owns it, this node being that
+    /// master or one of its replicas (the server's `clusterGetNodesServingMySlots`). When a
+    /// slot leaves the shard the server drops its shard channels and tells each subscriber
+    /// with `sunsubscribe`; a driver asks this after the cluster changed and does the same.
+    ///
+    /// ```
+    /// use redis_cluster_state::{ClusterNode, Config};
+    /// use redis_hash_slot::{Slot, key_slot};
+    ///
+    /// let mut node = ClusterNode::new(Config::new("127.0.0.1", 7000));
+    /// let slot = key_slot(b"orders");
+    /// assert!(!node.serves_slot(slot));
+    /// node.add_slots([slot]).unwrap();
+    /// assert!(node.serves_slot(slot));
+    /// ```
+    pub fn serves_slot(&self, slot: Slot) -> bool {
+        let master = self.shard_master();
+        master.is_some() && self.owner(slot).map(|n| n.id) == master
     }
 
     /// A PUBLISH or PUBLISHSHARD that arrived: for this node's subscribers.

@@ -96,3 +96,23 @@ fn roles_learned_from_headers_are_saved() {
         line_of(&node, D)
     );
 }
+
+/// A replica serves its master's slots for sharded pub/sub, and stops when a slot moves to
+/// another shard (the server's `removeChannelsInSlot` on the replica too).
+#[test]
+fn a_replica_serves_its_masters_slots_until_they_move() {
+    let mut node = support::linked(&format!(
+        "{ME} 127.0.0.1:7000@17000 myself,slave {C} 0 0 3 connected\n\
+         {B} 127.0.0.1:7001@17001 master - 0 0 2 connected 0-99\n\
+         {C} 127.0.0.1:7002@17002 master - 0 0 3 connected 100-199\n\
+         vars currentEpoch 3 lastVoteEpoch 0\n"
+    ));
+    let slot = |n| Slot::new(n).expect("a slot");
+    assert!(node.serves_slot(slot(150)));
+    assert!(!node.serves_slot(slot(50)));
+    assert!(!node.serves_slot(slot(500)), "a slot nobody owns");
+    // B, at a higher epoch, claims 100-199: they leave C's shard.
+    ping(&mut node, B, 7001, None, &[0, 1, 100, 150, 199]);
+    assert_eq!(node.owner(slot(150)).map(|n| n.id), Some(id(B)));
+    assert!(!node.serves_slot(slot(150)));
+}
