@@ -8,6 +8,7 @@
 // The example's pcap reader, so that what the test proves is what `bus-dump` runs.
 #[path = "../examples/bus-dump/pcap.rs"]
 mod pcap;
+mod support;
 
 use std::collections::BTreeMap;
 use std::io::Read;
@@ -19,7 +20,12 @@ use serde_json::Value;
 #[test]
 fn every_captured_message_frames_and_decodes_with_the_manifest_totals() {
     let framer = Framer::default();
-    for server in ["redis-7.0.15", "valkey-8.1.8"] {
+    for server in [
+        "redis-7.0.15",
+        "redis-8.2.3",
+        "valkey-8.1.8",
+        "valkey-9.1.2",
+    ] {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("tests/vectors/clusterbus")
             .join(server);
@@ -78,4 +84,61 @@ fn every_captured_message_frames_and_decodes_with_the_manifest_totals() {
             .collect();
         assert_eq!(by_type, expected, "{server}");
     }
+}
+
+/// `bus-dump` reads ping extension 4 in the sender's dialect unless `--dialect` says
+/// otherwise: a Redis 8.2.3 replica's PING (no light-header flag) carries its
+/// `internal_secret` there, which `--dialect valkey` reads as a `client_ipv4` instead.
+#[test]
+fn bus_dump_reads_extensions_in_the_dialect_it_is_told() {
+    let binary = support::example_binary(
+        "bus-dump",
+        &[
+            "examples/bus-dump",
+            "examples/common",
+            "src",
+            "crates/redis-cluster-bus/src",
+            "crates/redis-hash-slot/src",
+        ],
+    );
+    let file = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/vectors/clusterbus/redis-8.2.3/PING-000.bin");
+    let names = |args: &[&str]| -> (Vec<String>, String) {
+        let out = std::process::Command::new(&binary)
+            .args(args)
+            .arg(&file)
+            .output()
+            .expect("bus-dump runs");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let message: Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+        let names = message["extensions"]
+            .as_array()
+            .expect("extensions")
+            .iter()
+            .map(|e| e["type_name"].as_str().unwrap_or("?").to_string())
+            .collect();
+        (
+            names,
+            message["dialect"].as_str().unwrap_or("?").to_string(),
+        )
+    };
+    let (auto, said) = names(&[]);
+    assert_eq!(said, "redis");
+    assert!(auto.iter().any(|n| n == "internal_secret"), "{auto:?}");
+    assert_eq!(names(&["--dialect", "redis"]).0, auto);
+    let (valkey, said) = names(&["--dialect", "valkey"]);
+    assert_eq!(said, "valkey");
+    assert!(valkey.iter().any(|n| n == "client_ipv4"), "{valkey:?}");
+    assert!(!valkey.iter().any(|n| n == "internal_secret"), "{valkey:?}");
+    let bad = std::process::Command::new(&binary)
+        .args(["--dialect", "redsi"])
+        .arg(&file)
+        .output()
+        .expect("bus-dump runs");
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("not auto, redis or valkey"));
 }

@@ -20,8 +20,12 @@ use std::io::{self, Read, Write};
 use redis_cluster_proto::bus::{Dialect, Framed, Framer, Header, Message, SIGNATURE, VERSION};
 use serde_json::{Map, Value, json};
 
-const USAGE: &str = "usage: bus-dump [FILE]   (a file or stdin of bus messages, or a pcap \
-                     of a bus port, gzipped or not)";
+const USAGE: &str = "usage: bus-dump [--dialect auto|redis|valkey] [FILE]
+  FILE       a file of bus messages, or a pcap of a bus port, gzipped or not (default: stdin)
+  --dialect  how ping extensions 4 and 5 read: as the sender's header flags say (auto, the
+             default: Valkey when it sets a light-header flag), as Redis numbers them
+             (4 = internal_secret), or as Valkey does (4 / 5 = client_ipv4 / client_ipv6).
+             A Valkey 8.0 node sets no light-header flag: its capture needs --dialect valkey";
 
 fn main() {
     exit::exit("bus-dump", run());
@@ -29,19 +33,41 @@ fn main() {
 
 fn run() -> io::Result<()> {
     let mut input = Vec::new();
-    let arg = std::env::args_os().nth(1);
-    match arg.as_ref().and_then(|a| a.to_str()) {
-        Some("-h" | "--help") => {
-            println!("{USAGE}");
-            return Ok(());
+    let mut dialect = None;
+    let mut path = None;
+    let mut args = std::env::args_os().skip(1);
+    let usage = |text: String| io::Error::new(io::ErrorKind::InvalidInput, text);
+    while let Some(arg) = args.next() {
+        match arg.to_str() {
+            Some("-h" | "--help") => {
+                println!("{USAGE}");
+                return Ok(());
+            }
+            Some("-V" | "--version") => {
+                println!("bus-dump {}", env!("CARGO_PKG_VERSION"));
+                return Ok(());
+            }
+            Some("--dialect") => {
+                let value = args
+                    .next()
+                    .ok_or_else(|| usage("--dialect needs a value".into()))?;
+                dialect = match value.to_str() {
+                    Some("auto") => None,
+                    Some("redis") => Some(Dialect::Redis),
+                    Some("valkey") => Some(Dialect::Valkey),
+                    _ => {
+                        let value = value.to_string_lossy();
+                        return Err(usage(format!(
+                            "--dialect {value}: not auto, redis or valkey"
+                        )));
+                    }
+                };
+            }
+            _ if path.is_none() => path = Some(arg),
+            _ => return Err(usage(format!("one file at most\n{USAGE}"))),
         }
-        Some("-V" | "--version") => {
-            println!("bus-dump {}", env!("CARGO_PKG_VERSION"));
-            return Ok(());
-        }
-        _ => {}
     }
-    match arg {
+    match path {
         Some(path) => {
             input = std::fs::read(&path).map_err(|e| {
                 io::Error::new(e.kind(), format!("{}: {e}", path.to_string_lossy()))
@@ -58,7 +84,7 @@ fn run() -> io::Result<()> {
     }
     let mut out = io::BufWriter::new(io::stdout().lock());
     if input.starts_with(&SIGNATURE) {
-        let rest = dump(&input, &Map::new(), &mut out)?;
+        let rest = dump(&input, &Map::new(), dialect, &mut out)?;
         if !rest.is_empty() {
             eprintln!(
                 "the input ends inside a message ({} bytes left)",
@@ -88,19 +114,22 @@ fn run() -> io::Result<()> {
                 value.insert("error".into(), json!("bytes missing from the capture"));
                 writeln!(out, "{}", Value::Object(value))?;
             }
-            let used = stream.bytes.len() - dump(&stream.bytes, &context, &mut out)?.len();
+            let left = dump(&stream.bytes, &context, dialect, &mut out)?.len();
+            let used = stream.bytes.len() - left;
             stream.bytes.drain(..used);
         }
     }
     out.flush()
 }
 
-/// Prints every whole message at the start of `bytes`, each with the fields of `context`, and
-/// returns what is left: the start of a message still to come, or what follows bytes that are
-/// not a bus stream (then said on stderr, and left whole).
+/// Prints every whole message at the start of `bytes`, each with the fields of `context`
+/// (its extensions read in `dialect`, or the sender's), and returns what is left: the start
+/// of a message still to come, or what follows bytes that are not a bus stream (then said on
+/// stderr, and left whole).
 fn dump<'a>(
     bytes: &'a [u8],
     context: &Map<String, Value>,
+    dialect: Option<Dialect>,
     out: &mut impl Write,
 ) -> io::Result<&'a [u8]> {
     let framer = Framer::default();
@@ -119,7 +148,7 @@ fn dump<'a>(
         let mut value = context.clone();
         match Message::decode(message) {
             Ok(decoded) => {
-                value.extend(describe(&decoded));
+                value.extend(describe(&decoded, dialect));
                 if decoded.header().is_none() {
                     // A light header carries totlen and version too; decoding checked that
                     // totlen is the message's length and the version the one there is.
@@ -169,17 +198,20 @@ fn header_fields(header: Header<'_>) -> Value {
     })
 }
 
-fn describe(message: &Message<'_>) -> Map<String, Value> {
+fn describe(message: &Message<'_>, dialect: Option<Dialect>) -> Map<String, Value> {
     let mut value = match message.header() {
         Some(header) => header_fields(header),
         None => json!({ "light_header": true }),
     };
-    // Extension types 4 and 5 read as the sender's fork numbers them.
-    let dialect = message
-        .header()
-        .map_or(Dialect::Valkey, |h| Dialect::of_sender(h.flags()));
+    // Extension types 4 and 5 read as the sender's fork numbers them, unless told.
+    let dialect = dialect.unwrap_or_else(|| {
+        message
+            .header()
+            .map_or(Dialect::Valkey, |h| Dialect::of_sender(h.flags()))
+    });
     let body = match message {
         Message::Ping(ping) => json!({
+            "dialect": format!("{dialect:?}").to_lowercase(),
             "gossip": ping.gossip().map(|g| json!({
                 "node_id": g.node().to_string(),
                 "ip": text(g.ip()),
