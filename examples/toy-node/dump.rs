@@ -538,17 +538,41 @@ impl ListpackWriter {
         self.close(start);
     }
 
+    /// The bytes `integer(n)` adds, its back-length included.
+    pub(crate) fn integer_size(n: i64) -> usize {
+        let encoded = match n {
+            0..=127 => 1,
+            -4096..=4095 => 2,
+            -32_768..=32_767 => 3,
+            -8_388_608..=8_388_607 => 4,
+            _ if i32::try_from(n).is_ok() => 5,
+            _ => 9,
+        };
+        encoded + backlen_size(encoded)
+    }
+
+    /// The bytes `string(bytes)` adds, its back-length included.
+    pub(crate) fn string_size(bytes: &[u8]) -> usize {
+        if bytes.len() <= 20 {
+            if let Some(n) = integer(bytes) {
+                return Self::integer_size(n);
+            }
+        }
+        let encoded = bytes.len()
+            + match bytes.len() {
+                0..64 => 1,
+                64..4096 => 2,
+                _ => 5,
+            };
+        encoded + backlen_size(encoded)
+    }
+
     /// The back-length of the element that began at `start`: its size in 7-bit groups,
     /// most significant first, every group but the first with its top bit set.
     fn close(&mut self, start: usize) {
-        let size = (self.body.len() - start) as u64;
-        let groups = match size {
-            0..=127 => 1,
-            128..=16_382 => 2,
-            16_383..=2_097_150 => 3,
-            2_097_151..=268_435_454 => 4,
-            _ => 5,
-        };
+        let size = self.body.len() - start;
+        let groups = backlen_size(size);
+        let size = size as u64;
         for group in (0..groups).rev() {
             let bits = ((size >> (7 * group)) & 0x7f) as u8;
             self.body.push(if group == groups - 1 {
@@ -570,6 +594,17 @@ impl ListpackWriter {
         out.extend_from_slice(&self.body);
         out.push(0xff);
         out
+    }
+}
+
+/// The bytes of the back-length of an element of `size` bytes.
+fn backlen_size(size: usize) -> usize {
+    match size {
+        0..=127 => 1,
+        128..=16_382 => 2,
+        16_383..=2_097_150 => 3,
+        2_097_151..=268_435_454 => 4,
+        _ => 5,
     }
 }
 
@@ -618,14 +653,7 @@ fn listpack(bytes: &[u8]) -> Option<Vec<Vec<u8>>> {
             }
             _ => return None,
         };
-        let backlen = match len {
-            0..=127 => 1,
-            128..=16_382 => 2,
-            16_383..=2_097_150 => 3,
-            2_097_151..=268_435_454 => 4,
-            _ => 5,
-        };
-        at = at.checked_add(len + backlen)?;
+        at = at.checked_add(len + backlen_size(len))?;
         entries.push(entry);
     }
     let count = usize::from(u16::from_le_bytes(bytes.get(4..6)?.try_into().ok()?));
