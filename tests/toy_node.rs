@@ -1729,6 +1729,136 @@ fn a_toy_node_joins_real_servers_and_takes_slots_with_their_keys() {
 
 /// With a password set (`--requirepass` on the toy node, `CONFIG SET requirepass` on the
 /// real server): the same replies before and after AUTH, HELLO's AUTH included.
+/// Issue 23's mixed cluster, on whichever server `REDIS_SERVER` names (CI runs it on each
+/// of the four): three real masters with a replica each, and a toy node that joins by
+/// `CLUSTER MEET`, takes 500 slots, holds keys, gives 100 slots back with their keys, serves
+/// every key through redirects, and votes when a real master hangs. With four masters a
+/// replica's election needs three votes, and only three masters are left: the toy's is one.
+///
+/// The 500 slots go to the toy before any key is written: the servers after 7.0 write DUMP
+/// payloads of a newer RDB version (11, 12, 80), which the toy, as a real 7.0.15 node,
+/// refuses. The 100 slots back carry the toy's own payloads, which every newer server reads.
+#[test]
+fn a_toy_node_in_a_cluster_of_the_servers_version_takes_slots_and_votes() {
+    let real = support::RealCluster::start(3, 1, &["--cluster-node-timeout", "3000"]);
+    let free = free_ports(2);
+    let _toy = start("any-version", &[(free[0], free[1])], 3000);
+    let (toy, first) = (free[0], real.nodes[0].port());
+    let (port, bus) = (first.to_string(), real.nodes[0].bus_port().to_string());
+    let meet: [&[u8]; 5] = [
+        b"CLUSTER",
+        b"MEET",
+        b"127.0.0.1",
+        port.as_bytes(),
+        bus.as_bytes(),
+    ];
+    assert_eq!(text(&Client::connect(toy).command(&meet)), "OK");
+    let ports: Vec<u16> = real.nodes.iter().map(|n| n.port()).chain([toy]).collect();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let joined = ports.iter().all(|&port| {
+            let mut client = Client::connect(port);
+            let nodes = text(&client.command(&[b"CLUSTER", b"NODES"]));
+            let info = text(&client.command(&[b"CLUSTER", b"INFO"]));
+            nodes.lines().count() == 7
+                && !nodes.contains("handshake")
+                && !nodes.contains("fail")
+                && info.contains("cluster_state:ok")
+        });
+        if joined {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the toy node never joined");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let myid = |port: u16| text(&Client::connect(port).command(&[b"CLUSTER", b"MYID"]));
+    let (toy_id, first_id) = (myid(toy), myid(first));
+    let reshard = |from: &str, to: &str, slots: &str| {
+        let out = redis_cli(
+            &[
+                "--cluster",
+                "reshard",
+                &format!("127.0.0.1:{first}"),
+                "--cluster-from",
+                from,
+                "--cluster-to",
+                to,
+                "--cluster-slots",
+                slots,
+                "--cluster-yes",
+            ],
+            Duration::from_secs(120),
+        );
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "reshard {slots} failed:\n{stdout}");
+        assert!(!stdout.contains("ERR"), "{stdout}");
+        check_eventually(first);
+    };
+    reshard(&first_id, &toy_id, "500");
+
+    let seeds: Vec<String> = ports
+        .iter()
+        .map(|p| format!("redis://127.0.0.1:{p}"))
+        .collect();
+    let client = redis::cluster::ClusterClient::new(seeds).expect("a cluster client");
+    let mut conn = client.get_connection().expect("a cluster connection");
+    let value = |n: usize| format!("{n}:{}", "v".repeat(n % 50));
+    for n in 0..2_000 {
+        let () = redis::cmd("SET")
+            .arg(format!("key:{n}"))
+            .arg(value(n))
+            .query(&mut conn)
+            .expect("SET through the cluster");
+    }
+    let Frame::Integer(held) = Client::connect(toy).command(&[b"DBSIZE"]) else {
+        panic!("DBSIZE");
+    };
+    assert!(held > 30, "the toy node holds {held} keys");
+    reshard(&toy_id, &first_id, "100");
+    let read_all = |through: &[u16]| {
+        let mut conns = std::collections::HashMap::new();
+        for n in 0..2_000 {
+            let key = format!("key:{n}");
+            for &port in through {
+                let reply = get_following(&mut conns, port, key.as_bytes());
+                assert_eq!(text(&reply), value(n), "GET {key} through {port}");
+            }
+        }
+    };
+    let masters = [
+        real.nodes[0].port(),
+        real.nodes[1].port(),
+        real.nodes[2].port(),
+        toy,
+    ];
+    read_all(&masters);
+
+    // Master 1 hangs; its replica (node 4) is elected with the votes of master 0, master 2
+    // and the toy.
+    let hung = &real.nodes[1];
+    let replica_id = myid(real.nodes[4].port());
+    signal(hung.pid(), "STOP");
+    let deadline = Instant::now() + Duration::from_secs(40);
+    loop {
+        let mut client = Client::connect(toy);
+        let nodes = text(&client.command(&[b"CLUSTER", b"NODES"]));
+        let promoted = nodes
+            .lines()
+            .any(|l| l.starts_with(&replica_id) && l.contains("master") && !l.contains("fail"));
+        let ok = text(&client.command(&[b"CLUSTER", b"INFO"])).contains("cluster_state:ok");
+        if promoted && ok {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the hung master's replica was never elected:\n{nodes}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    read_all(&[toy, real.nodes[4].port()]);
+    signal(hung.pid(), "CONT");
+}
+
 #[test]
 fn replies_with_a_password_match_a_real_server() {
     let real = support::RedisServer::start_cluster(&[]);
