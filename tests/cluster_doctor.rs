@@ -550,3 +550,73 @@ fn apply_balances_keys_under_load_and_resumes_after_an_interruption() {
     );
     assert!(skew_after < their_skew);
 }
+
+/// Issue 23: where every master measures each slot's CPU (`CLUSTER SLOT-STATS` with
+/// `cluster-slot-stats-enabled yes`: Redis 8.2, Valkey 8.1 and 9.1; CI runs this on each),
+/// `--weight ops` weighs a slot by its own CPU time, so one hot key's slot leads its master
+/// even with no sampling; on Redis 7.0 the report says it shared each master's INFO figure
+/// by key count instead.
+#[test]
+fn ops_are_weighed_per_slot_where_the_servers_measure_them() {
+    let cluster = RealCluster::start(3, 0, &["--cluster-node-timeout", "5000"]);
+    let ports: Vec<u16> = cluster.nodes.iter().map(|n| n.port()).collect();
+    let measured = ports.iter().all(|&port| {
+        let reply = Client::connect(port).command(&[
+            b"CONFIG",
+            b"SET",
+            b"cluster-slot-stats-enabled",
+            b"yes",
+        ]);
+        text(&reply) == "OK"
+    });
+    let map = SlotMap::from_cluster_nodes(&text(
+        &Client::connect(ports[0]).command(&[b"CLUSTER", b"NODES"]),
+    ))
+    .expect("a slot map");
+    let port_of = |key: &[u8]| map.master(key_slot(key)).expect("served").port;
+    // A thousand keys, each read once; then one of them read 100 000 times (the servers
+    // time commands by the clock, so a loaded machine adds noise to every slot).
+    for n in 0..1000 {
+        let key = format!("even:{n}");
+        let mut client = Client::connect(port_of(key.as_bytes()));
+        assert_eq!(text(&client.command(&[b"SET", key.as_bytes(), b"v"])), "OK");
+        client.command(&[b"GET", key.as_bytes()]);
+    }
+    let hot = b"even:7";
+    let mut client = Client::connect(port_of(hot));
+    let get: [&[u8]; 2] = [b"GET", hot];
+    for chunk in 0..100 {
+        let gets: Vec<&[&[u8]]> = (0..1000).map(|_| &get[..]).collect();
+        client.send(&gets);
+        for _ in 0..1000 {
+            assert_eq!(text(&client.read_reply()), "v", "GET {chunk}");
+        }
+    }
+    let addr = format!("127.0.0.1:{}", ports[0]);
+    let out = doctor(
+        &[
+            &addr, "--json", "--quiet", "--sample", "0", "--weight", "ops",
+        ],
+        Duration::from_secs(120),
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_str(&stdout).expect("JSON");
+    if measured {
+        assert_eq!(report["ops_source"], "slot-stats", "{report:#}");
+        let hot_master = format!("127.0.0.1:{}", port_of(hot));
+        assert_eq!(
+            report["overloaded"]["addr"],
+            hot_master.as_str(),
+            "{report:#}"
+        );
+        let top = &report["driving_slots"][0];
+        assert_eq!(top["slot"], u16::from(key_slot(hot)), "{report:#}");
+    } else {
+        assert_eq!(report["ops_source"], "info-shared", "{report:#}");
+    }
+}

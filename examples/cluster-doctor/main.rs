@@ -162,7 +162,8 @@ pub(crate) fn slot_loads(survey: &Survey, weight: Weight) -> Vec<SlotLoad> {
             master.dataset.saturating_sub(big_bytes[m]) as f64 / others as f64
         })
         .collect();
-    // Each slot's keys, bytes and operations per second (its master's, shared by key).
+    // Each slot's keys, bytes and operations: its measured CPU µs where the servers give
+    // it (SLOT-STATS), else its master's operations per second shared by key count.
     let measures: Vec<[f64; 3]> = (0..SLOTS)
         .map(|slot| {
             let Some(m) = survey.owner[slot] else {
@@ -171,7 +172,10 @@ pub(crate) fn slot_loads(survey: &Survey, weight: Weight) -> Vec<SlotLoad> {
             let keys = survey.slot_keys[slot];
             let (n_big, b_big) = big_in_slot[slot];
             let bytes = keys.saturating_sub(n_big) as f64 * mean_size[m] + b_big as f64;
-            let ops = keys as f64 * masters[m].ops / masters[m].keys.max(1) as f64;
+            let ops = match &survey.slot_cpu {
+                Some(cpu) => cpu[slot] as f64,
+                None => keys as f64 * masters[m].ops / masters[m].keys.max(1) as f64,
+            };
             [keys as f64, bytes, ops]
         })
         .collect();

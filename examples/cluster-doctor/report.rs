@@ -258,6 +258,7 @@ pub(crate) fn text(report: &Report<'_>) -> String {
         .map(|(slot, load)| format!("{slot} ({load})"))
         .collect();
     let _ = writeln!(out, "its heaviest slots: {}", driving.join(", "));
+    let _ = writeln!(out, "a slot's operations: {}", ops_source(survey));
     let _ = writeln!(out, "\nlargest keys (of {} scanned):", survey.scanned);
     for key in &survey.big {
         let _ = writeln!(out, "  {}", describe(key, masters));
@@ -334,6 +335,16 @@ fn pairs(plan: &Plan) -> Vec<(usize, usize, usize)> {
     pairs
 }
 
+/// Where a slot's operations came from, for the report.
+fn ops_source(survey: &Survey) -> &'static str {
+    if survey.slot_cpu.is_some() {
+        "measured per slot (CLUSTER SLOT-STATS cpu-usec)"
+    } else {
+        "each master's INFO commands per second, shared by key count (no CLUSTER SLOT-STATS \
+         with cpu-usec on every master)"
+    }
+}
+
 pub(crate) fn json(report: &Report<'_>) -> Value {
     let (survey, plan, options, applied) = report.parts();
     let f = report.findings();
@@ -341,6 +352,7 @@ pub(crate) fn json(report: &Report<'_>) -> Value {
     let addr = |m: usize| masters[m].addr();
     json!({
         "weight": options.weight.name(),
+        "ops_source": if survey.slot_cpu.is_some() { "slot-stats" } else { "info-shared" },
         "ratio": options.ratio,
         "masters": masters.iter().enumerate().map(|(m, master)| json!({
             "id": master.id,
@@ -418,6 +430,7 @@ pub(crate) fn svg(survey: &Survey, plan: &Plan, options: &Options) -> String {
     let unit = match options.weight {
         Weight::Keys => "keys",
         Weight::Memory => "bytes",
+        Weight::Ops if survey.slot_cpu.is_some() => "CPU µs per slot, summed (x1000)",
         Weight::Ops => "ops/s (x1000)",
         Weight::Mix => "load (keys, memory and ops shares, x1e9)",
     };

@@ -1,7 +1,9 @@
 //! What the cluster holds, measured: the masters and their slots, keys per slot
-//! (COUNTKEYSINSLOT), memory (INFO memory), operations per second (INFO stats, sampled), big
-//! keys (a bounded SCAN with MEMORY USAGE), hash tags that gather keys, hot keys (OBJECT FREQ
-//! under an LFU policy), and slots left open by an interrupted migration.
+//! (COUNTKEYSINSLOT), memory (INFO memory), operations per second (INFO stats, sampled), each
+//! slot's own CPU time where the servers measure it (`CLUSTER SLOT-STATS`: Redis 8.2, Valkey
+//! 8.0 and later, with `cluster-slot-stats-enabled yes`), big keys (a bounded SCAN with
+//! MEMORY USAGE), hash tags that gather keys, hot keys (OBJECT FREQ under an LFU policy), and
+//! slots left open by an interrupted migration.
 
 use std::collections::HashMap;
 use std::io::{self, IsTerminal, Write};
@@ -74,6 +76,41 @@ pub(crate) struct Survey {
     pub(crate) open: Vec<OpenSlot>,
     /// Keys the bounded scan looked at.
     pub(crate) scanned: u64,
+    /// Each slot's CPU time (µs) as its master measured it (`CLUSTER SLOT-STATS`
+    /// `cpu-usec`, counted since the stats were enabled or reset), when every master with
+    /// slots reports it; else `None`, and a slot's operations are its master's shared by
+    /// key count.
+    pub(crate) slot_cpu: Option<Vec<u64>>,
+}
+
+/// Each slot's `cpu-usec` from one node's `CLUSTER SLOT-STATS SLOTSRANGE 0 16383` reply
+/// (`[slot, [name, value, ...]]` per slot it owns), or `None` when the node has no such
+/// command (before Redis 8.2 / Valkey 8.0) or does not measure CPU
+/// (`cluster-slot-stats-enabled no`: key counts only).
+fn slot_cpu(conn: &mut Conn) -> io::Result<Option<Vec<(u16, u64)>>> {
+    let reply = conn.call(&["CLUSTER", "SLOT-STATS", "SLOTSRANGE", "0", "16383"])?;
+    if !matches!(reply, redis_cluster_proto::resp::Frame::Array(_)) {
+        return Ok(None);
+    }
+    let mut found = Vec::new();
+    for entry in items(&reply) {
+        let (Some(slot), Some(stats)) = (items(entry).first(), items(entry).get(1)) else {
+            return Ok(None);
+        };
+        let Some(slot) = int(slot).and_then(|s| u16::try_from(s).ok()) else {
+            return Ok(None);
+        };
+        // A RESP2 map: names and values in turn.
+        let cpu = items(stats)
+            .chunks(2)
+            .find(|pair| text(&pair[0]) == "cpu-usec")
+            .and_then(|pair| pair.get(1).and_then(int));
+        let Some(cpu) = cpu else {
+            return Ok(None);
+        };
+        found.push((slot, cpu.max(0) as u64));
+    }
+    Ok(Some(found))
 }
 
 pub(crate) struct SurveyOptions {
@@ -374,6 +411,24 @@ pub(crate) fn survey(addr: &str, options: &SurveyOptions) -> io::Result<Survey> 
     }
 
     let tags = find_tags(&owner, &slot_keys, &mut conns, &seen_tags, scanned)?;
+    // Measured per-slot CPU, only if every master with slots gives it for its own slots.
+    let mut cpu = vec![0u64; SLOTS];
+    let mut measured = true;
+    for (m, conn) in conns.iter_mut().enumerate() {
+        if masters[m].slots.is_empty() {
+            continue;
+        }
+        match slot_cpu(conn)? {
+            Some(slots) => {
+                for (slot, usec) in slots {
+                    if owner.get(usize::from(slot)) == Some(&Some(m)) {
+                        cpu[usize::from(slot)] = usec;
+                    }
+                }
+            }
+            None => measured = false,
+        }
+    }
     Ok(Survey {
         masters,
         owner,
@@ -383,6 +438,7 @@ pub(crate) fn survey(addr: &str, options: &SurveyOptions) -> io::Result<Survey> 
         hot: lfu.then_some(hot),
         open,
         scanned,
+        slot_cpu: measured.then_some(cpu),
     })
 }
 
