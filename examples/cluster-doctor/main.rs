@@ -60,11 +60,16 @@ pub(crate) struct Options {
     pub(crate) dry_run: bool,
     pub(crate) batch: usize,
     pub(crate) quiet: bool,
+    /// `--atomic`: move slots with the servers' own atomic slot migration (`CLUSTER
+    /// MIGRATESLOTS`, Valkey 9.0 and later) instead of key by key.
+    pub(crate) atomic: bool,
 }
 
 const USAGE: &str = "usage: cluster-doctor [HOST:PORT] [--weight keys|memory|ops|mix] [--ratio R] \
 [--capacity ADDR_OR_ID=W]... [--sample SECS] [--scan KEYS] [--top N] [--json] [--svg FILE] \
-[--apply [--dry-run]] [--batch KEYS] [--quiet]";
+[--apply [--dry-run] [--atomic]] [--batch KEYS] [--quiet]
+  --atomic  move each source's slots with one CLUSTER MIGRATESLOTS (Valkey 9.0 and later: the
+            servers copy and hand over the slots themselves) instead of MIGRATE key by key";
 
 fn parse(args: impl Iterator<Item = String>) -> Result<Options, String> {
     let mut options = Options {
@@ -81,6 +86,7 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Options, String> {
         dry_run: false,
         batch: 100,
         quiet: false,
+        atomic: false,
     };
     let mut args = args.peekable();
     while let Some(arg) = args.next() {
@@ -131,6 +137,7 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Options, String> {
             "--apply" => options.apply = true,
             "--dry-run" => options.dry_run = true,
             "--quiet" => options.quiet = true,
+            "--atomic" => options.atomic = true,
             "-h" | "--help" => return Err(USAGE.into()),
             other if !other.starts_with('-') => options.addr = other.to_owned(),
             other => return Err(format!("unknown option {other}\n{USAGE}")),
@@ -241,6 +248,14 @@ fn run(options: &Options) -> Result<(), String> {
         progress: !options.quiet,
     };
     let fail = |e: std::io::Error| e.to_string();
+    if options.apply && options.atomic {
+        // A run stopped while the servers moved slots: their migrations go on without it,
+        // so wait for them to end before measuring.
+        let (masters, _) = survey::topology(&options.addr).map_err(fail)?;
+        let mut mover = apply::Mover::new(&masters, options.batch, 60_000).map_err(fail)?;
+        mover.check_atomic().map_err(fail)?;
+        mover.wait_for_migrations().map_err(fail)?;
+    }
     let mut survey = survey::survey(&options.addr, &survey_options).map_err(fail)?;
     if options.apply && !survey.open.is_empty() {
         // Close what an interrupted run left open, then measure again.
@@ -278,11 +293,28 @@ fn run(options: &Options) -> Result<(), String> {
         let mut progress =
             survey::Progress::new("moving slots", plan.moves.len() as u64, !options.quiet);
         let mut keys = 0;
-        for m in &plan.moves {
-            keys += mover
-                .migrate(m.slot as u16, m.from, m.to)
-                .map_err(|e| format!("{e} (run again to finish: open slots are closed first)"))?;
-            progress.advance(1);
+        if options.atomic {
+            // One MIGRATESLOTS per source and target, for all of that pair's slots.
+            let mut pairs: Vec<((usize, usize), Vec<u16>)> = Vec::new();
+            for m in &plan.moves {
+                match pairs.iter_mut().find(|(pair, _)| *pair == (m.from, m.to)) {
+                    Some((_, slots)) => slots.push(m.slot as u16),
+                    None => pairs.push(((m.from, m.to), vec![m.slot as u16])),
+                }
+            }
+            for ((from, to), slots) in pairs {
+                keys += mover
+                    .migrate_atomic(&slots, from, to)
+                    .map_err(|e| format!("{e} (run again: it waits for the servers' moves)"))?;
+                progress.advance(slots.len() as u64);
+            }
+        } else {
+            for m in &plan.moves {
+                keys += mover.migrate(m.slot as u16, m.from, m.to).map_err(|e| {
+                    format!("{e} (run again to finish: open slots are closed first)")
+                })?;
+                progress.advance(1);
+            }
         }
         progress.finish();
         applied = Some((plan.moves.len(), keys));
