@@ -993,6 +993,23 @@ fn replies_match_a_real_server() {
             "BLPOP waited for its timeout"
         );
     }
+    // CLIENT PAUSE WRITE holds a script with no shebang (EVAL is may-replicate) until the
+    // pause ends, as it holds a write: a manual failover pauses the same way, and a script
+    // that ran on through it was a write the new master never had.
+    for (client, pauser) in [&mut ours, &mut theirs].into_iter().zip(&mut pushers) {
+        assert_eq!(
+            text(&pauser.command(&[b"CLIENT", b"PAUSE", b"600", b"WRITE"])),
+            "OK"
+        );
+        let started = Instant::now();
+        let script = b"return redis.call('rpush', KEYS[1], 'x')";
+        let reply = client.command(&[b"EVAL", script, b"1", b"paused-list"]);
+        assert_eq!(reply, Frame::Integer(1));
+        assert!(
+            started.elapsed() >= Duration::from_millis(400),
+            "EVAL ran during the pause"
+        );
+    }
     // A client blocked in XREAD on `$` gets what another adds after it blocked, and only
     // that.
     for (client, pusher) in [&mut ours, &mut theirs].into_iter().zip(&mut pushers) {

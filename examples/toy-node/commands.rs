@@ -240,7 +240,14 @@ pub(crate) fn run(node: &mut Node, client: &mut Client, args: &[&[u8]], now: u64
         }
         return Outcome::Reply(simple("QUEUED"));
     }
-    let paused = write || name == "exec" && client.multi.as_ref().is_some_and(|q| writes(q));
+    // A pause of writes (a manual failover's, CLIENT PAUSE WRITE) holds every command that
+    // may change the dataset or replicate, as the server's does: writes, and the
+    // may-replicate ones (EVAL and FCALL of any script, PUBLISH), alone or in an EXEC. A
+    // script with no shebang, judged only by what it runs, otherwise wrote on a master
+    // whose replica had taken its last offset: the write was lost (Redis's
+    // 10-manual-failover found it, its lists short of an element).
+    let paused =
+        may_replicate(spec) || name == "exec" && client.multi.as_ref().is_some_and(|q| writes(q));
     if paused && node.cluster.writes_paused(now) {
         return Outcome::Block { deadline: None };
     }
@@ -318,13 +325,25 @@ fn written_by_all(queue: &[Vec<Vec<u8>>]) -> (Vec<Vec<u8>>, bool) {
     (keys, flushall)
 }
 
-/// Whether any queued command writes.
+/// Whether any queued command writes or may replicate a write.
 fn writes(queue: &[Vec<Vec<u8>>]) -> bool {
     queue.iter().any(|args| {
         CommandTable::REDIS_7_0
             .lookup(args)
-            .is_some_and(|spec| spec.flags.contains(CommandFlags::WRITE))
+            .is_some_and(may_replicate)
     })
+}
+
+/// A write, or a command the server flags `may_replicate`. COMMAND does not show that flag
+/// (it is the server's own), so the table cannot say: these are the 7.0.15 commands that a
+/// CLIENT PAUSE WRITE held on the real server, measured, while SCRIPT FLUSH and EVAL_RO ran.
+fn may_replicate(spec: &CommandSpec) -> bool {
+    spec.flags.contains(CommandFlags::WRITE)
+        || spec.flags.contains(CommandFlags::MAY_REPLICATE)
+        || matches!(
+            spec.name,
+            "eval" | "evalsha" | "fcall" | "publish" | "spublish" | "pfcount"
+        )
 }
 
 /// SPUBLISH, SSUBSCRIBE, SUNSUBSCRIBE: routed by their channels' slots.
