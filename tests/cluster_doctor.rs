@@ -41,6 +41,31 @@ fn doctor(args: &[&str], limit: Duration) -> Output {
     run_bounded(doctor_binary(), args, limit)
 }
 
+/// The doctor's standard output, once it is known to have succeeded (else its output and
+/// errors are the failure's message).
+fn succeeded(out: &Output, what: &str) -> String {
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{what}{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+/// The rounds of a client thread that writes and reads during a run, after checking it saw
+/// no error.
+fn client_rounds(client: std::thread::JoinHandle<(Vec<String>, u64)>, what: &str) -> u64 {
+    let (errors, rounds) = client.join().expect("the client thread");
+    assert!(
+        errors.is_empty(),
+        "{what}{} client errors: {:?}",
+        errors.len(),
+        &errors[..errors.len().min(10)]
+    );
+    rounds
+}
+
 /// The first `tenant<n>` whose slot the first master serves.
 fn tag() -> String {
     (0..)
@@ -202,12 +227,7 @@ fn the_report_names_the_tag_the_big_key_and_the_overloaded_master() {
         ],
         Duration::from_secs(120),
     );
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = succeeded(&out, "");
     let report: serde_json::Value = serde_json::from_str(&stdout).expect("JSON");
 
     assert_eq!(report["overloaded"]["addr"], seeded.addr(0), "{report:#}");
@@ -472,19 +492,8 @@ fn apply_balances_keys_under_load_and_resumes_after_an_interruption() {
     args.extend(["--json", "--quiet"]);
     let out = doctor(&args, Duration::from_secs(600));
     stop.store(true, Ordering::Relaxed);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let (errors, rounds) = client.join().expect("the client thread");
-    assert!(
-        errors.is_empty(),
-        "{} client errors: {:?}",
-        errors.len(),
-        &errors[..errors.len().min(10)]
-    );
+    let stdout = succeeded(&out, "");
+    let rounds = client_rounds(client, "");
     assert!(rounds >= 100);
 
     let (after, skew_after) = seeded.skew();
@@ -599,12 +608,7 @@ fn ops_are_weighed_per_slot_where_the_servers_measure_them() {
         ],
         Duration::from_secs(120),
     );
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = succeeded(&out, "");
     let report: serde_json::Value = serde_json::from_str(&stdout).expect("JSON");
     if measured {
         assert_eq!(report["ops_source"], "slot-stats", "{report:#}");
@@ -719,19 +723,9 @@ fn apply_atomic_moves_slots_with_the_servers_own_migration_where_they_have_it() 
         let out = doctor(&args, Duration::from_secs(600));
         let took = started.elapsed();
         stop.store(true, Ordering::Relaxed);
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success(),
-            "{mode}: {stdout}\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let (errors, rounds) = client.join().expect("the client thread");
-        assert!(
-            errors.is_empty(),
-            "{mode}: {} client errors: {:?}",
-            errors.len(),
-            &errors[..errors.len().min(5)]
-        );
+        let what = format!("{mode}: ");
+        let stdout = succeeded(&out, &what);
+        let rounds = client_rounds(client, &what);
         let (after, skew) = seeded.skew();
         assert!(
             skew < 1.2,
