@@ -807,6 +807,7 @@ impl ClusterNode {
             }
         }
         self.update_hostname(&sender_id, ping);
+        self.forget_as_told(&sender_id, ping, now);
         let paused = header
             .message_flags()
             .contains(redis_cluster_bus::MessageFlags::PAUSED);
@@ -883,6 +884,32 @@ impl ClusterNode {
             if node.hostname != host {
                 node.hostname = host;
             }
+        }
+    }
+
+    /// A newer server's FORGOTTEN_NODE extensions (Redis 7.2 and later, Valkey: what its
+    /// `CLUSTER FORGET` tells the others while it keeps the node out): each node named is
+    /// removed and kept out for the TTL given, in seconds, unless it is this node, its
+    /// master or the sender (`clusterProcessPingExt`). Redis 7.0 ignores them; a node of
+    /// this crate among newer servers follows the FORGET they were told.
+    fn forget_as_told(&mut self, sender: &NodeId, ping: &redis_cluster_bus::Ping<'_>, now: u64) {
+        let mut forgot = false;
+        for (id, ttl) in ping.extensions().filter_map(|e| e.forgotten_node()) {
+            let me = self.myself();
+            let mine = id == me.id || me.is_replica() && me.master == Some(id);
+            if mine || id == *sender || self.node(&id).is_none() {
+                continue;
+            }
+            // Only known nodes are added: the list stays as short as the table.
+            self.forgotten.retain(|(f, until)| *f != id && *until > now);
+            self.forgotten
+                .push((id, now.saturating_add(ttl.saturating_mul(1000))));
+            self.remove_node(&id);
+            forgot = true;
+        }
+        if forgot {
+            self.update_state();
+            self.push(Output::SaveConfig);
         }
     }
 

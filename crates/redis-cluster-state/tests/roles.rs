@@ -3,7 +3,7 @@
 //! replica changes master, and when a replica turns master).
 
 use redis_cluster_bus::NodeFlags;
-use redis_cluster_state::{ClusterNode, Output};
+use redis_cluster_state::{ClusterNode, Link, Output};
 use redis_hash_slot::{Slot, SlotSet};
 mod support;
 
@@ -115,4 +115,71 @@ fn a_replica_serves_its_masters_slots_until_they_move() {
     ping(&mut node, B, 7001, None, &[0, 1, 100, 150, 199]);
     assert_eq!(node.owner(slot(150)).map(|n| n.id), Some(id(B)));
     assert!(!node.serves_slot(slot(150)));
+}
+
+/// A PING from B at `now`, carrying a FORGOTTEN_NODE extension for each of `forget` (as a
+/// Redis 7.2+ / Valkey node sends while a `CLUSTER FORGET` keeps a node out) and a gossip
+/// entry about each of `gossip` (id, port); whether a save was asked for.
+fn ping_from_b(node: &mut ClusterNode, forget: &[&str], gossip: &[(&str, u16)], now: u64) -> bool {
+    use redis_cluster_bus::{
+        ExtensionType, Message, MessageType, OwnedExtension, OwnedGossip, OwnedMessage, OwnedPing,
+    };
+    let mut slots = SlotSet::new();
+    for s in 0..100 {
+        slots.insert(Slot::new(s).expect("a slot"));
+    }
+    let header = support::master_header(id(B), 7001, 5, 5, slots);
+    let entries = gossip.iter().map(|&(who, port)| {
+        OwnedGossip::new(id(who))
+            .with_ip(b"127.0.0.1")
+            .with_port(port)
+            .with_cport(port + 10000)
+            .with_flags(NodeFlags::MASTER)
+    });
+    let mut ping = OwnedPing::default().with_gossip(entries);
+    for who in forget {
+        let mut payload = id(who).0.to_vec();
+        payload.extend_from_slice(&30u64.to_be_bytes());
+        ping.extensions.push(OwnedExtension {
+            kind: ExtensionType::FORGOTTEN_NODE,
+            payload,
+            raw: false,
+        });
+    }
+    let mut wire = Vec::new();
+    OwnedMessage::new(MessageType::PING, header, ping).encode(&mut wire);
+    let message = Message::decode(&wire).expect("a PING");
+    node.handle_message(Link::Inbound(7001), "127.0.0.1", &message, now);
+    let mut saved = false;
+    while let Some(output) = node.poll_output() {
+        saved |= matches!(output, Output::SaveConfig);
+    }
+    saved
+}
+
+/// As Redis 7.2 and Valkey do, a node told by a peer to forget another removes it and keeps
+/// it out for the TTL (30 s here: gossip does not bring it back before), but never forgets
+/// itself, its own master, or the sender.
+#[test]
+fn a_forgotten_node_extension_removes_the_node_for_its_ttl() {
+    let mut node = fixture();
+    assert!(ping_from_b(&mut node, &[D, ME, B], &[], 1_000));
+    assert!(node.node(&id(D)).is_none(), "{}", node.nodes_conf());
+    assert!(node.node(&id(ME)).is_some() && node.node(&id(B)).is_some());
+    // Gossip names D again within the TTL: it stays out, and nothing is saved.
+    assert!(!ping_from_b(&mut node, &[], &[(D, 7003)], 20_000));
+    assert!(node.node(&id(D)).is_none());
+    // After it, gossip brings it back.
+    ping_from_b(&mut node, &[], &[(D, 7003)], 32_000);
+    assert!(node.node(&id(D)).is_some(), "{}", node.nodes_conf());
+
+    // A replica does not forget its master.
+    let mut replica = support::linked(&format!(
+        "{ME} 127.0.0.1:7000@17000 myself,slave {C} 0 0 3 connected\n\
+         {B} 127.0.0.1:7001@17001 master - 0 0 5 connected 0-99\n\
+         {C} 127.0.0.1:7002@17002 master - 0 0 3 connected 100-199\n\
+         vars currentEpoch 5 lastVoteEpoch 0\n"
+    ));
+    assert!(!ping_from_b(&mut replica, &[C], &[], 1_000));
+    assert!(replica.node(&id(C)).is_some());
 }
