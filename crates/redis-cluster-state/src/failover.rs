@@ -96,17 +96,20 @@ impl ClusterNode {
         if !manual && factor != 0 && data_age > REPL_PING_PERIOD + timeout * factor {
             return;
         }
-        // 2. Schedule an election when the last attempt is old enough.
+        // 2. Schedule an election when the last attempt is old enough. While a manual
+        // failover was asked for (its deadline set, even before the master paused), there is
+        // no delay and no rank: a master that failed meanwhile is replaced at once, as the
+        // server's `mf_end` check does.
+        let asked = self.manual.end != 0;
         let previous = self.election.time;
         if previous == 0 || now.saturating_sub(previous) > auth_retry {
-            let rank = if manual {
+            let rank = if asked {
                 0
             } else {
                 self.failover_rank(&master_id)
             };
             let jitter = self.rng_next() % 500;
-            // A manual failover starts at once.
-            let delay = if manual {
+            let delay = if asked {
                 0
             } else {
                 500 + jitter + rank as u64 * 1000
@@ -127,12 +130,12 @@ impl ClusterNode {
             for sibling in siblings {
                 self.send_ping(Link::Outbound(sibling), MessageType::PONG, now);
             }
-            if !manual {
+            if !asked {
                 return;
             }
         }
         // 3. A worse rank before the request: later.
-        if !self.election.sent && !manual {
+        if !self.election.sent && !asked {
             let rank = self.failover_rank(&master_id);
             if rank > self.election.rank {
                 self.election.time += (rank - self.election.rank) as u64 * 1000;
