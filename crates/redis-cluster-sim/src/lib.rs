@@ -80,6 +80,9 @@ impl Default for Faults {
     }
 }
 
+const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
+
 /// One line of the trace: when, who, what.
 pub type TraceLine = (u64, usize, String);
 
@@ -107,6 +110,8 @@ pub struct Sim {
     /// The network's own randomness, from the seed.
     rng: u64,
     trace: Vec<TraceLine>,
+    /// FNV-1a over every output of every node while tracing is on (see [`Sim::digest`]).
+    digest: u64,
     /// Whether each node runs; a crashed node keeps the nodes.conf it had.
     alive: Vec<bool>,
     saved: Vec<String>,
@@ -167,6 +172,7 @@ impl Sim {
             faults: Faults::default(),
             rng: seed ^ 0x5851_f42d_4c95_7f2d,
             trace: Vec::new(),
+            digest: FNV_OFFSET,
         }
     }
 
@@ -188,6 +194,50 @@ impl Sim {
     /// What happened, in order: deliveries by message type, connections.
     pub fn trace(&self) -> &[TraceLine] {
         &self.trace
+    }
+
+    /// A digest of every output of every node so far, while tracing was on: when, which
+    /// node, and what, with links named by the node at the other end and messages by their
+    /// encoded bytes. Two runs with the same digest sent the same bytes to the same peers at
+    /// the same times, saved the same nodes.conf and reported the same events, however the
+    /// state machine is built inside.
+    pub fn digest(&self) -> u64 {
+        self.digest
+    }
+
+    /// Adds one output to the digest: the time, the node, a tag, then each part with its
+    /// length.
+    fn mix(&mut self, node: usize, tag: &[u8], parts: &[&[u8]]) {
+        if !self.tracing {
+            return;
+        }
+        let mut h = self.digest;
+        let mut eat = |bytes: &[u8]| {
+            for &b in bytes {
+                h = (h ^ u64::from(b)).wrapping_mul(FNV_PRIME);
+            }
+        };
+        eat(&self.now.to_le_bytes());
+        eat(&(node as u64).to_le_bytes());
+        eat(tag);
+        for part in parts {
+            eat(&(part.len() as u64).to_le_bytes());
+            eat(part);
+        }
+        self.digest = h;
+    }
+
+    /// The node at the other end of node `i`'s `link`, as the digest names it.
+    fn peer_of(&self, i: usize, link: Link) -> u64 {
+        let conn = match link {
+            Link::Inbound(conn) => Some(conn),
+            Link::Outbound(id) => self.outbound.get(&(i, id)).copied(),
+        };
+        match conn.and_then(|conn| self.conns.get(&conn)) {
+            Some(c) if c.from == i => c.to as u64,
+            Some(c) => c.from as u64,
+            None => u64::MAX,
+        }
     }
 
     /// A cluster formed the way `redis-cli --cluster create --cluster-replicas R` forms real
@@ -589,6 +639,8 @@ impl Sim {
             match output {
                 Output::Connect { node, ip, cport } => {
                     let target = self.addresses.get(&(ip, cport)).copied();
+                    let to = target.map_or(u64::MAX, |t| t as u64);
+                    self.mix(i, b"connect", &[&to.to_le_bytes()]);
                     match target {
                         Some(to) => {
                             let latency = self.latency();
@@ -608,6 +660,7 @@ impl Sim {
                     }
                 }
                 Output::Send { link, message } => {
+                    let peer = self.peer_of(i, link);
                     let conn = match link {
                         Link::Inbound(conn) => Some(conn),
                         Link::Outbound(id) => self.outbound.get(&(i, id)).copied(),
@@ -621,6 +674,7 @@ impl Sim {
                     bytes.clear();
                     bytes.reserve(message.encoded_len());
                     message.encode(&mut bytes);
+                    self.mix(i, b"send", &[&peer.to_le_bytes(), &bytes]);
                     if self.random() % 1000 < u64::from(self.faults.loss) {
                         self.recycle(bytes);
                         continue;
@@ -638,6 +692,8 @@ impl Sim {
                     self.schedule(latency, Event::Deliver { conn, to, bytes });
                 }
                 Output::Close(link) => {
+                    let peer = self.peer_of(i, link);
+                    self.mix(i, b"close", &[&peer.to_le_bytes()]);
                     let conn = match link {
                         Link::Inbound(conn) => Some(conn),
                         Link::Outbound(id) => self.outbound.get(&(i, id)).copied(),
@@ -654,14 +710,41 @@ impl Sim {
                         self.outbound.insert((i, to), conn);
                     }
                 }
-                Output::SaveConfig | Output::Deliver { .. } => {}
+                Output::SaveConfig => {
+                    if self.tracing {
+                        let text = self.nodes[i].nodes_conf();
+                        self.mix(i, b"save", &[text.as_bytes()]);
+                    }
+                }
+                Output::Deliver {
+                    channel,
+                    message,
+                    sharded,
+                } => {
+                    self.mix(i, b"deliver", &[&channel, &message, &[u8::from(sharded)]]);
+                }
                 Output::Event(event) => {
                     if self.tracing {
+                        let text = event_text(&event);
+                        self.mix(i, b"event", &[text.as_bytes()]);
                         self.trace.push((self.now, i, format!("{event:?}")));
                     }
                 }
             }
         }
         self.schedule_cron(i);
+    }
+}
+
+/// An event as the digest spells it: by name and node id, independent of how `Debug`
+/// prints the types.
+fn event_text(event: &redis_cluster_state::Event) -> String {
+    use redis_cluster_state::Event;
+    match event {
+        Event::StateChanged { ok } => format!("state {ok}"),
+        Event::BecameReplica { master } => format!("replica of {master}"),
+        Event::BecameMaster => "master".into(),
+        Event::NodeFailed { node } => format!("failed {node}"),
+        Event::NodeRecovered { node } => format!("recovered {node}"),
     }
 }
