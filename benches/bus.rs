@@ -35,7 +35,7 @@ fn ping(entries: usize) -> OwnedMessage {
             myip: Vec::new(),
             pport: 0,
             cport: 17000,
-            flags: NodeFlags(0x0111),
+            flags: NodeFlags::MASTER | NodeFlags::MYSELF | NodeFlags::MIGRATE_TO,
             state: 0,
             mflags: [0; 3],
         }),
@@ -47,7 +47,7 @@ fn ping(entries: usize) -> OwnedMessage {
                         .with_ip(b"127.0.0.1")
                         .with_port(7001)
                         .with_cport(17001)
-                        .with_flags(NodeFlags(0x0002))
+                        .with_flags(NodeFlags::REPLICA)
                 }))
                 .with_extensions([
                     OwnedExtension {

@@ -90,7 +90,7 @@ fn ping(c: &mut Criterion) {
         myip: b"127.0.0.1".to_vec(),
         pport: 0,
         cport: sender.cport,
-        flags: NodeFlags(NodeFlags::MASTER.0 | NodeFlags::MYSELF.0),
+        flags: NodeFlags::MASTER | NodeFlags::MYSELF,
         state: 0,
         mflags: [0; 3],
     };

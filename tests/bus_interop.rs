@@ -40,7 +40,7 @@ fn from_fake(kind: MessageType, port: u16, cport: u16) -> Vec<u8> {
             myip: Vec::new(),
             pport: 0,
             cport,
-            flags: NodeFlags(NodeFlags::MASTER.0 | NodeFlags::MYSELF.0),
+            flags: NodeFlags::MASTER | NodeFlags::MYSELF,
             state: 0,
             mflags: [0; 3],
         }),

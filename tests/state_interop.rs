@@ -163,7 +163,7 @@ fn cluster_links_match_a_real_server() {
         myip: b"127.0.0.1".to_vec(),
         pport: 0,
         cport: peer.cport,
-        flags: NodeFlags(NodeFlags::MASTER.0 | NodeFlags::MYSELF.0),
+        flags: NodeFlags::MASTER | NodeFlags::MYSELF,
         state: 0,
         mflags: [0; 3],
     };

@@ -95,60 +95,128 @@ impl fmt::Debug for NodeId {
     }
 }
 
-/// Flags of a node: the sender's own in the header, the sender's view of another node in a
-/// gossip entry (format section 4). Only the low 16 bits travel.
-#[derive(Clone, Copy, Default, PartialEq, Eq, Hash)]
-pub struct NodeFlags(pub u16);
-
-impl NodeFlags {
-    /// A master (Valkey: primary).
-    pub const MASTER: Self = Self(0x0001);
-    /// A replica.
-    pub const REPLICA: Self = Self(0x0002);
-    /// Suspected failed by the sender.
-    pub const PFAIL: Self = Self(0x0004);
-    /// Agreed failed.
-    pub const FAIL: Self = Self(0x0008);
-    /// The sender itself (always in header flags, never in gossip).
-    pub const MYSELF: Self = Self(0x0010);
-    /// Still in handshake.
-    pub const HANDSHAKE: Self = Self(0x0020);
-    /// Address unknown.
-    pub const NOADDR: Self = Self(0x0040);
-    /// The sender still has to MEET this node.
-    pub const MEET: Self = Self(0x0080);
-    /// A master eligible as a replica-migration target.
-    pub const MIGRATE_TO: Self = Self(0x0100);
-    /// `cluster-replica-no-failover yes`.
-    pub const NOFAILOVER: Self = Self(0x0200);
-    /// Redis 8.0+, Valkey 8.0+: the node understands ping extensions.
-    pub const EXTENSIONS_SUPPORTED: Self = Self(0x0400);
-    /// Valkey: the node takes light-header PUBLISH / PUBLISHSHARD.
-    pub const LIGHT_HDR_PUBLISH_SUPPORTED: Self = Self(0x0800);
-    /// Valkey 8.1: the node takes light-header MODULE.
-    pub const LIGHT_HDR_MODULE_SUPPORTED: Self = Self(0x1000);
-
-    /// Whether every bit of `other` is set.
-    pub const fn contains(self, other: Self) -> bool {
-        self.0 & other.0 == other.0
+bitflags::bitflags! {
+    /// Flags of a node: the sender's own in the header, the sender's view of another node in
+    /// a gossip entry (format section 4). Only the low 16 bits travel; bits this crate has no
+    /// name for are kept ([`NodeFlags::from_bits_retain`]) and written back as they came.
+    ///
+    /// `Debug` names the bits (`NodeFlags(MASTER | MYSELF)`); `Display` writes the flags
+    /// field of a `CLUSTER NODES` line, as the server does:
+    ///
+    /// ```
+    /// use redis_cluster_bus::NodeFlags;
+    ///
+    /// let flags = NodeFlags::MYSELF | NodeFlags::MASTER | NodeFlags::EXTENSIONS_SUPPORTED;
+    /// assert_eq!(flags.to_string(), "myself,master");
+    /// assert_eq!(format!("{flags:?}"), "NodeFlags(MASTER | MYSELF | EXTENSIONS_SUPPORTED)");
+    /// assert_eq!(NodeFlags::empty().to_string(), "noflags");
+    /// assert_eq!(
+    ///     NodeFlags::from_cluster_nodes("slave,fail?"),
+    ///     Some(NodeFlags::REPLICA | NodeFlags::PFAIL)
+    /// );
+    /// // A bit of a newer server survives, named by its value.
+    /// let newer = NodeFlags::from_bits_retain(0x8001);
+    /// assert_eq!(newer.bits(), 0x8001);
+    /// assert_eq!(format!("{newer:?}"), "NodeFlags(MASTER | 0x8000)");
+    /// ```
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+    pub struct NodeFlags: u16 {
+        /// A master (Valkey: primary).
+        const MASTER = 0x0001;
+        /// A replica.
+        const REPLICA = 0x0002;
+        /// Suspected failed by the sender.
+        const PFAIL = 0x0004;
+        /// Agreed failed.
+        const FAIL = 0x0008;
+        /// The sender itself (always in header flags, never in gossip).
+        const MYSELF = 0x0010;
+        /// Still in handshake.
+        const HANDSHAKE = 0x0020;
+        /// Address unknown.
+        const NOADDR = 0x0040;
+        /// The sender still has to MEET this node.
+        const MEET = 0x0080;
+        /// A master eligible as a replica-migration target.
+        const MIGRATE_TO = 0x0100;
+        /// `cluster-replica-no-failover yes`.
+        const NOFAILOVER = 0x0200;
+        /// Redis 8.0+, Valkey 8.0+: the node understands ping extensions.
+        const EXTENSIONS_SUPPORTED = 0x0400;
+        /// Valkey: the node takes light-header PUBLISH / PUBLISHSHARD.
+        const LIGHT_HDR_PUBLISH_SUPPORTED = 0x0800;
+        /// Valkey 8.1: the node takes light-header MODULE.
+        const LIGHT_HDR_MODULE_SUPPORTED = 0x1000;
+        // Every other bit is a newer server's: kept, not dropped.
+        const _ = !0;
     }
 }
 
-/// Byte 0 of the header's `mflags` (format section 5).
-#[derive(Clone, Copy, Default, PartialEq, Eq, Hash)]
-pub struct MessageFlags(pub u8);
+/// The flags a `CLUSTER NODES` line shows, with their names, in the server's fixed order;
+/// the other bits do not appear there.
+const CLUSTER_NODES_NAMES: [(NodeFlags, &str); 8] = [
+    (NodeFlags::MYSELF, "myself"),
+    (NodeFlags::MASTER, "master"),
+    (NodeFlags::REPLICA, "slave"),
+    (NodeFlags::PFAIL, "fail?"),
+    (NodeFlags::FAIL, "fail"),
+    (NodeFlags::HANDSHAKE, "handshake"),
+    (NodeFlags::NOADDR, "noaddr"),
+    (NodeFlags::NOFAILOVER, "nofailover"),
+];
 
-impl MessageFlags {
-    /// The sender is a master paused for a manual failover.
-    pub const PAUSED: Self = Self(0x01);
-    /// On a FAILOVER_AUTH_REQUEST: vote even though the master is up.
-    pub const FORCEACK: Self = Self(0x02);
-    /// Extensions present or supported (the exact rule differs per server version).
-    pub const EXT_DATA: Self = Self(0x04);
+impl NodeFlags {
+    /// The flags of a `CLUSTER NODES` / nodes.conf flags field (`myself,master`, `slave`,
+    /// `noflags`), or `None` when a name is not one the server writes (Valkey writes
+    /// `master` and `slave` there too).
+    pub fn from_cluster_nodes(field: &str) -> Option<Self> {
+        let mut flags = Self::empty();
+        for name in field.split(',') {
+            flags |= match name {
+                "noflags" => Self::empty(),
+                _ => CLUSTER_NODES_NAMES
+                    .iter()
+                    .find(|(_, n)| *n == name)
+                    .map(|&(flag, _)| flag)?,
+            };
+        }
+        Some(flags)
+    }
+}
 
-    /// Whether every bit of `other` is set.
-    pub const fn contains(self, other: Self) -> bool {
-        self.0 & other.0 == other.0
+impl fmt::Display for NodeFlags {
+    /// The flags field of a `CLUSTER NODES` line: the names it shows, comma-separated, in the
+    /// server's order, or `noflags`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut any = false;
+        for (flag, name) in CLUSTER_NODES_NAMES {
+            if self.contains(flag) {
+                if any {
+                    f.write_str(",")?;
+                }
+                f.write_str(name)?;
+                any = true;
+            }
+        }
+        if !any {
+            f.write_str("noflags")?;
+        }
+        Ok(())
+    }
+}
+
+bitflags::bitflags! {
+    /// Byte 0 of the header's `mflags` (format section 5); unknown bits are kept.
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+    pub struct MessageFlags: u8 {
+        /// The sender is a master paused for a manual failover.
+        const PAUSED = 0x01;
+        /// On a FAILOVER_AUTH_REQUEST: vote even though the master is up.
+        const FORCEACK = 0x02;
+        /// Extensions present or supported (the exact rule differs per server version).
+        const EXT_DATA = 0x04;
+        // Every other bit is a newer server's: kept, not dropped.
+        const _ = !0;
     }
 }
 
@@ -231,17 +299,5 @@ impl fmt::Debug for MessageType {
             Some(name) => f.write_str(name),
             None => write!(f, "MessageType({:#06x})", self.0),
         }
-    }
-}
-
-impl fmt::Debug for NodeFlags {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "NodeFlags({:#06x})", self.0)
-    }
-}
-
-impl fmt::Debug for MessageFlags {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "MessageFlags({:#04x})", self.0)
     }
 }

@@ -20,7 +20,7 @@ use crate::codes::{NodeFlags, NodeId};
 /// use redis_cluster_bus::{Dialect, ExtensionType, NodeFlags};
 ///
 /// assert_eq!(Dialect::of_sender(NodeFlags::MASTER), Dialect::Redis);
-/// let valkey = NodeFlags(NodeFlags::MASTER.0 | NodeFlags::LIGHT_HDR_PUBLISH_SUPPORTED.0);
+/// let valkey = NodeFlags::MASTER | NodeFlags::LIGHT_HDR_PUBLISH_SUPPORTED;
 /// assert_eq!(Dialect::of_sender(valkey), Dialect::Valkey);
 /// assert_eq!(ExtensionType(4).name_in(Dialect::Redis), Some("internal_secret"));
 /// assert_eq!(ExtensionType(4).name_in(Dialect::Valkey), Some("client_ipv4"));
@@ -39,8 +39,8 @@ impl Dialect {
     /// 8.0 node reads as Redis: its client addresses then stay raw, and re-encode exactly.
     pub const fn of_sender(flags: NodeFlags) -> Self {
         let light =
-            NodeFlags::LIGHT_HDR_PUBLISH_SUPPORTED.0 | NodeFlags::LIGHT_HDR_MODULE_SUPPORTED.0;
-        if flags.0 & light != 0 {
+            NodeFlags::LIGHT_HDR_PUBLISH_SUPPORTED.union(NodeFlags::LIGHT_HDR_MODULE_SUPPORTED);
+        if flags.intersects(light) {
             Self::Valkey
         } else {
             Self::Redis

@@ -69,7 +69,7 @@ impl<'a> GossipEntry<'a> {
     /// The sender's flags for that node.
     #[inline]
     pub fn flags(self) -> NodeFlags {
-        NodeFlags(u16::from_be_bytes(self.array(98)))
+        NodeFlags::from_bits_retain(u16::from_be_bytes(self.array(98)))
     }
 
     /// The node's secondary client port.
@@ -172,7 +172,7 @@ impl OwnedGossip {
     /// The sender's flags for the node.
     #[inline]
     pub fn with_flags(self, flags: NodeFlags) -> Self {
-        self.with(98, flags.0.to_be_bytes())
+        self.with(98, flags.bits().to_be_bytes())
     }
 
     /// The node's secondary client port.

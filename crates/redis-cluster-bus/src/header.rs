@@ -196,7 +196,7 @@ impl<'a> Header<'a> {
     /// The sender's own node flags.
     #[inline]
     pub fn flags(self) -> NodeFlags {
-        NodeFlags(self.u16_at(at::FLAGS))
+        NodeFlags::from_bits_retain(self.u16_at(at::FLAGS))
     }
 
     /// The sender's view of the cluster: 0 ok, 1 fail.
@@ -214,7 +214,7 @@ impl<'a> Header<'a> {
     /// `mflags[0]`.
     #[inline]
     pub fn message_flags(self) -> MessageFlags {
-        MessageFlags(self.mflags()[0])
+        MessageFlags::from_bits_retain(self.mflags()[0])
     }
 }
 
@@ -294,13 +294,13 @@ impl OwnedHeader {
         out.extend_from_slice(&extensions.to_be_bytes());
         // The 30 reserved bytes before pport.
         out.extend_from_slice(&[0; at::PPORT - at::EXTENSIONS - 2]);
-        for n in [self.pport, self.cport, self.flags.0] {
+        for n in [self.pport, self.cport, self.flags.bits()] {
             out.extend_from_slice(&n.to_be_bytes());
         }
         out.push(self.state);
         let mut mflags = self.mflags;
         if extensions > 0 {
-            mflags[0] |= MessageFlags::EXT_DATA.0;
+            mflags[0] |= MessageFlags::EXT_DATA.bits();
         }
         out.extend_from_slice(&mflags);
     }

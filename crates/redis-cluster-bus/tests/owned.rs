@@ -76,7 +76,7 @@ fn gossip() -> impl Strategy<Value = OwnedGossip> {
                     .with_ip(&ip)
                     .with_port(port)
                     .with_cport(cport)
-                    .with_flags(NodeFlags(flags))
+                    .with_flags(NodeFlags::from_bits_retain(flags))
                     .with_pport(pport)
             },
         )
@@ -110,7 +110,7 @@ fn header() -> impl Strategy<Value = OwnedHeader> {
                 myip,
                 pport,
                 cport,
-                flags: NodeFlags(flags),
+                flags: NodeFlags::from_bits_retain(flags),
                 state,
                 mflags,
             },

@@ -123,7 +123,11 @@ fn real_messages_frame_and_their_headers_read_as_the_manifest_says() {
             assert_eq!(header.offset(), uint(entry, "offset"), "{what}");
             assert_eq!(header.sender(), node_id(text(entry, "sender")), "{what}");
             assert_eq!(header.myip(), text(entry, "sender_ip").as_bytes(), "{what}");
-            assert_eq!(u64::from(header.flags().0), uint(entry, "flags"), "{what}");
+            assert_eq!(
+                u64::from(header.flags().bits()),
+                uint(entry, "flags"),
+                "{what}"
+            );
             assert_eq!(u64::from(header.state()), uint(entry, "state"), "{what}");
             let mflags: Vec<u64> = field(entry, "mflags")
                 .as_array()
@@ -189,7 +193,11 @@ fn check_body(message: &Message<'_>, entry: &Value, what: &str) {
                 assert_eq!(u64::from(ours.port()), uint(theirs, "port"), "{what}");
                 assert_eq!(u64::from(ours.cport()), uint(theirs, "cport"), "{what}");
                 assert_eq!(u64::from(ours.pport()), uint(theirs, "pport"), "{what}");
-                assert_eq!(u64::from(ours.flags().0), uint(theirs, "flags"), "{what}");
+                assert_eq!(
+                    u64::from(ours.flags().bits()),
+                    uint(theirs, "flags"),
+                    "{what}"
+                );
                 assert_eq!(u64::from(ours.ping_sent()), uint(theirs, "ping_sent"));
                 assert_eq!(
                     u64::from(ours.pong_received()),

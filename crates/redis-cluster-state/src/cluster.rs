@@ -150,7 +150,7 @@ impl ClusterNode {
         me.cport = config.cport;
         me.pport = config.pport;
         me.hostname = config.hostname.clone();
-        me.flags = NodeFlags(NodeFlags::MYSELF.0 | NodeFlags::MASTER.0);
+        me.flags = NodeFlags::MYSELF | NodeFlags::MASTER;
         if config.replica_no_failover {
             me.set(NodeFlags::NOFAILOVER, true);
         }

@@ -323,10 +323,10 @@ impl ClusterNode {
         let me = self.myself();
         let mut flags = 0;
         if me.is_master() && self.manual.replica.is_some() {
-            flags |= redis_cluster_bus::MessageFlags::PAUSED.0;
+            flags |= redis_cluster_bus::MessageFlags::PAUSED.bits();
         }
         if me.is_replica() && self.manual.end != 0 {
-            flags |= redis_cluster_bus::MessageFlags::FORCEACK.0;
+            flags |= redis_cluster_bus::MessageFlags::FORCEACK.bits();
         }
         [flags, 0, 0]
     }

@@ -225,7 +225,7 @@ impl Node {
             cport: 0,
             pport: 0,
             hostname: None,
-            flags: NodeFlags(0),
+            flags: NodeFlags::empty(),
             master: None,
             config_epoch: 0,
             ping_sent: 0,
@@ -279,11 +279,7 @@ impl Node {
     }
 
     pub(crate) fn set(&mut self, flag: NodeFlags, on: bool) {
-        if on {
-            self.flags.0 |= flag.0;
-        } else {
-            self.flags.0 &= !flag.0;
-        }
+        self.flags.set(flag, on);
     }
 }
 

@@ -12,18 +12,6 @@ use crate::{
     node::{Node, NodeIp},
 };
 
-/// The flags of a `CLUSTER NODES` line, in the server's fixed order.
-const FLAG_NAMES: [(NodeFlags, &str); 8] = [
-    (NodeFlags::MYSELF, "myself"),
-    (NodeFlags::MASTER, "master"),
-    (NodeFlags::REPLICA, "slave"),
-    (NodeFlags::PFAIL, "fail?"),
-    (NodeFlags::FAIL, "fail"),
-    (NodeFlags::HANDSHAKE, "handshake"),
-    (NodeFlags::NOADDR, "noaddr"),
-    (NodeFlags::NOFAILOVER, "nofailover"),
-];
-
 /// Why a nodes.conf could not be loaded (the server stops with "Unrecoverable error:
 /// corrupted cluster config file.").
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -82,20 +70,7 @@ impl ClusterNode {
         } else if !hostname.is_empty() {
             let _ = write!(out, ",{hostname}");
         }
-        out.push(' ');
-        let mut any = false;
-        for (flag, name) in FLAG_NAMES {
-            if node.flags.contains(flag) {
-                if any {
-                    out.push(',');
-                }
-                out.push_str(name);
-                any = true;
-            }
-        }
-        if !any {
-            out.push_str("noflags");
-        }
+        let _ = write!(out, " {}", node.flags);
         match &node.master {
             Some(master) if node.is_replica() => {
                 let _ = write!(out, " {master}");
@@ -196,17 +171,8 @@ impl ClusterNode {
             };
             from_file.insert(id);
             parse_address(fields[1], &mut node).ok_or_else(|| bad("bad address"))?;
-            node.flags = NodeFlags(0);
-            for flag in fields[2].split(',') {
-                if flag == "noflags" {
-                    continue;
-                }
-                let (bit, _) = FLAG_NAMES
-                    .iter()
-                    .find(|(_, name)| *name == flag)
-                    .ok_or_else(|| bad("unknown flag"))?;
-                node.set(*bit, true);
-            }
+            node.flags =
+                NodeFlags::from_cluster_nodes(fields[2]).ok_or_else(|| bad("unknown flag"))?;
             node.master = match fields[3] {
                 "-" => None,
                 master => {

@@ -120,7 +120,7 @@ fn no_pong_time_from_the_future_or_from_a_failing_entry() {
     assert_eq!(pong_of(&node, C), 151_000);
     // An entry that says PFAIL or FAIL gives nothing.
     for flag in [NodeFlags::PFAIL, NodeFlags::FAIL] {
-        let flags = NodeFlags(NodeFlags::MASTER.0 | flag.0);
+        let flags = NodeFlags::MASTER | flag;
         gossip(&mut node, entry(C, 7002, 160, flags), 170_000);
         assert_eq!(pong_of(&node, C), 151_000);
     }
@@ -139,7 +139,7 @@ fn no_pong_time_while_a_ping_is_in_flight_or_a_report_is_valid() {
 
     // D: B (a master) reports it PFAIL at 200 s; the report holds for 2 × the timeout.
     let mut node = fixture("master");
-    let pfail = NodeFlags(NodeFlags::MASTER.0 | NodeFlags::PFAIL.0);
+    let pfail = NodeFlags::MASTER | NodeFlags::PFAIL;
     gossip(&mut node, entry(D, 7003, 190, pfail), 200_000);
     assert_eq!(node.failure_reports(&id(D), 200_000), 1);
     let before = pong_of(&node, D);
@@ -193,7 +193,7 @@ fn a_healthy_node_keeps_its_address_and_a_failing_entry_moves_nothing() {
     assert!(!outputs.iter().any(|o| matches!(o, Output::Close(_))));
     // Failing from our side, but the entry says failing too.
     let mut node = fixture("master,fail?");
-    let pfail = NodeFlags(NodeFlags::MASTER.0 | NodeFlags::PFAIL.0);
+    let pfail = NodeFlags::MASTER | NodeFlags::PFAIL;
     gossip(&mut node, entry(D, 7013, 150, pfail), 150_700);
     assert_eq!(node.node(&id(D)).expect("known").port, 7003);
 }

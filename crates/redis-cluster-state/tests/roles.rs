@@ -41,7 +41,7 @@ fn ping(
     let mut header = support::master_header(id(sender), port, 5, 5, myslots);
     if let Some(master) = master {
         header.replicaof = id(master);
-        header.flags = NodeFlags(NodeFlags::REPLICA.0 | NodeFlags::MYSELF.0);
+        header.flags = NodeFlags::REPLICA | NodeFlags::MYSELF;
     }
     support::ping_from(node, header);
     let mut saved = false;

@@ -55,7 +55,7 @@ pub fn master_header(
         myip: b"127.0.0.1".to_vec(),
         pport: 0,
         cport: port + 10000,
-        flags: NodeFlags(NodeFlags::MASTER.0 | NodeFlags::MYSELF.0),
+        flags: NodeFlags::MASTER | NodeFlags::MYSELF,
         state: 0,
         mflags: [0; 3],
     }
@@ -108,7 +108,7 @@ fn pong_of(node: &ClusterNode, id: &NodeId) -> Vec<u8> {
         myip: peer.ip.as_bytes().to_vec(),
         pport: peer.pport,
         cport: peer.cport,
-        flags: NodeFlags(peer.flags.0 | NodeFlags::MYSELF.0),
+        flags: peer.flags | NodeFlags::MYSELF,
         state: 0,
         mflags: [0; 3],
     };
