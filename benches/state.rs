@@ -16,7 +16,7 @@ use redis_cluster_proto::bus::{
 };
 use redis_cluster_proto::hash_slot::{Slot, key_slot};
 use redis_cluster_proto::route::{ReadFrom, SlotMap};
-use redis_cluster_proto::state::{ClusterNode, Config, Link, Request};
+use redis_cluster_proto::state::{ClusterNode, Config, Instant, Link, Request};
 
 fn id(i: usize) -> String {
     format!(
@@ -46,8 +46,8 @@ fn layout(nodes: usize) -> String {
 
 fn route(c: &mut Criterion) {
     let text = layout(3);
-    let node =
-        ClusterNode::from_nodes_conf(Config::new("127.0.0.1", 7000), &text, 0).expect("layout");
+    let node = ClusterNode::from_nodes_conf(Config::new("127.0.0.1", 7000), &text, Instant::ZERO)
+        .expect("layout");
     let map = SlotMap::from_cluster_nodes(&text).expect("layout");
     let mut group = c.benchmark_group("route");
     for (name, key) in [("served", &b"bar"[..]), ("moved", &b"foo"[..])] {
@@ -72,8 +72,8 @@ fn route(c: &mut Criterion) {
 
 fn ping(c: &mut Criterion) {
     let text = layout(101);
-    let base =
-        ClusterNode::from_nodes_conf(Config::new("127.0.0.1", 7000), &text, 0).expect("layout");
+    let base = ClusterNode::from_nodes_conf(Config::new("127.0.0.1", 7000), &text, Instant::ZERO)
+        .expect("layout");
     // A PING from node 1 with every other node as a gossip entry.
     let sender = base
         .node(&NodeId(id(1).as_bytes().try_into().expect("40")))
@@ -129,7 +129,12 @@ fn ping(c: &mut Criterion) {
         |b| {
             b.iter(|| {
                 let message = Message::decode(black_box(&wire)).expect("a PING");
-                node.handle_message(Link::Inbound(1), "127.0.0.1", &message, 1_000);
+                node.handle_message(
+                    Link::Inbound(1),
+                    "127.0.0.1",
+                    &message,
+                    Instant::from_millis(1_000),
+                );
                 let reply = node.poll_output().expect("a PONG");
                 assert!(node.poll_output().is_none());
                 black_box(reply);

@@ -9,7 +9,7 @@ use redis_cluster_proto::bus::{
 };
 use redis_cluster_proto::hash_slot::{Slot, SlotRange};
 use redis_cluster_proto::resp::Frame;
-use redis_cluster_proto::state::{ClusterNode, Config, Link, LinkStats, Protocol};
+use redis_cluster_proto::state::{ClusterNode, Config, Instant, Link, LinkStats, Protocol};
 use support::RedisServer;
 
 const OTHER: &str = "0123456789abcdef0123456789abcdef01234567";
@@ -24,15 +24,18 @@ fn ours(port: u16, bus_port: u16) -> ClusterNode {
     );
     // Our node: slots 0-8191, config epoch 5, knowing a master that holds the rest.
     let mut node = ClusterNode::new(config.clone());
-    node.add_slots(SlotRange::new(Slot::new(0).unwrap(), Slot::new(8191).unwrap()).unwrap())
-        .expect("free");
+    node.add_slots(
+        SlotRange::new(Slot::new(0).unwrap(), Slot::new(8191).unwrap()).unwrap(),
+        Instant::ZERO,
+    )
+    .expect("free");
     node.set_config_epoch(5).expect("alone");
     let text = format!(
         "{}{other}",
         node.nodes_conf()
             .replace("vars currentEpoch 5 lastVoteEpoch 0\n", "")
     );
-    ClusterNode::from_nodes_conf(config, &text, 0).expect("our own text loads")
+    ClusterNode::from_nodes_conf(config, &text, Instant::ZERO).expect("our own text loads")
 }
 
 fn text(frame: Frame) -> String {
@@ -72,7 +75,8 @@ fn a_real_server_starts_from_our_nodes_conf() {
     assert_eq!(text(client.command(&[b"CLUSTER", b"SAVECONFIG"])), "OK");
     let saved = std::fs::read_to_string(server.dir().join("nodes.conf")).expect("nodes.conf");
     let config = node.config().clone();
-    let back = ClusterNode::from_nodes_conf(config, &saved, 0).expect("the server's file loads");
+    let back = ClusterNode::from_nodes_conf(config, &saved, Instant::ZERO)
+        .expect("the server's file loads");
     assert_eq!(back.myself().id, node.myself().id);
     assert_eq!(back.myself().slots, node.myself().slots);
     assert_eq!(back.current_epoch(), 9);
@@ -147,10 +151,11 @@ fn cluster_links_match_a_real_server() {
     let nodes = text(client.command(&[b"CLUSTER", b"NODES"]));
     let mut config = Config::new("127.0.0.1", a.port());
     config.cport = a.bus_port();
-    let mut ours = ClusterNode::from_nodes_conf(config, &nodes, 1).expect("CLUSTER NODES loads");
+    let mut ours = ClusterNode::from_nodes_conf(config, &nodes, Instant::from_millis(1))
+        .expect("CLUSTER NODES loads");
     let b_id = text(b.client().command(&[b"CLUSTER", b"MYID"]));
     let b_id = NodeId(b_id.as_bytes().try_into().unwrap());
-    ours.handle_link_up(&b_id, 2);
+    ours.handle_link_up(&b_id, Instant::from_millis(2));
     let peer = ours.node(&b_id).expect("B is known").clone();
     let header = OwnedHeader {
         port: peer.port,
@@ -170,7 +175,12 @@ fn cluster_links_match_a_real_server() {
     let mut wire = Vec::new();
     OwnedMessage::new(MessageType::PING, header, OwnedPing::default()).encode(&mut wire);
     let message = Message::decode(&wire).expect("a PING");
-    ours.handle_message(Link::Inbound(5), "127.0.0.1", &message, 3);
+    ours.handle_message(
+        Link::Inbound(5),
+        "127.0.0.1",
+        &message,
+        Instant::from_millis(3),
+    );
 
     for (protocol, real) in [(Protocol::Resp2, &links), (Protocol::Resp3, &links3)] {
         let Frame::Array(entries) = real else {

@@ -213,8 +213,12 @@ pub(crate) fn topology(addr: &str) -> io::Result<(Vec<Master>, Vec<Option<usize>
 
 /// A node's `CLUSTER NODES` read as the state crate reads a nodes.conf.
 fn parse_view(host: &str, port: u16, nodes: &str) -> io::Result<ClusterNode> {
-    ClusterNode::from_nodes_conf(Config::new(host, port), nodes, 0)
-        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("{host}:{port}: {e}")))
+    ClusterNode::from_nodes_conf(
+        Config::new(host, port),
+        nodes,
+        redis_cluster_proto::state::Instant::ZERO,
+    )
+    .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("{host}:{port}: {e}")))
 }
 
 impl Master {

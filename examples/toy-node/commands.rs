@@ -16,7 +16,7 @@ use redis_cluster_proto::resp::{Frame, errors};
 use redis_cluster_proto::route::{
     AclCategories, CommandFlags, CommandSpec, CommandTable, Keys, glob_match as glob,
 };
-use redis_cluster_proto::state::{Protocol, Request};
+use redis_cluster_proto::state::{Instant, Protocol, Request};
 
 use crate::db::{Db, Entry, Fields, Value, integer};
 use crate::dump::{dump, restore as undump};
@@ -248,7 +248,7 @@ pub(crate) fn run(node: &mut Node, client: &mut Client, args: &[&[u8]], now: u64
     // 10-manual-failover found it, its lists short of an element).
     let paused =
         may_replicate(spec) || name == "exec" && client.multi.as_ref().is_some_and(|q| writes(q));
-    if paused && node.cluster.writes_paused(now) {
+    if paused && node.cluster.writes_paused(Instant::from_unix_millis(now)) {
         return Outcome::Block { deadline: None };
     }
     // CLIENT PAUSE: every command (ALL) or the writes (WRITE) wait; CLIENT itself runs, so
@@ -1359,9 +1359,12 @@ fn cluster(node: &mut Node, client: &Client, sub: &[u8], args: &[&[u8]], now: u6
             full.extend_from_slice(args);
             let db = &node.db;
             node.cluster
-                .cluster_command(&full, client.protocol(), now, |slot: Slot| {
-                    db.count_in_slot(u16::from(slot)) as u64
-                })
+                .cluster_command(
+                    &full,
+                    client.protocol(),
+                    Instant::from_unix_millis(now),
+                    |slot: Slot| db.count_in_slot(u16::from(slot)) as u64,
+                )
                 .unwrap_or_else(|| {
                     error(&format!(
                         "ERR the toy node does not implement 'cluster|{}'",

@@ -12,7 +12,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use bytes::{Bytes, BytesMut};
 use redis_cluster_proto::bus::{Framed, Framer, Message, NodeId};
 use redis_cluster_proto::resp::{Decoder, Frame, encode, encode_command};
-use redis_cluster_proto::state::{ClusterNode, Config, EndpointType, Link, LinkStats, Output};
+use redis_cluster_proto::state::{
+    ClusterNode, Config, EndpointType, Instant, Link, LinkStats, Output,
+};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc::error::TrySendError;
@@ -340,7 +342,8 @@ fn drain(shared: &Shared, node: &mut Node) {
             if removed {
                 let text = format!("{link:?}: the peer does not read, link closed");
                 node.log.write(Level::Warning, &text);
-                node.cluster.handle_link_down(link, now());
+                node.cluster
+                    .handle_link_down(link, Instant::from_unix_millis(now()));
             }
         }
     }
@@ -558,7 +561,8 @@ async fn connect(shared: Shared, id: NodeId, ip: String, cport: u16) {
     .await;
     let Ok(Ok(stream)) = stream else {
         let mut node = lock(&shared);
-        node.cluster.handle_link_down(Link::Outbound(id), now());
+        node.cluster
+            .handle_link_down(Link::Outbound(id), Instant::from_unix_millis(now()));
         pump_and_wake(&shared, &mut node);
         return;
     };
@@ -568,7 +572,8 @@ async fn connect(shared: Shared, id: NodeId, ip: String, cport: u16) {
         let serial = node.next_serial();
         let (writer, queue) = LinkWriter::new(serial);
         node.outbound.insert(id, writer);
-        node.cluster.handle_link_up(&id, now());
+        node.cluster
+            .handle_link_up(&id, Instant::from_unix_millis(now()));
         pump_and_wake(&shared, &mut node);
         (serial, queue)
     };
@@ -630,7 +635,12 @@ async fn run_link(
                         break 'read; // the server frees a link that sends garbage
                     };
                     let mut node = lock(&shared);
-                    node.cluster.handle_message(link, &peer, &message, now());
+                    node.cluster.handle_message(
+                        link,
+                        &peer,
+                        &message,
+                        Instant::from_unix_millis(now()),
+                    );
                     pump_and_wake(&shared, &mut node);
                     // A link to a handshake node is now keyed by the node's real id.
                     if let Link::Outbound(id) = link {
@@ -666,7 +676,8 @@ async fn run_link(
             node.inbound.remove(&conn);
         }
     }
-    node.cluster.handle_link_down(link, now());
+    node.cluster
+        .handle_link_down(link, Instant::from_unix_millis(now()));
     pump_and_wake(&shared, &mut node);
 }
 
@@ -701,11 +712,12 @@ async fn run_timer(shared: Shared) {
         let wait = {
             let mut node = lock(&shared);
             let now = now();
-            node.cluster.handle_timeout(now);
+            node.cluster.handle_timeout(Instant::from_unix_millis(now));
             crate::replication::ping_replicas(&mut node, now);
             pump(&shared, &mut node);
             node.cluster
                 .poll_timeout()
+                .as_millis()
                 .saturating_sub(now)
                 .clamp(1, 100)
         };
@@ -1216,7 +1228,8 @@ impl Drop for Blocked {
 /// again after each CONFIG SET.
 pub(crate) fn cluster_config(settings: &Settings, mut config: Config) -> Config {
     let number = |name: &str| u64::try_from(settings.number(name)).unwrap_or(0);
-    config.node_timeout = number("cluster-node-timeout");
+    config.node_timeout =
+        redis_cluster_proto::state::Duration::from_millis(number("cluster-node-timeout"));
     let host = settings.get("cluster-announce-hostname").unwrap_or("");
     config.hostname = (!host.is_empty()).then(|| host.to_string());
     config.require_full_coverage = settings.flag("cluster-require-full-coverage");
@@ -1319,17 +1332,19 @@ pub(crate) async fn start(options: &Options) -> Result<Handle, String> {
     let config = cluster_config(&options.settings, config);
     let conf_path = options.conf_path();
     let cluster = match std::fs::read_to_string(&conf_path) {
-        Ok(text) => match ClusterNode::from_nodes_conf(config, &text, now()) {
-            Ok(cluster) => {
-                let text = format!(
-                    "Node configuration loaded, I'm {:.40}",
-                    cluster.myself().id.to_string()
-                );
-                log.write(Level::Notice, &text);
-                cluster
+        Ok(text) => {
+            match ClusterNode::from_nodes_conf(config, &text, Instant::from_unix_millis(now())) {
+                Ok(cluster) => {
+                    let text = format!(
+                        "Node configuration loaded, I'm {:.40}",
+                        cluster.myself().id.to_string()
+                    );
+                    log.write(Level::Notice, &text);
+                    cluster
+                }
+                Err(e) => return Err(format!("{}: {e}", conf_path.display())),
             }
-            Err(e) => return Err(format!("{}: {e}", conf_path.display())),
-        },
+        }
         Err(_) => {
             let cluster = ClusterNode::new(config);
             let id = cluster.myself().id;

@@ -6,7 +6,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use redis_cluster_bus::{Framed, Framer, Message, NodeId};
-use redis_cluster_state::{ClusterNode, Config, Link};
+use redis_cluster_state::{ClusterNode, Config, Instant, Link};
 use redis_hash_slot::Slot;
 
 const A: &str = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
@@ -20,10 +20,14 @@ fn node() -> ClusterNode {
          {C} 10.0.0.3:7002@17002 slave {B} 0 0 2 connected\n\
          vars currentEpoch 2 lastVoteEpoch 0\n"
     );
-    let mut node = ClusterNode::from_nodes_conf(Config::new("10.0.0.1", 7000), &text, 0)
-        .expect("a valid view");
+    let mut node =
+        ClusterNode::from_nodes_conf(Config::new("10.0.0.1", 7000), &text, Instant::ZERO)
+            .expect("a valid view");
     for id in [B, C] {
-        node.handle_link_up(&NodeId(id.as_bytes().try_into().expect("40")), 0);
+        node.handle_link_up(
+            &NodeId(id.as_bytes().try_into().expect("40")),
+            Instant::ZERO,
+        );
     }
     node
 }
@@ -35,7 +39,7 @@ fuzz_target!(|input: &[u8]| {
     let mut now = 0u64;
     while let Some((&control, stream)) = rest.split_first() {
         now += u64::from(control) * 10;
-        node.handle_timeout(now);
+        node.handle_timeout(Instant::from_millis(now));
         let Ok(Framed::Message(len)) = framer.frame(stream) else {
             break;
         };
@@ -49,7 +53,7 @@ fuzz_target!(|input: &[u8]| {
             1 => Link::Outbound(NodeId(B.as_bytes().try_into().expect("40"))),
             _ => Link::Outbound(NodeId(C.as_bytes().try_into().expect("40"))),
         };
-        node.handle_message(link, "10.0.0.9", &message, now);
+        node.handle_message(link, "10.0.0.9", &message, Instant::from_millis(now));
         while node.poll_output().is_some() {}
     }
     for n in 0..16384 {

@@ -21,7 +21,7 @@ use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, HashMap};
 
 use redis_cluster_bus::{Message, NodeId};
-use redis_cluster_state::{ClusterNode, Config, Link, Output};
+use redis_cluster_state::{ClusterNode, Config, Duration, Instant, Link, Output};
 
 /// The node timeout the simulated nodes use unless told otherwise (ms).
 pub const NODE_TIMEOUT: u64 = 5_000;
@@ -138,7 +138,7 @@ impl Sim {
         let nodes: Vec<ClusterNode> = (0..n)
             .map(|i| {
                 let mut config = Config::new("127.0.0.1", 7000 + i as u16);
-                config.node_timeout = NODE_TIMEOUT;
+                config.node_timeout = Duration::from_millis(NODE_TIMEOUT);
                 config.seed = seed.wrapping_mul(1_000_003).wrapping_add(i as u64);
                 tune(i, &mut config);
                 ClusterNode::new(config)
@@ -258,7 +258,7 @@ impl Sim {
             let end = ((i + 1) * 16384 / masters - 1) as u16;
             let slots = (start..=end).filter_map(redis_hash_slot::Slot::new);
             sim.nodes[i]
-                .add_slots(slots)
+                .add_slots(slots, Instant::ZERO)
                 .expect("fresh nodes own no slot");
         }
         for i in 0..n {
@@ -280,7 +280,7 @@ impl Sim {
         for replica in masters..n {
             let master = sim.nodes[(replica - masters) % masters].myself().id;
             sim.nodes[replica]
-                .replicate(&master)
+                .replicate(&master, Instant::from_millis(sim.now))
                 .expect("the master is known by now");
         }
         sim.run_for(5_000);
@@ -335,7 +335,9 @@ impl Sim {
                 ));
             }
         }
-        let mut sim = Self::with_config(n, seed, |_, config| config.node_timeout = node_timeout);
+        let mut sim = Self::with_config(n, seed, |_, config| {
+            config.node_timeout = Duration::from_millis(node_timeout)
+        });
         for i in 0..n {
             let mut text = String::new();
             for (j, line) in lines.iter().enumerate() {
@@ -353,7 +355,7 @@ impl Sim {
             }
             text.push_str(&format!("vars currentEpoch {masters} lastVoteEpoch 0\n"));
             let config = sim.nodes[i].config().clone();
-            sim.nodes[i] = ClusterNode::from_nodes_conf(config, &text, 0)
+            sim.nodes[i] = ClusterNode::from_nodes_conf(config, &text, Instant::ZERO)
                 .expect("the layout is a valid nodes.conf");
         }
         // The processes start one by one, about a millisecond apart: all at once, a
@@ -390,10 +392,11 @@ impl Sim {
         for (conn, c) in dropped {
             self.remove_conn(conn);
             if c.from != i {
-                self.nodes[c.from].handle_link_down(Link::Outbound(c.key), now);
+                self.nodes[c.from]
+                    .handle_link_down(Link::Outbound(c.key), Instant::from_millis(now));
                 self.drain(c.from);
             } else {
-                self.nodes[c.to].handle_link_down(Link::Inbound(conn), now);
+                self.nodes[c.to].handle_link_down(Link::Inbound(conn), Instant::from_millis(now));
                 self.drain(c.to);
             }
         }
@@ -417,11 +420,12 @@ impl Sim {
         for (conn, c) in cut {
             self.remove_conn(conn);
             if self.alive[c.from] {
-                self.nodes[c.from].handle_link_down(Link::Outbound(c.key), now);
+                self.nodes[c.from]
+                    .handle_link_down(Link::Outbound(c.key), Instant::from_millis(now));
                 self.drain(c.from);
             }
             if self.alive[c.to] {
-                self.nodes[c.to].handle_link_down(Link::Inbound(conn), now);
+                self.nodes[c.to].handle_link_down(Link::Inbound(conn), Instant::from_millis(now));
                 self.drain(c.to);
             }
         }
@@ -440,8 +444,9 @@ impl Sim {
         }
         let config = self.nodes[i].config().clone();
         let now = self.now;
-        self.nodes[i] = ClusterNode::from_nodes_conf(config, &self.saved[i], now)
-            .expect("a node reloads the nodes.conf it wrote");
+        self.nodes[i] =
+            ClusterNode::from_nodes_conf(config, &self.saved[i], Instant::from_millis(now))
+                .expect("a node reloads the nodes.conf it wrote");
         self.nodes[i].set_walk_every_tick(self.walk_every_tick);
         self.alive[i] = true;
         self.trace.push((now, i, "restart".into()));
@@ -455,7 +460,7 @@ impl Sim {
         };
         let now = self.now;
         self.nodes[from]
-            .meet(&ip, port, cport, now)
+            .meet(&ip, port, cport, Instant::from_millis(now))
             .expect("a valid address");
         self.drain(from);
     }
@@ -490,6 +495,7 @@ impl Sim {
         }
         let at = self.nodes[i]
             .poll_timeout()
+            .as_millis()
             .max(self.now)
             .max(self.start_at[i]);
         if at < self.cron_at[i] {
@@ -538,7 +544,7 @@ impl Sim {
                 }
                 self.cron_at[node] = u64::MAX;
                 if self.alive[node] {
-                    self.nodes[node].handle_timeout(now);
+                    self.nodes[node].handle_timeout(Instant::from_millis(now));
                     self.drain(node);
                 }
             }
@@ -548,7 +554,8 @@ impl Sim {
                 }
                 if !self.alive[to] || self.side[from] != self.side[to] {
                     // Refused, or lost in the partition.
-                    self.nodes[from].handle_link_down(Link::Outbound(as_id), now);
+                    self.nodes[from]
+                        .handle_link_down(Link::Outbound(as_id), Instant::from_millis(now));
                     self.drain(from);
                     return;
                 }
@@ -568,7 +575,7 @@ impl Sim {
                 if self.tracing {
                     self.trace.push((now, from, format!("connect {to}")));
                 }
-                self.nodes[from].handle_link_up(&as_id, now);
+                self.nodes[from].handle_link_up(&as_id, Instant::from_millis(now));
                 self.drain(from);
             }
             Event::Deliver { conn, to, bytes } => {
@@ -591,7 +598,7 @@ impl Sim {
                     self.trace.push((now, to, format!("{kind} from {peer}")));
                 }
                 let ip = self.nodes[peer].myself().ip;
-                self.nodes[to].handle_message(link, &ip, &message, now);
+                self.nodes[to].handle_message(link, &ip, &message, Instant::from_millis(now));
                 self.recycle(bytes);
                 self.drain(to);
             }
@@ -655,7 +662,8 @@ impl Sim {
                         }
                         None => {
                             let now = self.now;
-                            self.nodes[i].handle_link_down(Link::Outbound(node), now);
+                            self.nodes[i]
+                                .handle_link_down(Link::Outbound(node), Instant::from_millis(now));
                         }
                     }
                 }

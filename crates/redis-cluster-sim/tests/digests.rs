@@ -7,7 +7,7 @@
 //! value here in the same commit; a failing run prints the whole table to paste.
 
 use redis_cluster_sim::{Faults, NODE_TIMEOUT, Sim};
-use redis_cluster_state::FailoverMode;
+use redis_cluster_state::{FailoverMode, Instant};
 use redis_hash_slot::{Slot, SlotRange};
 
 /// Formation as redis-cli creates a cluster, then quiet.
@@ -34,18 +34,24 @@ fn manual_failover(seed: u64) -> Sim {
     sim.node_mut(1).set_replication_offset(&master, 100);
     sim.node_mut(4).set_replication_offset(&replica, 60);
     let now = sim.now();
-    let _ = sim.node_mut(4).failover(FailoverMode::Default, now);
+    let _ = sim
+        .node_mut(4)
+        .failover(FailoverMode::Default, Instant::from_millis(now));
     sim.run_for(1_000);
     sim.node_mut(4).set_replication_offset(&replica, 100);
     sim.run_for(3_000);
     sim.crash(2);
     sim.run_for(200);
     let now = sim.now();
-    let _ = sim.node_mut(5).failover(FailoverMode::Force, now);
+    let _ = sim
+        .node_mut(5)
+        .failover(FailoverMode::Force, Instant::from_millis(now));
     sim.run_for(2_000);
     sim.partition(&[0, 3]);
     let now = sim.now();
-    let _ = sim.node_mut(3).failover(FailoverMode::Takeover, now);
+    let _ = sim
+        .node_mut(3)
+        .failover(FailoverMode::Takeover, Instant::from_millis(now));
     sim.run_for(1_000);
     sim.heal();
     sim.run_for(2 * NODE_TIMEOUT);
@@ -83,7 +89,9 @@ fn epochs_and_migration(seed: u64) -> Sim {
             Slot::new(end).expect("slot"),
         )
         .expect("range");
-        sim.node_mut(i).add_slots(range).expect("free");
+        sim.node_mut(i)
+            .add_slots(range, Instant::ZERO)
+            .expect("free");
     }
     sim.meet(1, 0);
     sim.meet(2, 0);
@@ -94,9 +102,12 @@ fn epochs_and_migration(seed: u64) -> Sim {
     );
     let command = |sim: &mut Sim, i: usize, args: &[&str]| {
         let now = sim.now();
-        let reply = sim
-            .node_mut(i)
-            .cluster_command(args, Default::default(), now, |_| 0);
+        let reply = sim.node_mut(i).cluster_command(
+            args,
+            Default::default(),
+            Instant::from_millis(now),
+            |_| 0,
+        );
         assert!(reply.is_some(), "{args:?}");
     };
     command(&mut sim, 1, &["SETSLOT", "100", "IMPORTING", &from]);

@@ -3,7 +3,7 @@
 //! is open, and SETSLOT NODE converging on every node.
 
 use redis_cluster_sim::Sim;
-use redis_cluster_state::{Decision, Request};
+use redis_cluster_state::{Decision, Instant, Request};
 use redis_hash_slot::{Slot, SlotRange, key_slot};
 
 fn range(start: u16, end: u16) -> SlotRange {
@@ -23,7 +23,9 @@ fn colliding_config_epochs_become_distinct() {
             .into_iter()
             .enumerate()
         {
-            sim.node_mut(i).add_slots(range(start, end)).expect("free");
+            sim.node_mut(i)
+                .add_slots(range(start, end), Instant::ZERO)
+                .expect("free");
         }
         sim.meet(1, 0);
         sim.meet(2, 0);
@@ -53,7 +55,9 @@ fn a_slot_migrates_with_the_redirects_of_the_table() {
         .into_iter()
         .enumerate()
     {
-        sim.node_mut(i).add_slots(range(start, end)).expect("free");
+        sim.node_mut(i)
+            .add_slots(range(start, end), Instant::ZERO)
+            .expect("free");
         sim.node_mut(i)
             .set_config_epoch(i as u64 + 1)
             .expect("alone");
@@ -69,7 +73,7 @@ fn a_slot_migrates_with_the_redirects_of_the_table() {
     let line = |sim: &mut Sim, i: usize, args: &[&str]| {
         let reply = sim
             .node_mut(i)
-            .cluster_command(args, Default::default(), 0, |_| 0);
+            .cluster_command(args, Default::default(), Instant::ZERO, |_| 0);
         match reply {
             Some(redis_resp::Frame::SimpleString(s)) => String::from_utf8_lossy(&s).into_owned(),
             other => format!("{other:?}"),

@@ -4,7 +4,7 @@
 //! election. TAKEOVER: no election at all, even without a majority.
 
 use redis_cluster_sim::Sim;
-use redis_cluster_state::{FailoverMode, Request};
+use redis_cluster_state::{FailoverMode, Instant, Request};
 use redis_hash_slot::Slot;
 
 /// A key whose slot is in `start..=end`.
@@ -28,11 +28,11 @@ fn default_waits_for_the_offset_and_the_old_master_stops_writing() {
         sim.node_mut(4).set_replication_offset(&replica, 60);
         let now = sim.now();
         sim.node_mut(4)
-            .failover(FailoverMode::Default, now)
+            .failover(FailoverMode::Default, Instant::from_millis(now))
             .expect("accepted");
         sim.run_for(1_000);
         assert!(
-            sim.nodes()[1].writes_paused(sim.now()),
+            sim.nodes()[1].writes_paused(Instant::from_millis(sim.now())),
             "seed {seed}: paused"
         );
         assert!(
@@ -49,7 +49,10 @@ fn default_waits_for_the_offset_and_the_old_master_stops_writing() {
             "seed {seed}: the old master follows"
         );
         assert_eq!(old.myself().master, Some(replica), "seed {seed}");
-        assert!(!old.writes_paused(sim.now()), "seed {seed}");
+        assert!(
+            !old.writes_paused(Instant::from_millis(sim.now())),
+            "seed {seed}"
+        );
         let key = key_of(5461, 10922);
         let keys = [key.as_slice()];
         let write = Request {
@@ -75,13 +78,15 @@ fn force_elects_without_the_dead_master() {
     sim.crash(2);
     sim.run_for(200);
     let now = sim.now();
-    let refused = sim.node_mut(5).failover(FailoverMode::Default, now);
+    let refused = sim
+        .node_mut(5)
+        .failover(FailoverMode::Default, Instant::from_millis(now));
     assert_eq!(
         refused.map_err(|e| e.to_string()),
         Err("Master is down or failed, please use CLUSTER FAILOVER FORCE".to_owned())
     );
     sim.node_mut(5)
-        .failover(FailoverMode::Force, now)
+        .failover(FailoverMode::Force, Instant::from_millis(now))
         .expect("accepted");
     sim.run_for(1_000);
     assert!(
@@ -102,7 +107,7 @@ fn takeover_needs_no_majority() {
     sim.partition(&[0, 3]);
     let now = sim.now();
     sim.node_mut(3)
-        .failover(FailoverMode::Takeover, now)
+        .failover(FailoverMode::Takeover, Instant::from_millis(now))
         .expect("accepted");
     let node = &sim.nodes()[3];
     assert!(node.myself().is_master());
@@ -119,7 +124,9 @@ fn takeover_needs_no_majority() {
         sim.nodes()[0].myself().is_replica(),
         "its old master follows it"
     );
-    let refused = sim.node_mut(1).failover(FailoverMode::Default, now);
+    let refused = sim
+        .node_mut(1)
+        .failover(FailoverMode::Default, Instant::from_millis(now));
     assert_eq!(
         refused.map_err(|e| e.to_string()),
         Err("You should send CLUSTER FAILOVER to a replica".to_owned())

@@ -13,6 +13,7 @@ use redis_hash_slot::{Slot, SlotSet};
 use crate::{
     cluster::{ClusterNode, CommandError, random_id},
     node::{Node, NodeIp},
+    time::Instant,
 };
 
 /// A bus connection, as the driver names it to the state machine.
@@ -114,8 +115,8 @@ impl ClusterNode {
 
     /// When [`ClusterNode::handle_timeout`] wants to run next (calling it earlier is
     /// harmless).
-    pub fn poll_timeout(&self) -> u64 {
-        self.next_cron
+    pub fn poll_timeout(&self) -> Instant {
+        Instant::from_millis(self.next_cron)
     }
 
     pub(crate) fn push(&mut self, output: Output) {
@@ -131,7 +132,15 @@ impl ClusterNode {
 
     /// `CLUSTER MEET ip port [cport]`: starts a handshake with the node there, under a
     /// temporary id until its first PONG names it.
-    pub fn meet(&mut self, ip: &str, port: u16, cport: u16, now: u64) -> Result<(), CommandError> {
+    pub fn meet(
+        &mut self,
+        ip: &str,
+        port: u16,
+        cport: u16,
+        now: Instant,
+    ) -> Result<(), CommandError> {
+        let now = now.as_millis();
+        self.clock = self.clock.max(now);
         if ip.is_empty() || port == 0 || cport == 0 {
             return Err(CommandError::BadAddress(alloc::format!("{ip}:{port}")));
         }
@@ -160,7 +169,8 @@ impl ClusterNode {
     }
 
     /// `CLUSTER REPLICATE <id>`: this node becomes a replica of that master.
-    pub fn replicate(&mut self, master: &NodeId) -> Result<(), CommandError> {
+    pub fn replicate(&mut self, master: &NodeId, now: Instant) -> Result<(), CommandError> {
+        self.clock = self.clock.max(now.as_millis());
         let me = self.myself().id;
         let Some(target) = self.node(master) else {
             return Err(CommandError::UnknownNode(alloc::format!("{master}")));
@@ -200,7 +210,9 @@ impl ClusterNode {
 
     /// An outbound link to `node` is connected: the first message on it is a MEET for a node
     /// still to meet, else a PING.
-    pub fn handle_link_up(&mut self, node: &NodeId, now: u64) {
+    pub fn handle_link_up(&mut self, node: &NodeId, now: Instant) {
+        let now = now.as_millis();
+        self.clock = self.clock.max(now);
         if *node == self.myself().id {
             return;
         }
@@ -222,7 +234,9 @@ impl ClusterNode {
     }
 
     /// A link closed or failed to connect.
-    pub fn handle_link_down(&mut self, link: Link, now: u64) {
+    pub fn handle_link_down(&mut self, link: Link, now: Instant) {
+        let now = now.as_millis();
+        self.clock = self.clock.max(now);
         if let Link::Inbound(conn) = link {
             for (_, node) in self.nodes.enumerate_mut() {
                 if node.inbound_link == Some(conn) {
@@ -434,7 +448,8 @@ impl ClusterNode {
     /// The 100 ms cron (`clusterCron`): handshake timeouts, connections to open, pings (a
     /// random one every second, and any node whose PONG is older than half the node timeout),
     /// PFAIL, and the cluster state.
-    pub fn handle_timeout(&mut self, now: u64) {
+    pub fn handle_timeout(&mut self, now: Instant) {
+        let now = now.as_millis();
         self.clock = self.clock.max(now);
         if now < self.next_cron {
             return;
@@ -484,7 +499,7 @@ impl ClusterNode {
     /// Returns the first time at which a node will be due for one of those if nothing
     /// changes meanwhile.
     fn walk(&mut self, now: u64) -> u64 {
-        let timeout = self.config.node_timeout;
+        let timeout = self.config.node_timeout.as_millis();
         let handshake_ttl = timeout.max(1000);
         let me = self.myself;
         let mut pfail_nodes = 0;
@@ -561,7 +576,7 @@ impl ClusterNode {
             return;
         }
         if let Some(node) = self.at(at) {
-            let due = due_time(node, self.config.node_timeout);
+            let due = due_time(node, self.config.node_timeout.as_millis());
             self.walked.1 = self.walked.1.min(due);
         }
     }
@@ -632,7 +647,14 @@ impl ClusterNode {
 
     /// A message arrived on `link`; `peer_ip` is the address the connection comes from (what
     /// a node learns another's IP from when the header carries none).
-    pub fn handle_message(&mut self, link: Link, peer_ip: &str, message: &Message<'_>, now: u64) {
+    pub fn handle_message(
+        &mut self,
+        link: Link,
+        peer_ip: &str,
+        message: &Message<'_>,
+        now: Instant,
+    ) {
+        let now = now.as_millis();
         self.clock = self.clock.max(now);
         let Some(header) = message.header() else {
             // A light header (Valkey) comes only from a node that knows this one.
@@ -1110,7 +1132,7 @@ impl ClusterNode {
     /// - a healthy entry with an address that differs from the one we have for a node we
     ///   see as PFAIL or FAIL moves it there (the old link is closed; the cron reconnects).
     fn gossip_known(&mut self, at: u16, entry: redis_cluster_bus::GossipEntry<'_>, now: u64) {
-        let validity = self.config.node_timeout * 2;
+        let validity = self.config.node_timeout.as_millis() * 2;
         let flags = entry.flags();
         if flags.contains(NodeFlags::PFAIL) || flags.contains(NodeFlags::FAIL) {
             return;

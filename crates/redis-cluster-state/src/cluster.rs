@@ -16,6 +16,7 @@ use crate::{
     config::Config,
     index::NodeIndex,
     node::{Node, NodeIp},
+    time::Instant,
 };
 
 /// No owner in the slot table.
@@ -24,11 +25,12 @@ const NONE: u16 = u16::MAX;
 /// One node's view of the cluster.
 ///
 /// ```
-/// use redis_cluster_state::{ClusterNode, Config};
+/// use redis_cluster_state::{ClusterNode, Config, Instant};
 /// use redis_hash_slot::{Slot, SlotRange};
 ///
 /// let mut node = ClusterNode::new(Config::new("127.0.0.1", 7000));
-/// node.add_slots(SlotRange::new(Slot::new(0).unwrap(), Slot::new(5460).unwrap()).unwrap())?;
+/// let first = SlotRange::new(Slot::new(0).unwrap(), Slot::new(5460).unwrap()).unwrap();
+/// node.add_slots(first, Instant::ZERO)?;
 /// assert_eq!(node.owner(Slot::new(42).unwrap()).map(|n| n.port), Some(7000));
 /// assert_eq!(node.myself().slots.len(), 5461);
 /// # Ok::<(), redis_cluster_state::CommandError>(())
@@ -205,14 +207,14 @@ impl ClusterNode {
     /// kept as they were.
     ///
     /// ```
-    /// use redis_cluster_state::{ClusterNode, Config};
+    /// use redis_cluster_state::{ClusterNode, Config, Duration};
     ///
     /// let mut node = ClusterNode::new(Config::new("127.0.0.1", 7000));
     /// let mut config = node.config().clone();
-    /// config.node_timeout = 500;
+    /// config.node_timeout = Duration::from_millis(500);
     /// config.hostname = Some("a.example".into());
     /// node.set_config(config);
-    /// assert_eq!(node.config().node_timeout, 500);
+    /// assert_eq!(node.config().node_timeout, Duration::from_millis(500));
     /// assert_eq!(node.myself().hostname.as_deref(), Some("a.example"));
     /// ```
     pub fn set_config(&mut self, mut config: Config) {
@@ -364,7 +366,12 @@ impl ClusterNode {
 
     /// `CLUSTER ADDSLOTS` / `ADDSLOTSRANGE`: every slot must be unassigned and given once;
     /// then each is bound to this node and its importing mark cleared.
-    pub fn add_slots(&mut self, slots: impl IntoIterator<Item = Slot>) -> Result<(), CommandError> {
+    pub fn add_slots(
+        &mut self,
+        slots: impl IntoIterator<Item = Slot>,
+        now: Instant,
+    ) -> Result<(), CommandError> {
+        self.clock = self.clock.max(now.as_millis());
         let slots = self.distinct(slots)?;
         if let Some(&busy) = slots.iter().find(|&&s| self.owner(s).is_some()) {
             return Err(CommandError::SlotBusy(u16::from(busy)));
@@ -378,7 +385,12 @@ impl ClusterNode {
     }
 
     /// `CLUSTER DELSLOTS` / `DELSLOTSRANGE`: every slot must be assigned and given once.
-    pub fn del_slots(&mut self, slots: impl IntoIterator<Item = Slot>) -> Result<(), CommandError> {
+    pub fn del_slots(
+        &mut self,
+        slots: impl IntoIterator<Item = Slot>,
+        now: Instant,
+    ) -> Result<(), CommandError> {
+        self.clock = self.clock.max(now.as_millis());
         let slots = self.distinct(slots)?;
         if let Some(&free) = slots.iter().find(|&&s| self.owner(s).is_none()) {
             return Err(CommandError::SlotUnassigned(u16::from(free)));
@@ -473,7 +485,7 @@ impl ClusterNode {
             self.minority_time = Some(now);
         }
         if ok && !self.state_ok && master && self.first_cron.is_some() {
-            let rejoin = self.config.node_timeout.clamp(500, 5000);
+            let rejoin = self.config.node_timeout.as_millis().clamp(500, 5000);
             if self
                 .minority_time
                 .is_some_and(|t| now.saturating_sub(t) < rejoin)

@@ -10,6 +10,7 @@ use redis_resp::Frame;
 use crate::{
     cluster::{ClusterNode, CommandError},
     reply::{Protocol, Reply, text_reply},
+    time::Instant,
 };
 
 /// How long CLUSTER FORGET keeps a node out (ms).
@@ -42,7 +43,7 @@ impl ClusterNode {
     /// tables alone: INFO, MYID, MYSHARDID, KEYSLOT, NODES, SLOTS, SHARDS, REPLICAS / SLAVES,
     /// COUNT-FAILURE-REPORTS, ADDSLOTS, ADDSLOTSRANGE, DELSLOTS, DELSLOTSRANGE, SETSLOT,
     /// SET-CONFIG-EPOCH, BUMPEPOCH, FAILOVER, MEET, REPLICATE, FORGET, SAVECONFIG, FLUSHSLOTS,
-    /// RESET, at time `now` (ms). `keys_in_slot` counts the driver's keys in a slot
+    /// RESET, at time `now`. `keys_in_slot` counts the driver's keys in a slot
     /// (SETSLOT NODE refuses to give away a slot that still holds some). Returns `None` for
     /// any other subcommand, which the caller handles (or answers as unknown): LINKS needs
     /// the driver's figures for each connection, see [`ClusterNode::cluster_links`].
@@ -50,7 +51,7 @@ impl ClusterNode {
         &mut self,
         args: &[A],
         protocol: Protocol,
-        now: u64,
+        now: Instant,
         keys_in_slot: impl Fn(Slot) -> u64,
     ) -> Option<Reply> {
         let name = args.first()?.as_ref().to_ascii_lowercase();
@@ -85,9 +86,9 @@ impl ClusterNode {
                 .collect::<Result<Vec<_>, _>>()
                 .and_then(|slots| {
                     if name == b"addslots" {
-                        self.add_slots(slots)
+                        self.add_slots(slots, now)
                     } else {
-                        self.del_slots(slots)
+                        self.del_slots(slots, now)
                     }
                 })
                 .map(|()| ok()),
@@ -97,15 +98,15 @@ impl ClusterNode {
                 self.slot_ranges(pairs)
                     .and_then(|slots| {
                         if name == b"addslotsrange" {
-                            self.add_slots(slots)
+                            self.add_slots(slots, now)
                         } else {
-                            self.del_slots(slots)
+                            self.del_slots(slots, now)
                         }
                     })
                     .map(|()| ok())
             }
             (b"setslot", [s, action, target @ ..]) => {
-                self.setslot_command(s, action, target, &keys_in_slot)
+                self.setslot_command(s, action, target, &keys_in_slot, now)
             }
             (b"set-config-epoch", [epoch]) => match core::str::from_utf8(epoch)
                 .ok()
@@ -133,12 +134,12 @@ impl ClusterNode {
                 self.meet_command(ip, port, cport.first().copied(), now)
             }
             (b"replicate", [id]) => match node_id(id) {
-                Some(id) => self.replicate(&id).map(|()| ok()),
+                Some(id) => self.replicate(&id, now).map(|()| ok()),
                 None => Err(CommandError::UnknownNode(
                     String::from_utf8_lossy(id).into_owned(),
                 )),
             },
-            (b"forget", [id]) => self.forget_command(id, now),
+            (b"forget", [id]) => self.forget_command(id, now.as_millis()),
             (b"reset", options) if options.len() <= 1 => {
                 let hard = match options.first().map(|o| o.to_ascii_lowercase()) {
                     None => Some(false),
@@ -245,7 +246,7 @@ impl ClusterNode {
         ip: &[u8],
         port: &[u8],
         cport: Option<&[u8]>,
-        now: u64,
+        now: Instant,
     ) -> Result<Reply, CommandError> {
         let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
         let bad = || CommandError::BadAddress(alloc::format!("{}:{}", text(ip), text(port)));
@@ -373,6 +374,7 @@ impl ClusterNode {
         action: &[u8],
         target: &[&[u8]],
         keys_in_slot: &impl Fn(Slot) -> u64,
+        now: Instant,
     ) -> Result<Reply, CommandError> {
         if self.myself().is_replica() {
             return Err(CommandError::Other("Please use SETSLOT only with masters."));
@@ -414,7 +416,7 @@ impl ClusterNode {
             }
             (b"migrating", Some(id)) => self.set_migrating(slot, id)?,
             (b"importing", Some(id)) => self.set_importing(slot, id)?,
-            (b"node", Some(id)) => self.set_slot_node(slot, id, keys_in_slot(slot))?,
+            (b"node", Some(id)) => self.set_slot_node(slot, id, keys_in_slot(slot), now)?,
             _ => {}
         }
         Ok(ok())
@@ -448,7 +450,14 @@ impl ClusterNode {
     /// slot. Closing an import on the new owner bumps its config epoch without consensus; a
     /// master that gives away its last slot becomes the receiver's replica when replica
     /// migration is allowed.
-    pub fn set_slot_node(&mut self, slot: Slot, to: NodeId, keys: u64) -> Result<(), CommandError> {
+    pub fn set_slot_node(
+        &mut self,
+        slot: Slot,
+        to: NodeId,
+        keys: u64,
+        now: Instant,
+    ) -> Result<(), CommandError> {
+        self.clock = self.clock.max(now.as_millis());
         let me = self.myself().id;
         let Some(target) = self.node(&to) else {
             return Err(CommandError::UnknownNode(format!("{to}")));

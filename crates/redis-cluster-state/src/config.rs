@@ -4,6 +4,8 @@ use alloc::string::String;
 
 use redis_cluster_bus::NodeId;
 
+use crate::time::Duration;
+
 /// What `MOVED` / `ASK` and `CLUSTER SLOTS` name a node by
 /// (`cluster-preferred-endpoint-type`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -17,7 +19,7 @@ pub enum EndpointType {
     Unknown,
 }
 
-/// A node's configuration. Times are in milliseconds.
+/// A node's configuration.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Config {
     /// The node id; `None` picks one from the seed, as a first start does.
@@ -33,7 +35,7 @@ pub struct Config {
     /// `cluster-announce-hostname`.
     pub hostname: Option<String>,
     /// `cluster-node-timeout`.
-    pub node_timeout: u64,
+    pub node_timeout: Duration,
     /// The seed of every random choice the node makes.
     pub seed: u64,
     /// `cluster-require-full-coverage`.
@@ -64,7 +66,7 @@ impl Config {
             cport: port.wrapping_add(10000),
             pport: 0,
             hostname: None,
-            node_timeout: 15_000,
+            node_timeout: Duration::from_millis(15_000),
             seed: 0,
             require_full_coverage: true,
             allow_reads_when_down: false,

@@ -10,6 +10,7 @@ use redis_hash_slot::Slot;
 use crate::{
     bus::{Link, Output},
     cluster::ClusterNode,
+    time::Instant,
 };
 
 /// A replica's election in progress.
@@ -85,7 +86,7 @@ impl ClusterNode {
         if self.config.replica_no_failover && !manual {
             return;
         }
-        let timeout = self.config.node_timeout;
+        let timeout = self.config.node_timeout.as_millis();
         let auth_timeout = (timeout * 2).max(2000);
         let auth_retry = auth_timeout * 2;
         // 1. Data too old: the last interaction with the master is the last PONG from it.
@@ -221,7 +222,7 @@ impl ClusterNode {
         if !master.is_failed() && !force {
             return;
         }
-        let timeout = self.config.node_timeout;
+        let timeout = self.config.node_timeout.as_millis();
         if master.voted_time != 0 && now.saturating_sub(master.voted_time) < timeout * 2 {
             return;
         }
@@ -267,7 +268,13 @@ impl ClusterNode {
 impl ClusterNode {
     /// `CLUSTER FAILOVER [FORCE|TAKEOVER]` on a replica (semantics 4.2). Replies at once;
     /// the failover completes (or times out after 5 s) as messages come and go.
-    pub fn failover(&mut self, mode: FailoverMode, now: u64) -> Result<(), crate::CommandError> {
+    pub fn failover(
+        &mut self,
+        mode: FailoverMode,
+        now: Instant,
+    ) -> Result<(), crate::CommandError> {
+        let now = now.as_millis();
+        self.clock = self.clock.max(now);
         use crate::CommandError::Other;
         let me = self.myself();
         if !me.is_replica() {
@@ -313,8 +320,10 @@ impl ClusterNode {
 
     /// Whether this master holds writes back for a manual failover (its clients' writes wait
     /// until it ends or times out).
-    pub fn writes_paused(&self, now: u64) -> bool {
-        self.myself().is_master() && self.manual.replica.is_some() && now <= self.manual.end
+    pub fn writes_paused(&self, now: Instant) -> bool {
+        self.myself().is_master()
+            && self.manual.replica.is_some()
+            && now.as_millis() <= self.manual.end
     }
 
     /// The `mflags` this node's headers carry: PAUSED on a master in a manual failover,

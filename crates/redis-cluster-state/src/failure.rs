@@ -7,6 +7,7 @@ use crate::{
     bus::{Event, Output},
     cluster::ClusterNode,
     node::Node,
+    time::Instant,
 };
 
 impl ClusterNode {
@@ -20,8 +21,9 @@ impl ClusterNode {
     }
 
     /// The failure reports about `id` younger than twice the node timeout.
-    pub fn failure_reports(&self, id: &NodeId, now: u64) -> usize {
-        let validity = self.config.node_timeout * 2;
+    pub fn failure_reports(&self, id: &NodeId, now: Instant) -> usize {
+        let now = now.as_millis();
+        let validity = self.config.node_timeout.as_millis() * 2;
         self.node(id).map_or(0, |n| {
             n.fail_reports
                 .iter()
@@ -73,7 +75,8 @@ impl ClusterNode {
         if !node.is_pfailed() || node.is_failed() {
             return;
         }
-        let votes = self.failure_reports(id, now) + usize::from(self.myself().is_master());
+        let votes = self.failure_reports(id, Instant::from_millis(now))
+            + usize::from(self.myself().is_master());
         if votes < self.quorum() {
             return;
         }
@@ -112,7 +115,7 @@ impl ClusterNode {
     /// slot-less master at once; a master still owning slots only after twice the node
     /// timeout (nobody took its slots over).
     pub(crate) fn clear_failure_if_needed(&mut self, id: &NodeId, now: u64) {
-        let undo = self.config.node_timeout * 2;
+        let undo = self.config.node_timeout.as_millis() * 2;
         // Looked at for writing only when FAIL is set (a write is a new table version).
         if !self.node(id).is_some_and(Node::is_failed) {
             return;

@@ -75,13 +75,13 @@ impl ClusterNode {
     /// with `sunsubscribe`; a driver asks this after the cluster changed and does the same.
     ///
     /// ```
-    /// use redis_cluster_state::{ClusterNode, Config};
+    /// use redis_cluster_state::{ClusterNode, Config, Instant};
     /// use redis_hash_slot::{Slot, key_slot};
     ///
     /// let mut node = ClusterNode::new(Config::new("127.0.0.1", 7000));
     /// let slot = key_slot(b"orders");
     /// assert!(!node.serves_slot(slot));
-    /// node.add_slots([slot]).unwrap();
+    /// node.add_slots([slot], Instant::ZERO).unwrap();
     /// assert!(node.serves_slot(slot));
     /// ```
     pub fn serves_slot(&self, slot: Slot) -> bool {

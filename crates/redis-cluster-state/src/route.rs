@@ -149,11 +149,12 @@ impl ClusterNode {
     /// master's slots.
     ///
     /// ```
-    /// use redis_cluster_state::{ClusterNode, Config, Request};
+    /// use redis_cluster_state::{ClusterNode, Config, Instant, Request};
     ///
     /// let mut node = ClusterNode::new(Config::new("127.0.0.1", 7000));
     /// # use redis_hash_slot::Slot;
-    /// node.add_slots((0..16384).filter_map(Slot::new)).expect("free slots");
+    /// node.add_slots((0..16384).filter_map(Slot::new), Instant::ZERO)
+    ///     .expect("free slots");
     /// node.update_state();
     /// assert!(node.route_blocked(&Request::new(&[b"queue"])).is_served());
     /// ```
@@ -315,7 +316,8 @@ mod tests {
             let mut config = Config::new("127.0.0.1", 7000 + me as u16);
             config.require_full_coverage = false;
             config.allow_reads_when_down = me == 3;
-            let mut node = ClusterNode::from_nodes_conf(config, &layout(me), 0).expect("layout");
+            let mut node = ClusterNode::from_nodes_conf(config, &layout(me), crate::Instant::ZERO)
+                .expect("layout");
             let (mut served, mut moved, mut unbound, mut other) = (0, 0, 0, 0);
             for (state_ok, open) in [(true, false), (false, false), (true, true)] {
                 node.state_ok = state_ok;

@@ -10,6 +10,7 @@ use crate::{
     cluster::ClusterNode,
     config::Config,
     node::{Node, NodeIp},
+    time::Instant,
 };
 
 /// Why a nodes.conf could not be loaded (the server stops with "Unrecoverable error:
@@ -127,7 +128,8 @@ impl ClusterNode {
     /// options, the file gives the identity, the table and the epochs. Non-zero ping and pong
     /// times become `now`, FAIL nodes fail at `now`, replicas' config epochs are forced to 0
     /// and the current epoch is raised to the largest config epoch found.
-    pub fn from_nodes_conf(config: Config, text: &str, now: u64) -> Result<Self, ConfError> {
+    pub fn from_nodes_conf(config: Config, text: &str, now: Instant) -> Result<Self, ConfError> {
+        let now = now.as_millis();
         let mut cluster = Self::new(config);
         let placeholder = cluster.myself().id;
         let mut myself = None;

@@ -1,6 +1,6 @@
 //! CLUSTER subcommands served from the tables: replies and the server's error texts.
 
-use redis_cluster_state::{ClusterNode, Config, Protocol};
+use redis_cluster_state::{ClusterNode, Config, Instant, Protocol};
 use redis_hash_slot::Slot;
 use redis_resp::Frame;
 
@@ -15,13 +15,13 @@ fn pair() -> ClusterNode {
          {R} 10.0.0.3:7002@17002 slave {Y} 0 0 2 connected\n\
          vars currentEpoch 2 lastVoteEpoch 0\n"
     );
-    ClusterNode::from_nodes_conf(Config::new("10.0.0.1", 7000), &text, 0).expect("view")
+    ClusterNode::from_nodes_conf(Config::new("10.0.0.1", 7000), &text, Instant::ZERO).expect("view")
 }
 
 /// Runs `line`, with `keys` keys in every slot, and shows the reply as the server's line.
 fn run(node: &mut ClusterNode, line: &str, keys: u64) -> String {
     let args: Vec<&str> = line.split(' ').collect();
-    match node.cluster_command(&args, Protocol::Resp2, 0, |_| keys) {
+    match node.cluster_command(&args, Protocol::Resp2, Instant::ZERO, |_| keys) {
         Some(Frame::SimpleString(s)) => format!("+{}", String::from_utf8_lossy(&s)),
         Some(Frame::SimpleError(s)) => format!("-{}", String::from_utf8_lossy(&s)),
         Some(Frame::Integer(n)) => format!(":{n}"),
@@ -191,7 +191,7 @@ fn setslot_follows_the_migration_protocol() {
 #[test]
 fn a_master_giving_away_its_last_slot_becomes_a_replica() {
     let mut node = pair();
-    node.del_slots((1..100).filter_map(Slot::new))
+    node.del_slots((1..100).filter_map(Slot::new), Instant::ZERO)
         .expect("assigned");
     assert_eq!(run(&mut node, &format!("SETSLOT 0 NODE {Y}"), 0), "+OK");
     assert!(node.myself().is_replica());

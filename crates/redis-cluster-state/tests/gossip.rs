@@ -4,7 +4,7 @@
 //! sender is known (and the cron pings it), and nothing when it is not.
 
 use redis_cluster_bus::{Message, MessageType, NodeFlags, OwnedGossip, OwnedMessage, OwnedPing};
-use redis_cluster_state::{ClusterNode, Config, Link, Output};
+use redis_cluster_state::{ClusterNode, Config, Duration, Instant, Link, Output};
 mod support;
 
 use redis_hash_slot::SlotSet;
@@ -29,17 +29,22 @@ fn fixture(d_flags: &str) -> ClusterNode {
          vars currentEpoch 4 lastVoteEpoch 0\n"
     );
     let mut config = Config::new("127.0.0.1", 7000);
-    config.node_timeout = TIMEOUT;
-    let mut node = ClusterNode::from_nodes_conf(config, &text, 0).expect("loads");
+    config.node_timeout = Duration::from_millis(TIMEOUT);
+    let mut node = ClusterNode::from_nodes_conf(config, &text, Instant::ZERO).expect("loads");
     for peer in [B, C, D] {
-        node.handle_link_up(&id(peer), 1);
+        node.handle_link_up(&id(peer), Instant::from_millis(1));
     }
     // Link-up PINGs are in flight now: their PONGs settle them, as on a real link (a PONG
     // would clear a PFAIL flag: a failing D gets none).
     let failing = d_flags.contains("fail");
     for peer in [B, C, D].into_iter().filter(|p| *p != D || !failing) {
         let pong = message(peer, MessageType::PONG, vec![]);
-        node.handle_message(Link::Outbound(id(peer)), "127.0.0.1", &decode(&pong), 2);
+        node.handle_message(
+            Link::Outbound(id(peer)),
+            "127.0.0.1",
+            &decode(&pong),
+            Instant::from_millis(2),
+        );
     }
     while node.poll_output().is_some() {}
     node
@@ -85,7 +90,12 @@ fn entry(about: &str, port: u16, pong: u32, flags: NodeFlags) -> OwnedGossip {
 /// B's PING at `now` with one entry.
 fn gossip(node: &mut ClusterNode, entry: OwnedGossip, now: u64) -> Vec<Output> {
     let wire = message(B, MessageType::PING, vec![entry]);
-    node.handle_message(Link::Inbound(1), "127.0.0.1", &decode(&wire), now);
+    node.handle_message(
+        Link::Inbound(1),
+        "127.0.0.1",
+        &decode(&wire),
+        Instant::from_millis(now),
+    );
     std::iter::from_fn(|| node.poll_output()).collect()
 }
 
@@ -130,7 +140,7 @@ fn no_pong_time_from_the_future_or_from_a_failing_entry() {
 fn no_pong_time_while_a_ping_is_in_flight_or_a_report_is_valid() {
     let mut node = fixture("master");
     // The cron pings every node whose PONG is older than half the timeout: C among them.
-    node.handle_timeout(TIMEOUT);
+    node.handle_timeout(Instant::from_millis(TIMEOUT));
     let in_flight = node.node(&id(C)).expect("known").ping_sent;
     assert_ne!(in_flight, 0, "the cron pinged C");
     let before = pong_of(&node, C);
@@ -141,7 +151,10 @@ fn no_pong_time_while_a_ping_is_in_flight_or_a_report_is_valid() {
     let mut node = fixture("master");
     let pfail = NodeFlags::MASTER | NodeFlags::PFAIL;
     gossip(&mut node, entry(D, 7003, 190, pfail), 200_000);
-    assert_eq!(node.failure_reports(&id(D), 200_000), 1);
+    assert_eq!(
+        node.failure_reports(&id(D), Instant::from_millis(200_000)),
+        1
+    );
     let before = pong_of(&node, D);
     // C (another master) gossips D healthy: not B's report, so it stays and counts.
     let wire = message(
@@ -149,7 +162,12 @@ fn no_pong_time_while_a_ping_is_in_flight_or_a_report_is_valid() {
         MessageType::PING,
         vec![entry(D, 7003, 205, NodeFlags::MASTER)],
     );
-    node.handle_message(Link::Inbound(2), "127.0.0.1", &decode(&wire), 210_000);
+    node.handle_message(
+        Link::Inbound(2),
+        "127.0.0.1",
+        &decode(&wire),
+        Instant::from_millis(210_000),
+    );
     assert_eq!(pong_of(&node, D), before, "a valid report blocks it");
     // Once the report is older than 2 × the timeout, the same news is taken.
     let later = 200_000 + 2 * TIMEOUT + 1;
@@ -158,7 +176,12 @@ fn no_pong_time_while_a_ping_is_in_flight_or_a_report_is_valid() {
         MessageType::PING,
         vec![entry(D, 7003, 230, NodeFlags::MASTER)],
     );
-    node.handle_message(Link::Inbound(2), "127.0.0.1", &decode(&wire), later);
+    node.handle_message(
+        Link::Inbound(2),
+        "127.0.0.1",
+        &decode(&wire),
+        Instant::from_millis(later),
+    );
     assert_eq!(pong_of(&node, D), 230_000);
 }
 
@@ -176,7 +199,7 @@ fn a_failing_node_seen_healthy_elsewhere_moves_to_the_address_gossiped() {
         "{outputs:?}"
     );
     // The next cron connects to the new address.
-    node.handle_timeout(150_800);
+    node.handle_timeout(Instant::from_millis(150_800));
     let connect = std::iter::from_fn(|| node.poll_output()).find_map(|o| match o {
         Output::Connect { node: n, ip, cport } if n == id(D) => Some((ip, cport)),
         _ => None,
@@ -211,7 +234,7 @@ fn an_unknown_node_from_a_known_sender_is_added_under_its_id_and_pinged_not_met(
     assert!(e.is_replica(), "with the role the entry gives");
     assert_eq!((e.port, e.cport), (7004, 17004));
     // The cron connects to it; the first message on the link is a PING, not a MEET.
-    node.handle_link_up(&id(E), 6);
+    node.handle_link_up(&id(E), Instant::from_millis(6));
     let first = std::iter::from_fn(|| node.poll_output()).find_map(|o| match o {
         Output::Send { message, .. } => Some(message.kind),
         _ => None,
@@ -234,7 +257,12 @@ fn a_meet_from_an_unknown_node_adds_none_of_the_nodes_it_gossips() {
         OwnedPing::default().with_gossip(gossip),
     )
     .encode(&mut wire);
-    node.handle_message(Link::Inbound(9), "127.0.0.1", &decode(&wire), 5);
+    node.handle_message(
+        Link::Inbound(9),
+        "127.0.0.1",
+        &decode(&wire),
+        Instant::from_millis(5),
+    );
     assert!(node.node(&id(stranger)).is_none());
     // The MEET's sender itself is met back (a handshake node), as the server does.
     assert!(node.nodes().any(|n| n.in_handshake() && n.port == 7004));

@@ -7,7 +7,7 @@
 //! timeout with nothing else heard is reset (closed and opened again, a new PING on it).
 
 use redis_cluster_bus::{Message, MessageType, OwnedMessage, OwnedPing};
-use redis_cluster_state::{ClusterNode, Config, Link, Output};
+use redis_cluster_state::{ClusterNode, Config, Duration, Instant, Link, Output};
 use redis_hash_slot::{Slot, SlotSet};
 mod support;
 
@@ -29,10 +29,10 @@ fn cluster() -> ClusterNode {
          vars currentEpoch 3 lastVoteEpoch 0\n"
     );
     let mut config = Config::new("127.0.0.1", 7000);
-    config.node_timeout = TIMEOUT;
-    let mut node = ClusterNode::from_nodes_conf(config, &text, 0).expect("loads");
+    config.node_timeout = Duration::from_millis(TIMEOUT);
+    let mut node = ClusterNode::from_nodes_conf(config, &text, Instant::ZERO).expect("loads");
     for peer in [B, C] {
-        node.handle_link_up(&id(peer), 1);
+        node.handle_link_up(&id(peer), Instant::from_millis(1));
     }
     node
 }
@@ -52,7 +52,7 @@ fn message(sender: &str, port: u16, kind: MessageType) -> Vec<u8> {
 
 fn deliver(node: &mut ClusterNode, link: Link, wire: &[u8], now: u64) {
     let message = Message::decode(wire).expect("a message");
-    node.handle_message(link, "127.0.0.1", &message, now);
+    node.handle_message(link, "127.0.0.1", &message, Instant::from_millis(now));
 }
 
 /// Runs the cron every 100 ms from `from` to `to`: C answers each of our PINGs with a PONG;
@@ -63,7 +63,7 @@ fn run(node: &mut ClusterNode, from: u64, to: u64, b_talks: bool) -> (bool, bool
     let mut b_reset = false;
     let mut now = from;
     while now <= to {
-        node.handle_timeout(now);
+        node.handle_timeout(Instant::from_millis(now));
         if b_talks && now % 1000 == 0 {
             deliver(
                 node,
@@ -118,7 +118,7 @@ fn outputs(node: &mut ClusterNode, from: u64, to: u64) -> Vec<(u64, Output)> {
     let mut all = Vec::new();
     let mut now = from;
     while now <= to {
-        node.handle_timeout(now);
+        node.handle_timeout(Instant::from_millis(now));
         while let Some(output) = node.poll_output() {
             if let Output::Send { link, message: m } = &output {
                 if *link == Link::Outbound(id(C)) && m.kind == MessageType::PING {
@@ -153,7 +153,7 @@ fn a_stuck_link_is_reset_once_a_timeout_and_the_new_one_pings_again() {
         .position(|(_, o)| *o == Output::Close(Link::Outbound(id(B))));
     assert!(connect > close, "the reset link is opened again: {all:?}");
     // The new link's PING keeps the first ping's time: PFAIL is not put off.
-    node.handle_link_up(&id(B), 2 * TIMEOUT);
+    node.handle_link_up(&id(B), Instant::from_millis(2 * TIMEOUT));
     assert_eq!(node.node(&id(B)).expect("known").ping_sent, ping_sent);
     let pinged = std::iter::from_fn(|| node.poll_output()).any(|o| match o {
         Output::Send { link, message } => {

@@ -1,6 +1,6 @@
 //! Every row of the redirect decision table (semantics 1.3), with the server's error texts.
 
-use redis_cluster_state::{ClusterNode, Config, Decision, EndpointType, Request};
+use redis_cluster_state::{ClusterNode, Config, Decision, EndpointType, Instant, Request};
 use redis_hash_slot::key_slot;
 
 const X: &str = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
@@ -21,7 +21,7 @@ fn view(myself: &str, extra: &str, config: Config) -> ClusterNode {
          {R} 10.0.0.3:7002@17002 {r_flags} {X} 0 0 1 connected\n\
          vars currentEpoch 2 lastVoteEpoch 0\n"
     );
-    ClusterNode::from_nodes_conf(config, &text, 0).expect("a valid view")
+    ClusterNode::from_nodes_conf(config, &text, Instant::ZERO).expect("a valid view")
 }
 
 fn me() -> ClusterNode {
@@ -90,7 +90,7 @@ fn unassigned_and_down() {
         .filter(|&n| n != 5061 && n != 5062)
         .filter_map(redis_hash_slot::Slot::new)
         .collect();
-    node.del_slots(lost).expect("assigned");
+    node.del_slots(lost, Instant::ZERO).expect("assigned");
     assert!(!node.state_ok(), "full coverage lost");
     let unbound = (0u32..)
         .map(|n| format!("k{n}").into_bytes())
@@ -116,8 +116,11 @@ fn unassigned_and_down() {
     let mut config = Config::new("10.0.0.1", 7000);
     config.allow_reads_when_down = true;
     let mut node = view(X, "", config);
-    node.del_slots([redis_hash_slot::Slot::new(0).expect("slot")])
-        .expect("assigned");
+    node.del_slots(
+        [redis_hash_slot::Slot::new(0).expect("slot")],
+        Instant::ZERO,
+    )
+    .expect("assigned");
     let mut write = Request::new(&[b"bar"]);
     write.write = true;
     assert_eq!(
@@ -259,8 +262,11 @@ fn a_blocked_client_moves_only_when_its_slot_has_left() {
     );
     // The cluster down: CLUSTERDOWN before anything.
     let mut down = me();
-    down.del_slots([redis_hash_slot::Slot::new(16383).expect("a slot")])
-        .expect("a slot of Y's");
+    down.del_slots(
+        [redis_hash_slot::Slot::new(16383).expect("a slot")],
+        Instant::ZERO,
+    )
+    .expect("a slot of Y's");
     down.update_state();
     assert!(!down.state_ok());
     assert_eq!(blocked(&down, b"bar"), "CLUSTERDOWN The cluster is down");

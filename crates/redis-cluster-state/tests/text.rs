@@ -6,7 +6,7 @@
 mod support;
 
 use redis_cluster_bus::NodeId;
-use redis_cluster_state::{ClusterNode, Config};
+use redis_cluster_state::{ClusterNode, Config, Instant};
 use redis_hash_slot::Slot;
 use support::{NOW, dirs, load, load_conf, read};
 
@@ -88,8 +88,12 @@ fn open_slots_and_flags_round_trip() {
          vars currentEpoch 9 lastVoteEpoch 4\n",
         "c".repeat(40)
     );
-    let node =
-        ClusterNode::from_nodes_conf(Config::new("10.0.0.1", 7000), &text, NOW).expect("loads");
+    let node = ClusterNode::from_nodes_conf(
+        Config::new("10.0.0.1", 7000),
+        &text,
+        Instant::from_millis(NOW),
+    )
+    .expect("loads");
     let other_id = NodeId(other.as_bytes().try_into().expect("40"));
     assert_eq!(
         node.migrating_to(Slot::new(100).expect("slot")),
@@ -152,8 +156,12 @@ fn corrupt_files_are_refused_with_the_line() {
         ),
     ];
     for (text, line, what) in cases {
-        let err = ClusterNode::from_nodes_conf(Config::new("1.2.3.4", 1), &text, NOW)
-            .expect_err("corrupt");
+        let err = ClusterNode::from_nodes_conf(
+            Config::new("1.2.3.4", 1),
+            &text,
+            Instant::from_millis(NOW),
+        )
+        .expect_err("corrupt");
         assert_eq!((err.line, err.what), (line, what), "{text}");
     }
 }
@@ -172,7 +180,8 @@ fn a_node_reloads_its_own_file_whatever_the_line_order() {
          {replica} 10.0.0.2:7001@17001 slave {me} 0 0 1 connected\n\
          vars currentEpoch 1 lastVoteEpoch 0\n"
     );
-    let node = ClusterNode::from_nodes_conf(config, &text, NOW).expect("loads");
+    let node =
+        ClusterNode::from_nodes_conf(config, &text, Instant::from_millis(NOW)).expect("loads");
     assert_eq!(node.myself().id, me);
     assert!(node.myself().is_master());
     assert_eq!(node.myself().slots.len(), 16384);

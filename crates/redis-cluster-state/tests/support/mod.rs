@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use redis_cluster_bus::{
     Message, MessageType, NodeFlags, NodeId, OwnedHeader, OwnedMessage, OwnedPing,
 };
-use redis_cluster_state::{ClusterNode, Config, Link};
+use redis_cluster_state::{ClusterNode, Config, Instant, Link};
 use redis_hash_slot::SlotSet;
 
 pub const NOW: u64 = 1_800_000_000_123;
@@ -32,8 +32,12 @@ pub fn read(path: &Path) -> String {
 pub fn load_conf(dir: &Path, port: u16) -> ClusterNode {
     let mut config = Config::new("127.0.0.1", port);
     config.hostname = Some("host-a1".into());
-    ClusterNode::from_nodes_conf(config, &read(&dir.join("nodes.conf")), NOW)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+    ClusterNode::from_nodes_conf(
+        config,
+        &read(&dir.join("nodes.conf")),
+        Instant::from_millis(NOW),
+    )
+    .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
 }
 
 /// The header of a master at 127.0.0.1:`port` (bus port + 10000) claiming `myslots`.
@@ -70,11 +74,12 @@ pub fn id(text: &str) -> NodeId {
 /// (at 1 ms) and its outputs drained.
 pub fn linked(text: &str) -> ClusterNode {
     let mut node =
-        ClusterNode::from_nodes_conf(Config::new("127.0.0.1", 7000), text, 0).expect("loads");
+        ClusterNode::from_nodes_conf(Config::new("127.0.0.1", 7000), text, Instant::ZERO)
+            .expect("loads");
     let me = node.myself().id;
     let peers: Vec<NodeId> = node.nodes().map(|n| n.id).filter(|id| *id != me).collect();
     for peer in &peers {
-        node.handle_link_up(peer, 1);
+        node.handle_link_up(peer, Instant::from_millis(1));
     }
     while node.poll_output().is_some() {}
     node
@@ -87,7 +92,12 @@ pub fn ping_from(node: &mut ClusterNode, header: OwnedHeader) {
     let mut wire = Vec::new();
     OwnedMessage::new(MessageType::PING, header, OwnedPing::default()).encode(&mut wire);
     let message = Message::decode(&wire).expect("a PING");
-    node.handle_message(Link::Inbound(u64::from(port)), "127.0.0.1", &message, 2);
+    node.handle_message(
+        Link::Inbound(u64::from(port)),
+        "127.0.0.1",
+        &message,
+        Instant::from_millis(2),
+    );
 }
 
 /// The PONG `id` would send: its own view of itself, as the table records it.
@@ -128,10 +138,15 @@ pub fn load(dir: &Path, port: u16) -> ClusterNode {
     let ids: Vec<NodeId> = node.nodes().map(|n| n.id).filter(|id| *id != me).collect();
     for id in &ids {
         let hostname = node.node(id).and_then(|n| n.hostname.clone());
-        node.handle_link_up(id, NOW);
+        node.handle_link_up(id, Instant::from_millis(NOW));
         let wire = pong_of(&node, id);
         let message = Message::decode(&wire).expect("a PONG");
-        node.handle_message(Link::Outbound(*id), "127.0.0.1", &message, NOW);
+        node.handle_message(
+            Link::Outbound(*id),
+            "127.0.0.1",
+            &message,
+            Instant::from_millis(NOW),
+        );
         // Hostnames travel in a ping extension this PONG does not carry: put it back.
         node.set_hostname(id, hostname);
     }
