@@ -173,7 +173,7 @@ const EXPECTED: [(&str, [u64; 3]); 8] = [
     ),
     (
         "failover",
-        [0xcbedf02e16ca9d4e, 0x2ba4d69296761aaf, 0xc038f5a7087cf415],
+        [0xaf11fdef1c39189e, 0xc0a984b5182f2fcc, 0x05ecb527947670fa],
     ),
     (
         "manual_failover",
@@ -181,7 +181,7 @@ const EXPECTED: [(&str, [u64; 3]); 8] = [
     ),
     (
         "partition",
-        [0xf7d548068bf63584, 0x4c63894570a88c9e, 0x397056778d7a3873],
+        [0x925b7d53c9d2c886, 0x2fc0c520a14f1d0b, 0xe69f00eb616d1d10],
     ),
     (
         "replica_migration",
@@ -193,11 +193,11 @@ const EXPECTED: [(&str, [u64; 3]); 8] = [
     ),
     (
         "faults",
-        [0xb113154278a42f01, 0x3ed3a26ddcd0895f, 0x2491a3b522ec32a2],
+        [0x5070bbd169785393, 0xc77ae7b6e4af6839, 0xb93e1bda2c112cc0],
     ),
     (
         "formed",
-        [0xd279ba2d6dfc3a68, 0x6c3a50ea876548f2, 0x29b6c77ce3f40a00],
+        [0x4c634e054e5fc45d, 0x1c0d35714c5d707a, 0x0b363eb27abf5302],
     ),
 ];
 

@@ -13,7 +13,8 @@ use redis_hash_slot::{Slot, SlotSet};
 use crate::{
     cluster::{ClusterNode, CommandError, random_id},
     node::{Node, NodeIp},
-    time::Instant,
+    time::{Duration, Instant},
+    timers::Timer,
 };
 
 /// A bus connection, as the driver names it to the state machine.
@@ -116,7 +117,7 @@ impl ClusterNode {
     /// When [`ClusterNode::handle_timeout`] wants to run next (calling it earlier is
     /// harmless).
     pub fn poll_timeout(&self) -> Instant {
-        Instant::from_millis(self.next_cron)
+        self.timers.next().unwrap_or(Instant::NEVER)
     }
 
     pub(crate) fn push(&mut self, output: Output) {
@@ -201,7 +202,7 @@ impl ClusterNode {
         me.master = Some(master);
         self.migrating_to.clear();
         self.importing_from.clear();
-        self.manual = crate::failover::Manual::default();
+        self.end_manual();
         if let Some(master) = self.node_mut(&master) {
             master.set(NodeFlags::MIGRATE_TO, true);
         }
@@ -445,17 +446,32 @@ impl ClusterNode {
         crate::cluster::next(&mut self.rng)
     }
 
+    /// Fires the timers that are due (calling it early is harmless): a manual failover
+    /// that timed out ends, the cron runs, and a scheduled vote request goes out.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.clock = self.clock.max(now.as_millis());
+        for timer in Timer::ALL {
+            if !self.timers.fire(timer, now) {
+                continue;
+            }
+            let ms = now.as_millis();
+            match timer {
+                Timer::ManualFailover => self.end_manual(),
+                Timer::Cron => {
+                    self.timers
+                        .set(Timer::Cron, now + Duration::from_millis(CRON_MS));
+                    self.cron(ms);
+                }
+                Timer::Election => self.handle_failover(ms),
+            }
+        }
+    }
+
     /// The 100 ms cron (`clusterCron`): handshake timeouts, connections to open, pings (a
     /// random one every second, and any node whose PONG is older than half the node timeout),
     /// PFAIL, and the cluster state.
-    pub fn handle_timeout(&mut self, now: Instant) {
-        let now = now.as_millis();
-        self.clock = self.clock.max(now);
-        if now < self.next_cron {
-            return;
-        }
+    fn cron(&mut self, now: u64) {
         self.first_cron.get_or_insert(now);
-        self.next_cron = now + CRON_MS;
         self.cron_runs += 1;
         // Once a second: of five random linked nodes without a ping in flight, the one with
         // the oldest PONG. Drawn before the walk below, which cannot change what it looks

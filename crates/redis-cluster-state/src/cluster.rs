@@ -55,7 +55,8 @@ pub struct ClusterNode {
     /// The generator every random choice draws from, seeded by the config.
     pub(crate) rng: u64,
     pub(crate) outputs: VecDeque<Output>,
-    pub(crate) next_cron: u64,
+    /// The deadlines: the cron, a manual failover's end, the election's request.
+    pub(crate) timers: crate::timers::Timers,
     pub(crate) cron_runs: u64,
     /// The table's version when the cron last walked it, and the first time after that
     /// walk at which a node becomes due for something (a ping, PFAIL, a handshake's end).
@@ -172,7 +173,7 @@ impl ClusterNode {
             stats_received: [0; 11],
             rng,
             outputs: VecDeque::new(),
-            next_cron: 0,
+            timers: crate::timers::Timers::default(),
             cron_runs: 0,
             walked: (u64::MAX, 0),
             no_orphans: None,
@@ -191,6 +192,7 @@ impl ClusterNode {
             not_claiming: SlotSet::new(),
         };
         node.myself = node.insert(me);
+        node.timers.set(crate::timers::Timer::Cron, Instant::ZERO);
         node.update_state();
         node
     }

@@ -10,14 +10,16 @@ use redis_hash_slot::Slot;
 use crate::{
     bus::{Link, Output},
     cluster::ClusterNode,
-    time::Instant,
+    time::{Duration, Instant},
+    timers::Timer,
 };
 
 /// A replica's election in progress.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Election {
-    /// When the request goes out (ms); 0 when none is scheduled.
-    pub(crate) time: u64,
+    /// When the request goes out, or went out: the attempt's start, from which its expiry
+    /// and the next attempt count (the [`Timer::Election`] wakes the node for it).
+    pub(crate) time: Option<Instant>,
     /// Whether the request went out.
     pub(crate) sent: bool,
     /// The replica's rank among its siblings when scheduled.
@@ -28,11 +30,10 @@ pub(crate) struct Election {
     pub(crate) epoch: u64,
 }
 
-/// A manual failover in progress (`CLUSTER FAILOVER`), on the replica or on its master.
+/// A manual failover in progress (`CLUSTER FAILOVER`), on the replica or on its master; it
+/// is in progress while [`Timer::ManualFailover`] is armed, which is its end.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Manual {
-    /// When it times out (ms); 0 when none is in progress.
-    pub(crate) end: u64,
     /// On the master: the replica taking over.
     pub(crate) replica: Option<NodeId>,
     /// On the replica: the master's offset once it paused, when known.
@@ -41,8 +42,8 @@ pub(crate) struct Manual {
     pub(crate) can_start: bool,
 }
 
-/// How long a manual failover may take, in ms; the master pauses writes for twice as long.
-const MANUAL_TIMEOUT: u64 = 5_000;
+/// How long a manual failover may take (`CLUSTER_MF_TIMEOUT`).
+const MANUAL_TIMEOUT: Duration = Duration::from_millis(5_000);
 
 /// `CLUSTER FAILOVER`'s option.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -79,7 +80,7 @@ impl ClusterNode {
         let Some(master) = self.node(&master_id) else {
             return;
         };
-        let manual = self.manual.end != 0 && self.manual.can_start;
+        let manual = self.manual_asked() && self.manual.can_start;
         if (!master.is_failed() && !manual) || !master.has_slots() {
             return;
         }
@@ -101,9 +102,14 @@ impl ClusterNode {
         // failover was asked for (its deadline set, even before the master paused), there is
         // no delay and no rank: a master that failed meanwhile is replaced at once, as the
         // server's `mf_end` check does.
-        let asked = self.manual.end != 0;
-        let previous = self.election.time;
-        if previous == 0 || now.saturating_sub(previous) > auth_retry {
+        let asked = self.manual_asked();
+        let at = Instant::from_millis(now);
+        let retry = Duration::from_millis(auth_retry);
+        if self
+            .election
+            .time
+            .is_none_or(|previous| at - previous > retry)
+        {
             let rank = if asked {
                 0
             } else {
@@ -115,8 +121,10 @@ impl ClusterNode {
             } else {
                 500 + jitter + rank as u64 * 1000
             };
+            let start = at + Duration::from_millis(delay);
+            self.timers.set(Timer::Election, start);
             self.election = Election {
-                time: now + delay,
+                time: Some(start),
                 sent: false,
                 rank,
                 votes: 0,
@@ -139,16 +147,24 @@ impl ClusterNode {
         if !self.election.sent && !asked {
             let rank = self.failover_rank(&master_id);
             if rank > self.election.rank {
-                self.election.time += (rank - self.election.rank) as u64 * 1000;
+                let later = Duration::from_secs((rank - self.election.rank) as u64);
+                if let Some(start) = self.election.time.as_mut() {
+                    *start += later;
+                    self.timers.set(Timer::Election, *start);
+                }
                 self.election.rank = rank;
             }
         }
         // 4. Not yet, or expired.
-        if now < self.election.time || now - self.election.time > auth_timeout {
+        let Some(start) = self.election.time else {
+            return;
+        };
+        if at < start || at - start > Duration::from_millis(auth_timeout) {
             return;
         }
         // 5. The request.
         if !self.election.sent {
+            self.timers.stop(Timer::Election);
             self.current_epoch += 1;
             self.election.epoch = self.current_epoch;
             self.election.sent = true;
@@ -184,8 +200,8 @@ impl ClusterNode {
         for slot in slots {
             self.bind(slot, Some(me));
         }
-        self.election = Election::default();
-        self.manual = Manual::default();
+        self.reset_election();
+        self.end_manual();
         self.update_state();
         self.push(Output::SaveConfig);
         let linked: Vec<NodeId> = self
@@ -289,11 +305,8 @@ impl ClusterNode {
                 "Master is down or failed, please use CLUSTER FAILOVER FORCE",
             ));
         }
-        self.manual = Manual {
-            end: now + MANUAL_TIMEOUT,
-            ..Manual::default()
-        };
-        self.election = Election::default();
+        self.start_manual(Manual::default(), Instant::from_millis(now));
+        self.reset_election();
         match mode {
             FailoverMode::Takeover => {
                 // No election: a new config epoch of our own, then the slots.
@@ -321,9 +334,10 @@ impl ClusterNode {
     /// Whether this master holds writes back for a manual failover (its clients' writes wait
     /// until it ends or times out).
     pub fn writes_paused(&self, now: Instant) -> bool {
+        let end = self.timers.get(Timer::ManualFailover);
         self.myself().is_master()
             && self.manual.replica.is_some()
-            && now.as_millis() <= self.manual.end
+            && end.is_some_and(|end| now < end)
     }
 
     /// The `mflags` this node's headers carry: PAUSED on a master in a manual failover,
@@ -334,7 +348,7 @@ impl ClusterNode {
         if me.is_master() && self.manual.replica.is_some() {
             flags |= redis_cluster_bus::MessageFlags::PAUSED.bits();
         }
-        if me.is_replica() && self.manual.end != 0 {
+        if me.is_replica() && self.manual_asked() {
             flags |= redis_cluster_bus::MessageFlags::FORCEACK.bits();
         }
         [flags, 0, 0]
@@ -349,11 +363,11 @@ impl ClusterNode {
         if !me.is_master() || !own_replica {
             return;
         }
-        self.manual = Manual {
-            end: now + MANUAL_TIMEOUT,
+        let manual = Manual {
             replica: Some(*from),
             ..Manual::default()
         };
+        self.start_manual(manual, Instant::from_millis(now));
         self.send_ping(Link::Outbound(*from), MessageType::PING, now);
     }
 
@@ -362,7 +376,7 @@ impl ClusterNode {
     /// may start.
     pub(crate) fn manual_progress(&mut self, from: &NodeId, paused: bool, offset: u64, now: u64) {
         let me = self.myself();
-        if self.manual.end == 0 || !me.is_replica() || me.master != Some(*from) {
+        if !self.manual_asked() || !me.is_replica() || me.master != Some(*from) {
             return;
         }
         let mine = me.repl_offset;
@@ -375,13 +389,36 @@ impl ClusterNode {
         }
     }
 
-    /// The cron's part: a paused master pings its replica every tick; a manual failover past
-    /// its end is abandoned on both sides.
+    /// Whether a manual failover is under way (asked for on a replica, or paused for on a
+    /// master), until its end.
+    pub(crate) fn manual_asked(&self) -> bool {
+        self.timers.is_set(Timer::ManualFailover)
+    }
+
+    /// A manual failover begins at `now`: it ends after [`MANUAL_TIMEOUT`] unless it
+    /// completes first. The timer fires the first millisecond after the timeout, as the
+    /// server's `mf_end < now` test ends it.
+    fn start_manual(&mut self, manual: Manual, now: Instant) {
+        self.manual = manual;
+        let end = now + MANUAL_TIMEOUT + Duration::from_millis(1);
+        self.timers.set(Timer::ManualFailover, end);
+    }
+
+    /// A manual failover ends: completed, abandoned at its end, or overtaken by a role
+    /// change.
+    pub(crate) fn end_manual(&mut self) {
+        self.manual = Manual::default();
+        self.timers.stop(Timer::ManualFailover);
+    }
+
+    /// No election under way any more.
+    fn reset_election(&mut self) {
+        self.election = Election::default();
+        self.timers.stop(Timer::Election);
+    }
+
+    /// The cron's part: a paused master pings its replica every tick.
     pub(crate) fn manual_cron(&mut self, now: u64) {
-        if self.manual.end != 0 && now > self.manual.end {
-            self.manual = Manual::default();
-            return;
-        }
         if let Some(replica) = self.manual.replica {
             self.send_ping(Link::Outbound(replica), MessageType::PING, now);
         }

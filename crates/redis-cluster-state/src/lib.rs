@@ -48,6 +48,7 @@ mod route;
 mod table;
 mod text;
 mod time;
+mod timers;
 
 pub use bus::{CRON_MS, Event, Link, Output};
 pub use cluster::{ClusterNode, CommandError};
