@@ -16,7 +16,7 @@ use redis_cluster_proto::bus::{
 };
 use redis_cluster_proto::hash_slot::{Slot, key_slot};
 use redis_cluster_proto::route::{ReadFrom, SlotMap};
-use redis_cluster_proto::state::{ClusterNode, Config, Instant, Link, Request};
+use redis_cluster_proto::state::{ClusterNode, Config, Instant, Request};
 
 fn id(i: usize) -> String {
     format!(
@@ -124,17 +124,13 @@ fn ping(c: &mut Criterion) {
     // Loading the layout queued a state change event: drained, so that each PING below
     // leaves exactly its PONG.
     while node.poll_output().is_some() {}
+    let link = node.handle_accepted(Instant::from_millis(1_000));
     group.bench_function(
         BenchmarkId::from_parameter("decode + handle_message"),
         |b| {
             b.iter(|| {
                 let message = Message::decode(black_box(&wire)).expect("a PING");
-                node.handle_message(
-                    Link::Inbound(1),
-                    "127.0.0.1",
-                    &message,
-                    Instant::from_millis(1_000),
-                );
+                node.handle_message(link, "127.0.0.1", &message, Instant::from_millis(1_000));
                 let reply = node.poll_output().expect("a PONG");
                 assert!(node.poll_output().is_none());
                 black_box(reply);

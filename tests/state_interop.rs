@@ -9,7 +9,7 @@ use redis_cluster_proto::bus::{
 };
 use redis_cluster_proto::hash_slot::{Slot, SlotRange};
 use redis_cluster_proto::resp::Frame;
-use redis_cluster_proto::state::{ClusterNode, Config, Instant, Link, LinkStats, Protocol};
+use redis_cluster_proto::state::{ClusterNode, Config, Instant, LinkStats, Output, Protocol};
 use support::RedisServer;
 
 const OTHER: &str = "0123456789abcdef0123456789abcdef01234567";
@@ -155,7 +155,15 @@ fn cluster_links_match_a_real_server() {
         .expect("CLUSTER NODES loads");
     let b_id = text(b.client().command(&[b"CLUSTER", b"MYID"]));
     let b_id = NodeId(b_id.as_bytes().try_into().unwrap());
-    ours.handle_link_up(&b_id, Instant::from_millis(2));
+    // The cron asks for links to every node it knows (B only: A is itself).
+    ours.handle_timeout(Instant::from_millis(2));
+    let to_b = std::iter::from_fn(|| ours.poll_output())
+        .find_map(|o| match o {
+            Output::Connect { link, node, .. } if node == b_id => Some(link),
+            _ => None,
+        })
+        .expect("a link to B asked for");
+    ours.handle_connected(to_b, Instant::from_millis(2));
     let peer = ours.node(&b_id).expect("B is known").clone();
     let header = OwnedHeader {
         port: peer.port,
@@ -175,12 +183,8 @@ fn cluster_links_match_a_real_server() {
     let mut wire = Vec::new();
     OwnedMessage::new(MessageType::PING, header, OwnedPing::default()).encode(&mut wire);
     let message = Message::decode(&wire).expect("a PING");
-    ours.handle_message(
-        Link::Inbound(5),
-        "127.0.0.1",
-        &message,
-        Instant::from_millis(3),
-    );
+    let from_b = ours.handle_accepted(Instant::from_millis(3));
+    ours.handle_message(from_b, "127.0.0.1", &message, Instant::from_millis(3));
 
     for (protocol, real) in [(Protocol::Resp2, &links), (Protocol::Resp3, &links3)] {
         let Frame::Array(entries) = real else {
@@ -190,11 +194,8 @@ fn cluster_links_match_a_real_server() {
         for (_, node, _) in &figures {
             assert_eq!(*node, b_id.to_string());
         }
-        let stats = |link: Link| {
-            let direction = match link {
-                Link::Outbound(_) => "to",
-                Link::Inbound(_) => "from",
-            };
+        let stats = |link| {
+            let direction = if link == to_b { "to" } else { "from" };
             let found = figures.iter().find(|(d, _, _)| d == direction);
             found.map(|(_, _, s)| s.clone()).expect("both directions")
         };

@@ -13,7 +13,7 @@ use bytes::{Bytes, BytesMut};
 use redis_cluster_proto::bus::{Framed, Framer, Message, NodeId};
 use redis_cluster_proto::resp::{Decoder, Frame, encode, encode_command};
 use redis_cluster_proto::state::{
-    ClusterNode, Config, EndpointType, Instant, Link, LinkStats, Output,
+    ClusterNode, Config, EndpointType, Instant, LinkId, LinkStats, Output,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -109,10 +109,9 @@ impl Options {
 /// 600 KB of PINGs and PONGs at most.
 const LINK_QUEUE: usize = 256;
 
-/// The node's end of one bus link: its number and its queue of encoded messages. Dropping
-/// it closes the link: its task stops writing, even in the middle of a write.
+/// The node's end of one bus link: its queue of encoded messages. Dropping it closes the
+/// link: its task stops writing, even in the middle of a write.
 struct LinkWriter {
-    serial: u64,
     queue: mpsc::Sender<Vec<u8>>,
     _alive: oneshot::Sender<()>,
     /// When the link was made (ms), for CLUSTER LINKS.
@@ -130,12 +129,11 @@ struct LinkQueue {
 }
 
 impl LinkWriter {
-    fn new(serial: u64) -> (Self, LinkQueue) {
+    fn new() -> (Self, LinkQueue) {
         let (queue, messages) = mpsc::channel(LINK_QUEUE);
         let (alive, watch) = oneshot::channel();
         let queued = Arc::new(AtomicUsize::new(0));
         let writer = Self {
-            serial,
             queue,
             _alive: alive,
             created: now(),
@@ -166,16 +164,12 @@ pub(crate) struct Node {
     pub(crate) port: u16,
     /// `requirepass`.
     pub(crate) password: Option<String>,
-    /// The writer of each outbound link, with the link's serial number: a link task that
-    /// ends acts only on an entry that is still its own (the node may have closed it and
-    /// opened another to the same node meanwhile).
-    outbound: HashMap<NodeId, LinkWriter>,
-    /// The writer of each inbound link, by its number.
-    inbound: HashMap<u64, LinkWriter>,
-    /// The last link number given out, inbound or outbound.
+    /// The writer of each bus link, by the state machine's handle (never reused): a link
+    /// task that ends acts only when its entry is still there (the state machine may have
+    /// closed the link meanwhile).
+    links: HashMap<LinkId, LinkWriter>,
+    /// The last number given to a replica's connection.
     next_conn: u64,
-    /// Handshake ids renamed to real ones, for the link tasks that still use the old one.
-    renamed: HashMap<NodeId, NodeId>,
     pub(crate) db: Db,
     conf_path: PathBuf,
     /// The configuration, for CONFIG GET / SET / REWRITE.
@@ -231,7 +225,7 @@ impl Node {
         self.stats = Stats::default();
     }
 
-    /// A new link number, inbound or outbound.
+    /// A new number for a replica's connection.
     fn next_serial(&mut self) -> u64 {
         self.next_conn += 1;
         self.next_conn
@@ -283,20 +277,14 @@ fn drain(shared: &Shared, node: &mut Node) {
         while let Some(output) = node.cluster.poll_output() {
             match output {
                 Output::Connect {
-                    node: id,
-                    ip,
-                    cport,
+                    link, ip, cport, ..
                 } => {
-                    tokio::spawn(connect(shared.clone(), id, ip, cport));
+                    tokio::spawn(connect(shared.clone(), link, ip, cport));
                 }
                 Output::Send { link, message } => {
                     let mut bytes = Vec::with_capacity(message.encoded_len());
                     message.encode(&mut bytes);
-                    let writer = match link {
-                        Link::Outbound(id) => node.outbound.get(&id),
-                        Link::Inbound(conn) => node.inbound.get(&conn),
-                    };
-                    let full = writer.is_some_and(|writer| {
+                    let full = node.links.get(&link).is_some_and(|writer| {
                         let len = bytes.len();
                         let sent = writer.queue.try_send(bytes);
                         if sent.is_ok() {
@@ -308,17 +296,8 @@ fn drain(shared: &Shared, node: &mut Node) {
                         stuck.push(link);
                     }
                 }
-                Output::Close(Link::Outbound(id)) => {
-                    node.outbound.remove(&id);
-                }
-                Output::Close(Link::Inbound(conn)) => {
-                    node.inbound.remove(&conn);
-                }
-                Output::Renamed { from, to } => {
-                    if let Some(writer) = node.outbound.remove(&from) {
-                        node.outbound.insert(to, writer);
-                    }
-                    node.renamed.insert(from, to);
+                Output::Close(link) => {
+                    node.links.remove(&link);
                 }
                 Output::SaveConfig => save(node),
                 Output::Deliver {
@@ -335,12 +314,8 @@ fn drain(shared: &Shared, node: &mut Node) {
             return;
         }
         for link in stuck.drain(..) {
-            let removed = match link {
-                Link::Outbound(id) => node.outbound.remove(&id).is_some(),
-                Link::Inbound(conn) => node.inbound.remove(&conn).is_some(),
-            };
-            if removed {
-                let text = format!("{link:?}: the peer does not read, link closed");
+            if node.links.remove(&link).is_some() {
+                let text = format!("{link}: the peer does not read, link closed");
                 node.log.write(Level::Warning, &text);
                 node.cluster
                     .handle_link_down(link, Instant::from_unix_millis(now()));
@@ -375,11 +350,7 @@ impl Node {
         protocol: redis_cluster_proto::state::Protocol,
     ) -> Frame<Vec<u8>> {
         self.cluster.cluster_links(protocol, |link| {
-            let writer = match link {
-                Link::Outbound(id) => self.outbound.get(&id),
-                Link::Inbound(conn) => self.inbound.get(&conn),
-            };
-            writer.map_or_else(LinkStats::default, |w| {
+            self.links.get(&link).map_or_else(LinkStats::default, |w| {
                 let used = w.queued.load(Ordering::Relaxed) as u64;
                 LinkStats {
                     create_time: w.created,
@@ -553,7 +524,7 @@ pub(crate) fn save(node: &Node) {
     }
 }
 
-async fn connect(shared: Shared, id: NodeId, ip: String, cport: u16) {
+async fn connect(shared: Shared, link: LinkId, ip: String, cport: u16) {
     let stream = tokio::time::timeout(
         Duration::from_millis(1000),
         TcpStream::connect((ip.as_str(), cport)),
@@ -562,33 +533,26 @@ async fn connect(shared: Shared, id: NodeId, ip: String, cport: u16) {
     let Ok(Ok(stream)) = stream else {
         let mut node = lock(&shared);
         node.cluster
-            .handle_link_down(Link::Outbound(id), Instant::from_unix_millis(now()));
+            .handle_link_down(link, Instant::from_unix_millis(now()));
         pump_and_wake(&shared, &mut node);
         return;
     };
     let _ = stream.set_nodelay(true);
-    let (serial, queue) = {
+    let queue = {
         let mut node = lock(&shared);
-        let serial = node.next_serial();
-        let (writer, queue) = LinkWriter::new(serial);
-        node.outbound.insert(id, writer);
+        let (writer, queue) = LinkWriter::new();
+        node.links.insert(link, writer);
         node.cluster
-            .handle_link_up(&id, Instant::from_unix_millis(now()));
+            .handle_connected(link, Instant::from_unix_millis(now()));
         pump_and_wake(&shared, &mut node);
-        (serial, queue)
+        queue
     };
-    run_link(shared, stream, Link::Outbound(id), serial, queue).await;
+    run_link(shared, stream, link, queue).await;
 }
 
-/// One bus connection (number `serial`): writes what the state machine sends on it, reads
-/// and hands over what arrives, and reports its end unless the state machine closed it.
-async fn run_link(
-    shared: Shared,
-    stream: TcpStream,
-    mut link: Link,
-    serial: u64,
-    queue: LinkQueue,
-) {
+/// One bus connection: writes what the state machine sends on it, reads and hands over what
+/// arrives, and reports its end unless the state machine closed it.
+async fn run_link(shared: Shared, stream: TcpStream, link: LinkId, queue: LinkQueue) {
     let LinkQueue {
         messages: mut rx,
         queued,
@@ -642,12 +606,6 @@ async fn run_link(
                         Instant::from_unix_millis(now()),
                     );
                     pump_and_wake(&shared, &mut node);
-                    // A link to a handshake node is now keyed by the node's real id.
-                    if let Link::Outbound(id) = link {
-                        if let Some(real) = node.renamed.remove(&id) {
-                            link = Link::Outbound(real);
-                        }
-                    }
                 }
                 Ok(Framed::Incomplete(_)) => break,
                 Err(_) => break 'read,
@@ -656,25 +614,8 @@ async fn run_link(
     }
     writer.abort();
     let mut node = lock(&shared);
-    if let Link::Outbound(id) = link {
-        if let Some(real) = node.renamed.remove(&id) {
-            link = Link::Outbound(real);
-        }
-    }
-    let ours = match link {
-        Link::Outbound(id) => node.outbound.get(&id).is_some_and(|w| w.serial == serial),
-        Link::Inbound(conn) => node.inbound.contains_key(&conn),
-    };
-    if !ours {
+    if node.links.remove(&link).is_none() {
         return; // the node closed it itself
-    }
-    match link {
-        Link::Outbound(id) => {
-            node.outbound.remove(&id);
-        }
-        Link::Inbound(conn) => {
-            node.inbound.remove(&conn);
-        }
     }
     node.cluster
         .handle_link_down(link, Instant::from_unix_millis(now()));
@@ -688,20 +629,16 @@ async fn serve_bus(shared: Shared, listener: TcpListener) {
             continue;
         };
         let _ = stream.set_nodelay(true);
-        let (conn, queue) = {
+        let (link, queue) = {
             let mut node = lock(&shared);
-            let conn = node.next_serial();
-            let (writer, queue) = LinkWriter::new(conn);
-            node.inbound.insert(conn, writer);
-            (conn, queue)
+            let link = node
+                .cluster
+                .handle_accepted(Instant::from_unix_millis(now()));
+            let (writer, queue) = LinkWriter::new();
+            node.links.insert(link, writer);
+            (link, queue)
         };
-        tokio::spawn(run_link(
-            shared.clone(),
-            stream,
-            Link::Inbound(conn),
-            conn,
-            queue,
-        ));
+        tokio::spawn(run_link(shared.clone(), stream, link, queue));
     }
 }
 
@@ -1398,10 +1335,8 @@ pub(crate) async fn start(options: &Options) -> Result<Handle, String> {
                 .get("requirepass")
                 .filter(|p| !p.is_empty())
                 .map(String::from),
-            outbound: HashMap::new(),
-            inbound: HashMap::new(),
+            links: HashMap::new(),
             next_conn: 0,
-            renamed: HashMap::new(),
             db: Db::default(),
             conf_path,
             settings: options.settings.clone(),

@@ -6,14 +6,15 @@
 
 use libfuzzer_sys::fuzz_target;
 use redis_cluster_bus::{Framed, Framer, Message, NodeId};
-use redis_cluster_state::{ClusterNode, Config, Instant, Link};
+use redis_cluster_state::{ClusterNode, Config, Instant, LinkId, Output};
 use redis_hash_slot::Slot;
 
 const A: &str = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
 const B: &str = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
 const C: &str = "cccccccccccccccccccccccccccccccccccccccc";
 
-fn node() -> ClusterNode {
+/// The node, its links to B and C up (its first cron asked for them), and one inbound link.
+fn node() -> (ClusterNode, [LinkId; 3]) {
     let text = format!(
         "{A} 10.0.0.1:7000@17000 myself,master - 0 0 1 connected 0-5460\n\
          {B} 10.0.0.2:7001@17001 master - 0 0 2 connected 5461-16383\n\
@@ -23,17 +24,31 @@ fn node() -> ClusterNode {
     let mut node =
         ClusterNode::from_nodes_conf(Config::new("10.0.0.1", 7000), &text, Instant::ZERO)
             .expect("a valid view");
-    for id in [B, C] {
-        node.handle_link_up(
-            &NodeId(id.as_bytes().try_into().expect("40")),
-            Instant::ZERO,
-        );
+    node.handle_timeout(Instant::ZERO);
+    let mut to = Vec::new();
+    while let Some(output) = node.poll_output() {
+        if let Output::Connect { link, node: id, .. } = output {
+            to.push((id, link));
+        }
     }
-    node
+    to.sort();
+    for &(_, link) in &to {
+        node.handle_connected(link, Instant::ZERO);
+    }
+    let link = |id: &str| {
+        let id = NodeId(id.as_bytes().try_into().expect("40"));
+        to.iter()
+            .find(|(n, _)| *n == id)
+            .map(|&(_, l)| l)
+            .expect("a link")
+    };
+    let inbound = node.handle_accepted(Instant::ZERO);
+    let links = [inbound, link(B), link(C)];
+    (node, links)
 }
 
 fuzz_target!(|input: &[u8]| {
-    let mut node = node();
+    let (mut node, links) = node();
     let framer = Framer::default();
     let mut rest = input;
     let mut now = 0u64;
@@ -48,11 +63,7 @@ fuzz_target!(|input: &[u8]| {
         let Ok(message) = Message::decode(bytes) else {
             continue;
         };
-        let link = match control % 3 {
-            0 => Link::Inbound(1),
-            1 => Link::Outbound(NodeId(B.as_bytes().try_into().expect("40"))),
-            _ => Link::Outbound(NodeId(C.as_bytes().try_into().expect("40"))),
-        };
+        let link = links[usize::from(control % 3)];
         node.handle_message(link, "10.0.0.9", &message, Instant::from_millis(now));
         while node.poll_output().is_some() {}
     }

@@ -20,8 +20,8 @@
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, HashMap};
 
-use redis_cluster_bus::{Message, NodeId};
-use redis_cluster_state::{ClusterNode, Config, Duration, Instant, Link, Output};
+use redis_cluster_bus::Message;
+use redis_cluster_state::{ClusterNode, Config, Duration, Instant, LinkId, Output};
 
 /// The node timeout the simulated nodes use unless told otherwise (ms).
 pub const NODE_TIMEOUT: u64 = 5_000;
@@ -29,11 +29,11 @@ pub const NODE_TIMEOUT: u64 = 5_000;
 /// One message or connection on its way.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Event {
-    /// `from` asked to connect to `to`, knowing it as `as_id`.
+    /// `from` asked to connect to `to`, on its link `link`.
     Connect {
         from: usize,
         to: usize,
-        as_id: NodeId,
+        link: LinkId,
     },
     /// Bytes for `to` on connection `conn`.
     Deliver {
@@ -45,13 +45,13 @@ enum Event {
     Cron { node: usize },
 }
 
-/// A connection: opened by `from` (its outbound link, keyed by the id it knows the peer as)
-/// and accepted by `to` (an inbound link numbered `conn`).
+/// A connection: opened by `from` (its link `out`) and accepted by `to` (its link `inb`).
 #[derive(Clone, Debug)]
 struct Conn {
     from: usize,
     to: usize,
-    key: NodeId,
+    out: LinkId,
+    inb: LinkId,
 }
 
 /// What the network does to messages, on every link alike.
@@ -95,8 +95,8 @@ pub struct Sim {
     queue: BinaryHeap<Reverse<(u64, u64, Event)>>,
     sequence: u64,
     conns: BTreeMap<u64, Conn>,
-    /// Each node's outbound connections, by the id it knows the peer as.
-    outbound: HashMap<(usize, NodeId), u64>,
+    /// Each node's connections, by its own handle for them.
+    links: HashMap<(usize, LinkId), u64>,
     /// The node listening on each bus address.
     addresses: HashMap<(String, u16), usize>,
     next_conn: u64,
@@ -152,7 +152,7 @@ impl Sim {
             })
             .collect();
         Self {
-            outbound: HashMap::new(),
+            links: HashMap::new(),
             addresses,
             tracing: true,
             walk_every_tick: false,
@@ -228,11 +228,8 @@ impl Sim {
     }
 
     /// The node at the other end of node `i`'s `link`, as the digest names it.
-    fn peer_of(&self, i: usize, link: Link) -> u64 {
-        let conn = match link {
-            Link::Inbound(conn) => Some(conn),
-            Link::Outbound(id) => self.outbound.get(&(i, id)).copied(),
-        };
+    fn peer_of(&self, i: usize, link: LinkId) -> u64 {
+        let conn = self.links.get(&(i, link)).copied();
         match conn.and_then(|conn| self.conns.get(&conn)) {
             Some(c) if c.from == i => c.to as u64,
             Some(c) => c.from as u64,
@@ -392,11 +389,10 @@ impl Sim {
         for (conn, c) in dropped {
             self.remove_conn(conn);
             if c.from != i {
-                self.nodes[c.from]
-                    .handle_link_down(Link::Outbound(c.key), Instant::from_millis(now));
+                self.nodes[c.from].handle_link_down(c.out, Instant::from_millis(now));
                 self.drain(c.from);
             } else {
-                self.nodes[c.to].handle_link_down(Link::Inbound(conn), Instant::from_millis(now));
+                self.nodes[c.to].handle_link_down(c.inb, Instant::from_millis(now));
                 self.drain(c.to);
             }
         }
@@ -420,12 +416,11 @@ impl Sim {
         for (conn, c) in cut {
             self.remove_conn(conn);
             if self.alive[c.from] {
-                self.nodes[c.from]
-                    .handle_link_down(Link::Outbound(c.key), Instant::from_millis(now));
+                self.nodes[c.from].handle_link_down(c.out, Instant::from_millis(now));
                 self.drain(c.from);
             }
             if self.alive[c.to] {
-                self.nodes[c.to].handle_link_down(Link::Inbound(conn), Instant::from_millis(now));
+                self.nodes[c.to].handle_link_down(c.inb, Instant::from_millis(now));
                 self.drain(c.to);
             }
         }
@@ -548,34 +543,34 @@ impl Sim {
                     self.drain(node);
                 }
             }
-            Event::Connect { from, to, as_id } => {
+            Event::Connect { from, to, link } => {
                 if !self.alive[from] {
                     return;
                 }
                 if !self.alive[to] || self.side[from] != self.side[to] {
                     // Refused, or lost in the partition.
-                    self.nodes[from]
-                        .handle_link_down(Link::Outbound(as_id), Instant::from_millis(now));
+                    self.nodes[from].handle_link_down(link, Instant::from_millis(now));
                     self.drain(from);
                     return;
                 }
                 let conn = self.next_conn;
                 self.next_conn += 1;
+                let inb = self.nodes[to].handle_accepted(Instant::from_millis(now));
                 self.conns.insert(
                     conn,
                     Conn {
                         from,
                         to,
-                        key: as_id,
+                        out: link,
+                        inb,
                     },
                 );
-                if let Some(old) = self.outbound.insert((from, as_id), conn) {
-                    self.conns.remove(&old);
-                }
+                self.links.insert((from, link), conn);
+                self.links.insert((to, inb), conn);
                 if self.tracing {
                     self.trace.push((now, from, format!("connect {to}")));
                 }
-                self.nodes[from].handle_link_up(&as_id, Instant::from_millis(now));
+                self.nodes[from].handle_connected(link, Instant::from_millis(now));
                 self.drain(from);
             }
             Event::Deliver { conn, to, bytes } => {
@@ -587,9 +582,9 @@ impl Sim {
                 }
                 let message = Message::decode(&bytes).expect("simulated nodes send valid messages");
                 let (link, peer) = if to == c.to {
-                    (Link::Inbound(conn), c.from)
+                    (c.inb, c.from)
                 } else {
-                    (Link::Outbound(c.key), c.to)
+                    (c.out, c.to)
                 };
                 self.delivered.0 += 1;
                 self.delivered.1 += bytes.len() as u64;
@@ -615,9 +610,8 @@ impl Sim {
 
     fn remove_conn(&mut self, conn: u64) {
         if let Some(c) = self.conns.remove(&conn) {
-            if self.outbound.get(&(c.from, c.key)) == Some(&conn) {
-                self.outbound.remove(&(c.from, c.key));
-            }
+            self.links.remove(&(c.from, c.out));
+            self.links.remove(&(c.to, c.inb));
         }
     }
 
@@ -644,36 +638,28 @@ impl Sim {
     fn drain(&mut self, i: usize) {
         while let Some(output) = self.nodes[i].poll_output() {
             match output {
-                Output::Connect { node, ip, cport } => {
+                Output::Connect {
+                    link, ip, cport, ..
+                } => {
                     let target = self.addresses.get(&(ip, cport)).copied();
                     let to = target.map_or(u64::MAX, |t| t as u64);
                     self.mix(i, b"connect", &[&to.to_le_bytes()]);
                     match target {
                         Some(to) => {
                             let latency = self.latency();
-                            self.schedule(
-                                latency,
-                                Event::Connect {
-                                    from: i,
-                                    to,
-                                    as_id: node,
-                                },
-                            );
+                            self.schedule(latency, Event::Connect { from: i, to, link });
                         }
                         None => {
                             let now = self.now;
-                            self.nodes[i]
-                                .handle_link_down(Link::Outbound(node), Instant::from_millis(now));
+                            self.nodes[i].handle_link_down(link, Instant::from_millis(now));
                         }
                     }
                 }
                 Output::Send { link, message } => {
                     let peer = self.peer_of(i, link);
-                    let conn = match link {
-                        Link::Inbound(conn) => Some(conn),
-                        Link::Outbound(id) => self.outbound.get(&(i, id)).copied(),
+                    let Some(&conn) = self.links.get(&(i, link)) else {
+                        continue;
                     };
-                    let Some(conn) = conn else { continue };
                     let Some(c) = self.conns.get(&conn) else {
                         continue;
                     };
@@ -702,20 +688,8 @@ impl Sim {
                 Output::Close(link) => {
                     let peer = self.peer_of(i, link);
                     self.mix(i, b"close", &[&peer.to_le_bytes()]);
-                    let conn = match link {
-                        Link::Inbound(conn) => Some(conn),
-                        Link::Outbound(id) => self.outbound.get(&(i, id)).copied(),
-                    };
-                    if let Some(conn) = conn {
+                    if let Some(&conn) = self.links.get(&(i, link)) {
                         self.remove_conn(conn);
-                    }
-                }
-                Output::Renamed { from, to } => {
-                    if let Some(conn) = self.outbound.remove(&(i, from)) {
-                        if let Some(c) = self.conns.get_mut(&conn) {
-                            c.key = to;
-                        }
-                        self.outbound.insert((i, to), conn);
                     }
                 }
                 Output::SaveConfig => {

@@ -100,14 +100,11 @@ fn formation_converges_for_many_seeds() {
 /// inbound link is gone once its connection drops.
 #[test]
 fn cluster_links_list_both_directions_with_every_peer() {
-    use redis_cluster_state::{Link, LinkStats, Protocol};
+    use redis_cluster_state::{LinkStats, Protocol};
     let mut sim = create(11, 5_000);
     let links = |sim: &Sim, i: usize| -> Vec<(String, String)> {
         let reply = sim.nodes()[i].cluster_links(Protocol::Resp2, |link| LinkStats {
-            create_time: match link {
-                Link::Outbound(_) => 1,
-                Link::Inbound(conn) => conn,
-            },
+            create_time: link.get(),
             ..LinkStats::default()
         });
         let redis_resp::Frame::Array(entries) = reply else {

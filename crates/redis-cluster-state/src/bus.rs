@@ -12,19 +12,11 @@ use redis_hash_slot::{Slot, SlotSet};
 
 use crate::{
     cluster::{ClusterNode, CommandError, random_id},
+    link::LinkId,
     node::{Node, NodeIp},
     time::{Duration, Instant},
     timers::Timer,
 };
-
-/// A bus connection, as the driver names it to the state machine.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Link {
-    /// The connection this node opened to a node (after [`Output::Connect`]).
-    Outbound(NodeId),
-    /// A connection a peer opened to this node, numbered by the driver.
-    Inbound(u64),
-}
 
 /// Something the driver must do, drained with [`ClusterNode::poll_output`] after each input.
 // `Send` holds a message with its 2 KiB slot bitmap inline: outputs are drained one at a time,
@@ -32,10 +24,12 @@ pub enum Link {
 #[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Output {
-    /// Open a bus connection to `node` at `ip:cport`, then call
-    /// [`ClusterNode::handle_link_up`] (or [`ClusterNode::handle_link_down`] on failure).
+    /// Open a bus connection to `ip:cport` and name it `link`, then call
+    /// [`ClusterNode::handle_connected`] (or [`ClusterNode::handle_link_down`] on failure).
     Connect {
-        /// The node (maybe a handshake node's temporary id).
+        /// The handle of the new link.
+        link: LinkId,
+        /// The node it goes to, for logs (maybe a handshake node's temporary id).
         node: NodeId,
         /// Its IP.
         ip: String,
@@ -45,20 +39,13 @@ pub enum Output {
     /// Encode `message` and write it on `link`.
     Send {
         /// Where.
-        link: Link,
+        link: LinkId,
         /// What.
         message: Box<OwnedMessage>,
     },
-    /// Close `link` (its node was forgotten, or left the handshake as a duplicate).
-    Close(Link),
-    /// The handshake node `from` turned out to be `to`: the outbound link the driver keeps
-    /// under `from` is now `to`'s.
-    Renamed {
-        /// The temporary id.
-        from: NodeId,
-        /// The node's real id.
-        to: NodeId,
-    },
+    /// Close `link` (its node was forgotten, left the handshake as a duplicate, moved, or
+    /// stopped answering on it). No [`ClusterNode::handle_link_down`] is due for it.
+    Close(LinkId),
     /// The node table or the epochs changed: nodes.conf should be written again.
     SaveConfig,
     /// Something the driver may act on or log.
@@ -209,58 +196,6 @@ impl ClusterNode {
         self.update_state();
     }
 
-    /// An outbound link to `node` is connected: the first message on it is a MEET for a node
-    /// still to meet, else a PING.
-    pub fn handle_link_up(&mut self, node: &NodeId, now: Instant) {
-        let now = now.as_millis();
-        self.clock = self.clock.max(now);
-        if *node == self.myself().id {
-            return;
-        }
-        let Some(entry) = self.node_mut(node) else {
-            self.push(Output::Close(Link::Outbound(*node)));
-            return;
-        };
-        entry.link = true;
-        entry.connecting = false;
-        entry.link_time = now;
-        let meet = entry.flags.contains(NodeFlags::MEET);
-        entry.set(NodeFlags::MEET, false);
-        let kind = if meet {
-            MessageType::MEET
-        } else {
-            MessageType::PING
-        };
-        self.send_ping(Link::Outbound(*node), kind, now);
-    }
-
-    /// A link closed or failed to connect.
-    pub fn handle_link_down(&mut self, link: Link, now: Instant) {
-        let now = now.as_millis();
-        self.clock = self.clock.max(now);
-        if let Link::Inbound(conn) = link {
-            for (_, node) in self.nodes.enumerate_mut() {
-                if node.inbound_link == Some(conn) {
-                    node.inbound_link = None;
-                }
-            }
-        }
-        if let Link::Outbound(id) = link {
-            if let Some(node) = self.node_mut(&id) {
-                if !node.flags.contains(NodeFlags::MYSELF) {
-                    // The ping in flight stays: failure detection goes on without a link. A
-                    // connection that could not even open counts as a ping sent now, or a
-                    // dead node would never time out.
-                    if node.connecting && node.ping_sent == 0 {
-                        node.ping_sent = now;
-                    }
-                    node.link = false;
-                    node.connecting = false;
-                }
-            }
-        }
-    }
-
     /// A message of type `kind` with this node's header and `body`, to every linked node
     /// (`clusterBroadcastMessage`).
     pub(crate) fn broadcast(&mut self, kind: MessageType, body: redis_cluster_bus::OwnedBody) {
@@ -273,28 +208,36 @@ impl ClusterNode {
         for to in linked {
             let message = OwnedMessage::new(kind, self.header(), body.clone());
             self.count_message(kind.0, true);
+            self.send_to(&to, message);
+        }
+    }
+
+    /// Queues `message` on the outbound link to `id` when it is up (else the message is
+    /// dropped, as the server sends nothing on a missing link).
+    pub(crate) fn send_to(&mut self, id: &NodeId, message: OwnedMessage) {
+        if let Some(link) = self.link_to(id) {
             self.push(Output::Send {
-                link: Link::Outbound(to),
+                link,
                 message: Box::new(message),
             });
         }
     }
 
+    /// A PING, PONG or MEET to `id` on its outbound link. Without one nothing is built or
+    /// counted, but a PING's time is recorded: it counts as sent for failure detection.
+    pub(crate) fn ping_node(&mut self, id: &NodeId, kind: MessageType, now: u64) {
+        match self.link_to(id) {
+            Some(link) => self.send_ping(link, kind, now),
+            None if kind == MessageType::PING => self.note_ping_sent(id, now),
+            None => {}
+        }
+    }
+
     /// Builds and queues a PING, PONG or MEET with this node's header and gossip.
-    pub(crate) fn send_ping(&mut self, link: Link, kind: MessageType, now: u64) {
+    pub(crate) fn send_ping(&mut self, link: LinkId, kind: MessageType, now: u64) {
         if kind == MessageType::PING {
-            if let Link::Outbound(id) = link {
-                // Written quietly, the node's new due time folded into the walk's, as a
-                // PONG's time is: as a new table version, every ping sent made the next
-                // cron tick walk the whole table (at N = 1000, two walks in three were for that).
-                if let Some(at) = self.index_of(&id) {
-                    if let Some(node) = self.at_mut_quiet(at) {
-                        if node.ping_sent == 0 {
-                            node.ping_sent = now;
-                        }
-                    }
-                    self.fold_due(at);
-                }
+            if let Some(id) = self.outbound_node(link) {
+                self.note_ping_sent(&id, now);
             }
         }
         let ping = self.gossip_body();
@@ -304,6 +247,21 @@ impl ClusterNode {
             link,
             message: Box::new(message),
         });
+    }
+
+    /// Records a PING sent to `id` at `now` unless one is in flight. Written quietly, the
+    /// node's new due time folded into the walk's, as a PONG's time is: as a new table
+    /// version, every ping sent made the next cron tick walk the whole table (at N = 1000,
+    /// two walks in three were for that).
+    fn note_ping_sent(&mut self, id: &NodeId, now: u64) {
+        if let Some(at) = self.index_of(id) {
+            if let Some(node) = self.at_mut_quiet(at) {
+                if node.ping_sent == 0 {
+                    node.ping_sent = now;
+                }
+            }
+            self.fold_due(at);
+        }
     }
 
     /// This node's header: a replica advertises its master's slots and config epoch.
@@ -538,30 +496,18 @@ impl ClusterNode {
                 // link's PING keeps the old ping time. A peer that dropped our PING (a drop
                 // filter since lifted, a lost connection) hears from us again.
                 let id = node.id;
-                if let Some(node) = self.at_mut(at) {
-                    node.link = false;
-                    node.connecting = false;
-                }
-                self.push(Output::Close(Link::Outbound(id)));
+                self.close_outbound(&id);
             }
             let Some(node) = self.at(at) else { continue };
             if !node.link && !node.connecting && !node.flags.contains(NodeFlags::NOADDR) {
-                let (id, ip, cport) = (node.id, String::from(node.ip.as_str()), node.cport);
-                if let Some(node) = self.at_mut(at) {
-                    node.connecting = true;
-                }
-                self.push(Output::Connect {
-                    node: id,
-                    ip,
-                    cport,
-                });
+                self.connect(at);
             }
             let Some(node) = self.at(at) else { continue };
             if !node.in_handshake() {
                 let idle = now.saturating_sub(node.pong_received) > timeout / 2;
                 if node.link && node.ping_sent == 0 && idle {
                     let id = node.id;
-                    self.send_ping(Link::Outbound(id), MessageType::PING, now);
+                    self.ping_node(&id, MessageType::PING, now);
                 } else {
                     // A ping in flight for longer than the node timeout, link or not, and
                     // nothing else heard from the node for as long: PFAIL (the server's
@@ -640,7 +586,7 @@ impl ClusterNode {
             }
         }
         if let Some((_, id)) = oldest {
-            self.send_ping(Link::Outbound(id), MessageType::PING, now);
+            self.ping_node(&id, MessageType::PING, now);
         }
     }
 
@@ -655,8 +601,15 @@ impl ClusterNode {
                 }
             }
         }
-        if self.nodes.get(usize::from(at)).is_some_and(|n| n.link) {
-            self.outputs.push_back(Output::Close(Link::Outbound(*id)));
+        let link = self
+            .nodes
+            .get(usize::from(at))
+            .map(|n| (n.outbound_link, n.link));
+        if let Some((Some(link), up)) = link {
+            self.outbound.remove(&link);
+            if up {
+                self.push(Output::Close(link));
+            }
         }
         self.nodes.remove(usize::from(at));
     }
@@ -665,13 +618,16 @@ impl ClusterNode {
     /// a node learns another's IP from when the header carries none).
     pub fn handle_message(
         &mut self,
-        link: Link,
+        link: LinkId,
         peer_ip: &str,
         message: &Message<'_>,
         now: Instant,
     ) {
         let now = now.as_millis();
         self.clock = self.clock.max(now);
+        if !self.outbound.contains_key(&link) && !self.inbound.contains(&link) {
+            return; // a link closed (or never handed out): the server reads no more from it
+        }
         let Some(header) = message.header() else {
             // A light header (Valkey) comes only from a node that knows this one.
             if let Message::Publish(publish) = message {
@@ -756,11 +712,9 @@ impl ClusterNode {
         }
 
         // On our own link to a handshake node: its PONG gives its real id.
-        let mut link_node = match link {
-            Link::Outbound(linked) => Some(linked),
-            Link::Inbound(_) => None,
-        };
-        if let Link::Outbound(linked) = link {
+        let outbound = self.outbound_node(link);
+        let mut link_node = outbound;
+        if let Some(linked) = outbound {
             let handshake = self.node(&linked).is_some_and(Node::in_handshake);
             if handshake {
                 if self.node(&sender_id).is_some() {
@@ -775,9 +729,8 @@ impl ClusterNode {
                 // A PONG from someone else on this node's link: its address is stale.
                 if let Some(node) = self.node_mut(&linked) {
                     node.set(NodeFlags::NOADDR, true);
-                    node.link = false;
                 }
-                self.push(Output::Close(link));
+                self.close_outbound(&linked);
                 return;
             }
         }
@@ -787,15 +740,14 @@ impl ClusterNode {
         let sender_id = sender.id;
         // The connection the sender's messages come in on: a newer one replaces (and closes)
         // an older one, as the server's setClusterNodeToInboundClusterLink does.
-        if let Link::Inbound(conn) = link {
-            if sender.inbound_link != Some(conn) {
-                let old = sender.inbound_link;
-                if let Some(node) = self.node_mut(&sender_id) {
-                    node.inbound_link = Some(conn);
-                }
-                if let Some(old) = old {
-                    self.push(Output::Close(Link::Inbound(old)));
-                }
+        if outbound.is_none() && sender.inbound_link != Some(link) {
+            let old = sender.inbound_link;
+            if let Some(node) = self.node_mut(&sender_id) {
+                node.inbound_link = Some(link);
+            }
+            if let Some(old) = old {
+                self.inbound.remove(&old);
+                self.push(Output::Close(old));
             }
         }
 
@@ -956,12 +908,16 @@ impl ClusterNode {
             return;
         };
         self.index.insert(to, at);
+        let mut link = None;
         if let Some(node) = self.nodes.get_mut(usize::from(at)) {
             node.id = to;
             node.set(NodeFlags::HANDSHAKE, false);
+            link = node.outbound_link;
         }
-        // The driver opened the connection under the temporary id.
-        self.outputs.push_back(Output::Renamed { from: *from, to });
+        // The link keeps its handle; it goes to the real id now.
+        if let Some(link) = link {
+            self.relink(link, to);
+        }
     }
 
     fn set_master_role(&mut self, id: &NodeId) {
@@ -1044,10 +1000,7 @@ impl ClusterNode {
             },
         );
         self.count_message(MessageType::UPDATE.0, true);
-        self.push(Output::Send {
-            link: Link::Outbound(*sender),
-            message: Box::new(message),
-        });
+        self.send_to(sender, message);
     }
 
     /// Semantics 2.3, receiving side: news about `id` at a config epoch greater than ours.
@@ -1195,8 +1148,7 @@ impl ClusterNode {
         node.set(NodeFlags::NOADDR, false);
         let (id, linked) = (node.id, node.link);
         if linked {
-            node.link = false;
-            self.push(Output::Close(Link::Outbound(id)));
+            self.close_outbound(&id);
         }
     }
 

@@ -2,7 +2,7 @@
 //! migrating and importing marks, its epochs and the cluster state.
 
 use alloc::{
-    collections::{BTreeMap, VecDeque},
+    collections::{BTreeMap, BTreeSet, VecDeque},
     string::String,
     vec,
     vec::Vec,
@@ -15,6 +15,7 @@ use crate::{
     bus::Output,
     config::Config,
     index::NodeIndex,
+    link::LinkId,
     node::{Node, NodeIp},
     time::Instant,
 };
@@ -55,6 +56,12 @@ pub struct ClusterNode {
     /// The generator every random choice draws from, seeded by the config.
     pub(crate) rng: u64,
     pub(crate) outputs: VecDeque<Output>,
+    /// The last link handle given out.
+    pub(crate) last_link: u64,
+    /// Each outbound link's node, by handle (a handshake node's link follows its rename).
+    pub(crate) outbound: BTreeMap<LinkId, NodeId>,
+    /// The inbound links handed out and not yet closed.
+    pub(crate) inbound: BTreeSet<LinkId>,
     /// The deadlines: the cron, a manual failover's end, the election's request.
     pub(crate) timers: crate::timers::Timers,
     pub(crate) cron_runs: u64,
@@ -173,6 +180,9 @@ impl ClusterNode {
             stats_received: [0; 11],
             rng,
             outputs: VecDeque::new(),
+            last_link: 0,
+            outbound: BTreeMap::new(),
+            inbound: BTreeSet::new(),
             timers: crate::timers::Timers::default(),
             cron_runs: 0,
             walked: (u64::MAX, 0),

@@ -2,13 +2,13 @@
 //! a rank-dependent delay, asks the masters for votes, and takes its master's slots when a
 //! majority grants them; a master votes by the server's rules.
 
-use alloc::{boxed::Box, vec, vec::Vec};
+use alloc::{vec, vec::Vec};
 
 use redis_cluster_bus::{Failover, MessageType, NodeFlags, NodeId, OwnedBody, OwnedMessage};
 use redis_hash_slot::Slot;
 
 use crate::{
-    bus::{Link, Output},
+    bus::Output,
     cluster::ClusterNode,
     time::{Duration, Instant},
     timers::Timer,
@@ -137,7 +137,7 @@ impl ClusterNode {
                 .map(|r| r.id)
                 .collect();
             for sibling in siblings {
-                self.send_ping(Link::Outbound(sibling), MessageType::PONG, now);
+                self.ping_node(&sibling, MessageType::PONG, now);
             }
             if !asked {
                 return;
@@ -210,7 +210,7 @@ impl ClusterNode {
             .map(|n| n.id)
             .collect();
         for to in linked {
-            self.send_ping(Link::Outbound(to), MessageType::PONG, now);
+            self.ping_node(&to, MessageType::PONG, now);
         }
     }
 
@@ -262,10 +262,7 @@ impl ClusterNode {
             OwnedBody::Failover,
         );
         self.count_message(MessageType::FAILOVER_AUTH_ACK.0, true);
-        self.push(Output::Send {
-            link: Link::Outbound(requester),
-            message: Box::new(message),
-        });
+        self.send_to(&requester, message);
     }
 
     /// A FAILOVER_AUTH_ACK: a vote, if from a slot-owning master in this election's epoch.
@@ -322,10 +319,7 @@ impl ClusterNode {
                 let message =
                     OwnedMessage::new(MessageType::MFSTART, self.header(), OwnedBody::Failover);
                 self.count_message(MessageType::MFSTART.0, true);
-                self.push(Output::Send {
-                    link: Link::Outbound(master_id),
-                    message: Box::new(message),
-                });
+                self.send_to(&master_id, message);
             }
         }
         Ok(())
@@ -368,7 +362,7 @@ impl ClusterNode {
             ..Manual::default()
         };
         self.start_manual(manual, Instant::from_millis(now));
-        self.send_ping(Link::Outbound(*from), MessageType::PING, now);
+        self.ping_node(from, MessageType::PING, now);
     }
 
     /// On the replica, a header from its master: once it says PAUSED, its offset is the one
@@ -420,7 +414,7 @@ impl ClusterNode {
     /// The cron's part: a paused master pings its replica every tick.
     pub(crate) fn manual_cron(&mut self, now: u64) {
         if let Some(replica) = self.manual.replica {
-            self.send_ping(Link::Outbound(replica), MessageType::PING, now);
+            self.ping_node(&replica, MessageType::PING, now);
         }
     }
 }

@@ -1,13 +1,79 @@
 //! The state machine of one Redis Cluster node: its node table, the slot table with migrating
-//! and importing marks, its epochs, and the decisions a node takes from them, such as where a
-//! keyed command goes.
+//! and importing marks, its epochs, the cluster bus (handshakes, gossip, failure detection,
+//! elections, manual failovers, replica migration), and the decisions a node takes from
+//! them, such as where a keyed command goes.
 //!
 //! [`ClusterNode`] holds one node's view, built from a [`Config`] or loaded from nodes.conf
 //! text; [`ClusterNode::route`] is the redirect decision of a real node (served, MOVED, ASK,
 //! TRYAGAIN, CROSSSLOT, CLUSTERDOWN) with the server's error text. [`rebalance::plan`] says which
 //! slots to move so that masters carry even loads, not even slot counts, and
-//! [`migration::SlotMove`] moves one, a command at a time. It does no I/O, reads no
-//! clock and spawns nothing: times and randomness come in as arguments and from the seed.
+//! [`migration::SlotMove`] moves one, a command at a time.
+//!
+//! It is not a server: it does no I/O, reads no clock and spawns nothing, and keeps no keys.
+//! Times and randomness come in as arguments and from the seed; sockets, timers, files and the
+//! keyspace are the driver's. The driver's loop: give each event to the node (a message with
+//! [`ClusterNode::handle_message`], a link up or down, a timer with
+//! [`ClusterNode::handle_timeout`] at [`ClusterNode::poll_timeout`]), then carry out every
+//! [`Output`] it queued. Links are named by [`LinkId`]s the node hands out, so the driver
+//! keys its sockets by them. Two nodes meeting, the wire a queue:
+//!
+//! ```
+//! use std::collections::VecDeque;
+//!
+//! use redis_cluster_bus::Message;
+//! use redis_cluster_state::{ClusterNode, Config, Duration, Instant, LinkId, Output};
+//!
+//! let mut nodes = [7000, 7001].map(|port| {
+//!     let mut config = Config::new("127.0.0.1", port);
+//!     config.seed = u64::from(port); // each its own id
+//!     ClusterNode::new(config)
+//! });
+//! nodes[1].meet("127.0.0.1", 7000, 17000, Instant::ZERO)?;
+//! // Each connection as (node, its handle) at both ends; bytes on their way.
+//! let mut conns: Vec<[(usize, LinkId); 2]> = Vec::new();
+//! let mut wire: VecDeque<(usize, LinkId, Vec<u8>)> = VecDeque::new();
+//! let mut now = Instant::ZERO;
+//! while now < Instant::from_millis(3_000) {
+//!     for node in &mut nodes {
+//!         node.handle_timeout(now);
+//!     }
+//!     loop {
+//!         for i in 0..2 {
+//!             while let Some(output) = nodes[i].poll_output() {
+//!                 match output {
+//!                     Output::Connect { link, cport, .. } => {
+//!                         let peer = usize::from(cport - 17000);
+//!                         let accepted = nodes[peer].handle_accepted(now);
+//!                         conns.push([(i, link), (peer, accepted)]);
+//!                         nodes[i].handle_connected(link, now);
+//!                     }
+//!                     Output::Send { link, message } => {
+//!                         let conn = conns.iter().find(|c| c.contains(&(i, link)));
+//!                         let to = conn.and_then(|c| c.iter().find(|end| end.0 != i));
+//!                         if let Some(&(peer, peer_link)) = to {
+//!                             let mut bytes = Vec::new();
+//!                             message.encode(&mut bytes);
+//!                             wire.push_back((peer, peer_link, bytes));
+//!                         }
+//!                     }
+//!                     Output::Close(link) => conns.retain(|c| !c.contains(&(i, link))),
+//!                     _ => {} // nodes.conf saves, events, Pub/Sub deliveries
+//!                 }
+//!             }
+//!         }
+//!         let Some((to, link, bytes)) = wire.pop_front() else {
+//!             break;
+//!         };
+//!         nodes[to].handle_message(link, "127.0.0.1", &Message::decode(&bytes)?, now);
+//!     }
+//!     let next = nodes.iter().map(ClusterNode::poll_timeout).min().unwrap_or(now);
+//!     now = next.max(now + Duration::from_millis(1));
+//! }
+//! for node in &nodes {
+//!     assert_eq!(node.nodes().filter(|n| !n.in_handshake()).count(), 2);
+//! }
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 //!
 //! Time is an [`Instant`] on the driver's clock and a [`Duration`], whole milliseconds.
 //! `ARCHITECTURE.md` asks for an opaque monotonic instant; this one has a known origin,
@@ -16,6 +82,8 @@
 //! node's driver therefore passes Unix milliseconds ([`Instant::from_unix_millis`]); the
 //! times a [`Node`] records (`ping_sent`, `pong_received`, …) are those same milliseconds,
 //! as the wire and `CLUSTER NODES` show them.
+//!
+//! The table alone answers a router's question, no bus needed:
 //!
 //! ```
 //! use redis_cluster_state::{ClusterNode, Config, Instant, Request};
@@ -39,6 +107,7 @@ mod config;
 mod failover;
 mod failure;
 mod index;
+mod link;
 pub mod migration;
 mod node;
 mod pubsub;
@@ -50,10 +119,11 @@ mod text;
 mod time;
 mod timers;
 
-pub use bus::{CRON_MS, Event, Link, Output};
+pub use bus::{CRON_MS, Event, Output};
 pub use cluster::{ClusterNode, CommandError};
 pub use config::{Config, EndpointType};
 pub use failover::FailoverMode;
+pub use link::LinkId;
 pub use node::{Node, NodeIp};
 pub use reply::{LinkStats, Protocol, Reply};
 pub use route::{Decision, Request};

@@ -6,6 +6,8 @@ use core::{fmt, ops::Deref};
 use redis_cluster_bus::{NodeFlags, NodeId};
 use redis_hash_slot::SlotSet;
 
+use crate::link::LinkId;
+
 /// One entry of the node table.
 ///
 /// Laid out for the two hot paths of a large cluster, the cron's walk of the table and the
@@ -46,8 +48,10 @@ pub struct Node {
     pub ip: NodeIp,
     /// The masters that reported it PFAIL or FAIL, and when (ms).
     pub fail_reports: Vec<(NodeId, u64)>,
-    /// The inbound connection its messages arrive on (the driver's number), once one did.
-    pub inbound_link: Option<u64>,
+    /// The inbound link its messages arrive on, once one did.
+    pub inbound_link: Option<LinkId>,
+    /// Our outbound link to it, connected (`link`) or connecting.
+    pub outbound_link: Option<LinkId>,
     /// When it was flagged FAIL (ms).
     pub fail_time: u64,
     /// Its config epoch (a replica's line shows its master's).
@@ -233,6 +237,7 @@ impl Node {
             fail_time: 0,
             link: false,
             inbound_link: None,
+            outbound_link: None,
             slots: Box::default(),
             slot_count: 0,
             repl_offset: 0,

@@ -8,7 +8,7 @@ use redis_cluster_bus::{MessageType, NodeId, OwnedBody, OwnedMessage, OwnedPubli
 
 use redis_hash_slot::Slot;
 
-use crate::{ClusterNode, Link, Output};
+use crate::{ClusterNode, Output};
 
 impl ClusterNode {
     /// PUBLISH on this node: the message goes to every node this node has a link to
@@ -51,10 +51,7 @@ impl ClusterNode {
         for to in shard {
             let message = OwnedMessage::new(MessageType::PUBLISHSHARD, self.header(), body.clone());
             self.count_message(MessageType::PUBLISHSHARD.0, true);
-            self.push(Output::Send {
-                link: Link::Outbound(to),
-                message: alloc::boxed::Box::new(message),
-            });
+            self.send_to(&to, message);
         }
     }
 

@@ -8,7 +8,7 @@ use redis_cluster_bus::NodeId;
 use redis_hash_slot::Slot;
 use redis_resp::Frame;
 
-use crate::{bus::Link, cluster::ClusterNode, config::EndpointType, node::Node};
+use crate::{cluster::ClusterNode, config::EndpointType, link::LinkId, node::Node};
 
 /// A reply frame: owned bytes.
 pub type Reply = Frame<Vec<u8>>;
@@ -81,12 +81,12 @@ impl ClusterNode {
     /// let reply = node.cluster_links(Protocol::Resp2, |_| LinkStats::default());
     /// assert_eq!(reply, Frame::Array(vec![]));
     /// ```
-    pub fn cluster_links(&self, protocol: Protocol, stats: impl Fn(Link) -> LinkStats) -> Reply {
+    pub fn cluster_links(&self, protocol: Protocol, stats: impl Fn(LinkId) -> LinkStats) -> Reply {
         let me = self.myself().id;
         let mut out = Vec::new();
         for node in self.nodes().filter(|n| n.id != me) {
-            let outbound = node.link.then_some(("to", Link::Outbound(node.id)));
-            let inbound = node.inbound_link.map(|conn| ("from", Link::Inbound(conn)));
+            let outbound = node.outbound_link.filter(|_| node.link).map(|l| ("to", l));
+            let inbound = node.inbound_link.map(|link| ("from", link));
             for (direction, link) in outbound.into_iter().chain(inbound) {
                 let figures = stats(link);
                 let int = |n: u64| Frame::Integer(i64::try_from(n).unwrap_or(i64::MAX));

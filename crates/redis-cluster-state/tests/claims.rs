@@ -3,7 +3,7 @@
 //! for an UPDATE.
 
 use redis_cluster_bus::{Message, MessageType, NodeId};
-use redis_cluster_state::{ClusterNode, Link, Output};
+use redis_cluster_state::{ClusterNode, LinkId, Output};
 use redis_hash_slot::{Slot, SlotSet};
 use support::id;
 
@@ -43,7 +43,7 @@ fn ping(node: &mut ClusterNode, sender: &str, port: u16, epoch: u64, slots: &[u1
 }
 
 /// The UPDATE messages among the outputs, as (to, about, slots described).
-fn updates(node: &mut ClusterNode) -> Vec<(Link, NodeId, Vec<u16>)> {
+fn updates(node: &mut ClusterNode) -> Vec<(LinkId, NodeId, Vec<u16>)> {
     let mut out = Vec::new();
     while let Some(output) = node.poll_output() {
         if let Output::Send { link, message } = output {

@@ -4,7 +4,7 @@
 //! sender is known (and the cron pings it), and nothing when it is not.
 
 use redis_cluster_bus::{Message, MessageType, NodeFlags, OwnedGossip, OwnedMessage, OwnedPing};
-use redis_cluster_state::{ClusterNode, Config, Duration, Instant, Link, Output};
+use redis_cluster_state::{ClusterNode, Config, Duration, Instant, Output};
 mod support;
 
 use redis_hash_slot::SlotSet;
@@ -31,20 +31,14 @@ fn fixture(d_flags: &str) -> ClusterNode {
     let mut config = Config::new("127.0.0.1", 7000);
     config.node_timeout = Duration::from_millis(TIMEOUT);
     let mut node = ClusterNode::from_nodes_conf(config, &text, Instant::ZERO).expect("loads");
-    for peer in [B, C, D] {
-        node.handle_link_up(&id(peer), Instant::from_millis(1));
-    }
+    support::connect(&mut node, Instant::from_millis(1));
     // Link-up PINGs are in flight now: their PONGs settle them, as on a real link (a PONG
     // would clear a PFAIL flag: a failing D gets none).
     let failing = d_flags.contains("fail");
     for peer in [B, C, D].into_iter().filter(|p| *p != D || !failing) {
         let pong = message(peer, MessageType::PONG, vec![]);
-        node.handle_message(
-            Link::Outbound(id(peer)),
-            "127.0.0.1",
-            &decode(&pong),
-            Instant::from_millis(2),
-        );
+        let link = support::link_to(&node, &id(peer));
+        node.handle_message(link, "127.0.0.1", &decode(&pong), Instant::from_millis(2));
     }
     while node.poll_output().is_some() {}
     node
@@ -90,12 +84,8 @@ fn entry(about: &str, port: u16, pong: u32, flags: NodeFlags) -> OwnedGossip {
 /// B's PING at `now` with one entry.
 fn gossip(node: &mut ClusterNode, entry: OwnedGossip, now: u64) -> Vec<Output> {
     let wire = message(B, MessageType::PING, vec![entry]);
-    node.handle_message(
-        Link::Inbound(1),
-        "127.0.0.1",
-        &decode(&wire),
-        Instant::from_millis(now),
-    );
+    let link = node.handle_accepted(Instant::from_millis(now));
+    node.handle_message(link, "127.0.0.1", &decode(&wire), Instant::from_millis(now));
     std::iter::from_fn(|| node.poll_output()).collect()
 }
 
@@ -162,8 +152,9 @@ fn no_pong_time_while_a_ping_is_in_flight_or_a_report_is_valid() {
         MessageType::PING,
         vec![entry(D, 7003, 205, NodeFlags::MASTER)],
     );
+    let from_c = node.handle_accepted(Instant::from_millis(210_000));
     node.handle_message(
-        Link::Inbound(2),
+        from_c,
         "127.0.0.1",
         &decode(&wire),
         Instant::from_millis(210_000),
@@ -177,7 +168,7 @@ fn no_pong_time_while_a_ping_is_in_flight_or_a_report_is_valid() {
         vec![entry(D, 7003, 230, NodeFlags::MASTER)],
     );
     node.handle_message(
-        Link::Inbound(2),
+        from_c,
         "127.0.0.1",
         &decode(&wire),
         Instant::from_millis(later),
@@ -188,6 +179,7 @@ fn no_pong_time_while_a_ping_is_in_flight_or_a_report_is_valid() {
 #[test]
 fn a_failing_node_seen_healthy_elsewhere_moves_to_the_address_gossiped() {
     let mut node = fixture("master,fail?");
+    let old = support::link_to(&node, &id(D));
     let outputs = gossip(&mut node, entry(D, 7013, 150, NodeFlags::MASTER), 150_700);
     let d = node.node(&id(D)).expect("known");
     assert_eq!((d.ip.as_str(), d.port, d.cport), ("127.0.0.1", 7013, 17013));
@@ -195,13 +187,15 @@ fn a_failing_node_seen_healthy_elsewhere_moves_to_the_address_gossiped() {
     assert!(
         outputs
             .iter()
-            .any(|o| matches!(o, Output::Close(Link::Outbound(n)) if *n == id(D))),
+            .any(|o| matches!(o, Output::Close(link) if *link == old)),
         "{outputs:?}"
     );
     // The next cron connects to the new address.
     node.handle_timeout(Instant::from_millis(150_800));
     let connect = std::iter::from_fn(|| node.poll_output()).find_map(|o| match o {
-        Output::Connect { node: n, ip, cport } if n == id(D) => Some((ip, cport)),
+        Output::Connect {
+            node: n, ip, cport, ..
+        } if n == id(D) => Some((ip, cport)),
         _ => None,
     });
     assert_eq!(connect, Some((String::from("127.0.0.1"), 17013)));
@@ -234,7 +228,7 @@ fn an_unknown_node_from_a_known_sender_is_added_under_its_id_and_pinged_not_met(
     assert!(e.is_replica(), "with the role the entry gives");
     assert_eq!((e.port, e.cport), (7004, 17004));
     // The cron connects to it; the first message on the link is a PING, not a MEET.
-    node.handle_link_up(&id(E), Instant::from_millis(6));
+    support::connect(&mut node, Instant::from_millis(101));
     let first = std::iter::from_fn(|| node.poll_output()).find_map(|o| match o {
         Output::Send { message, .. } => Some(message.kind),
         _ => None,
@@ -257,12 +251,8 @@ fn a_meet_from_an_unknown_node_adds_none_of_the_nodes_it_gossips() {
         OwnedPing::default().with_gossip(gossip),
     )
     .encode(&mut wire);
-    node.handle_message(
-        Link::Inbound(9),
-        "127.0.0.1",
-        &decode(&wire),
-        Instant::from_millis(5),
-    );
+    let link = node.handle_accepted(Instant::from_millis(5));
+    node.handle_message(link, "127.0.0.1", &decode(&wire), Instant::from_millis(5));
     assert!(node.node(&id(stranger)).is_none());
     // The MEET's sender itself is met back (a handshake node), as the server does.
     assert!(node.nodes().any(|n| n.in_handshake() && n.port == 7004));

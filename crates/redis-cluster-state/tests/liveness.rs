@@ -7,7 +7,7 @@
 //! timeout with nothing else heard is reset (closed and opened again, a new PING on it).
 
 use redis_cluster_bus::{Message, MessageType, OwnedMessage, OwnedPing};
-use redis_cluster_state::{ClusterNode, Config, Duration, Instant, Link, Output};
+use redis_cluster_state::{ClusterNode, Config, Duration, Instant, LinkId, Output};
 use redis_hash_slot::{Slot, SlotSet};
 mod support;
 
@@ -31,9 +31,7 @@ fn cluster() -> ClusterNode {
     let mut config = Config::new("127.0.0.1", 7000);
     config.node_timeout = Duration::from_millis(TIMEOUT);
     let mut node = ClusterNode::from_nodes_conf(config, &text, Instant::ZERO).expect("loads");
-    for peer in [B, C] {
-        node.handle_link_up(&id(peer), Instant::from_millis(1));
-    }
+    support::connect(&mut node, Instant::from_millis(1));
     node
 }
 
@@ -50,7 +48,7 @@ fn message(sender: &str, port: u16, kind: MessageType) -> Vec<u8> {
     wire
 }
 
-fn deliver(node: &mut ClusterNode, link: Link, wire: &[u8], now: u64) {
+fn deliver(node: &mut ClusterNode, link: LinkId, wire: &[u8], now: u64) {
     let message = Message::decode(wire).expect("a message");
     node.handle_message(link, "127.0.0.1", &message, Instant::from_millis(now));
 }
@@ -61,22 +59,22 @@ fn deliver(node: &mut ClusterNode, link: Link, wire: &[u8], now: u64) {
 fn run(node: &mut ClusterNode, from: u64, to: u64, b_talks: bool) -> (bool, bool) {
     let mut b_pfail = false;
     let mut b_reset = false;
+    let (b_link, c_link) = (
+        support::link_to(node, &id(B)),
+        support::link_to(node, &id(C)),
+    );
+    let from_b = node.handle_accepted(Instant::from_millis(from));
     let mut now = from;
     while now <= to {
         node.handle_timeout(Instant::from_millis(now));
         if b_talks && now % 1000 == 0 {
-            deliver(
-                node,
-                Link::Inbound(1),
-                &message(B, 7001, MessageType::PING),
-                now,
-            );
+            deliver(node, from_b, &message(B, 7001, MessageType::PING), now);
         }
         let outputs: Vec<Output> = std::iter::from_fn(|| node.poll_output()).collect();
         for output in outputs {
-            b_reset |= output == Output::Close(Link::Outbound(id(B)));
+            b_reset |= output == Output::Close(b_link);
             if let Output::Send { link, message: m } = output {
-                if link == Link::Outbound(id(C)) && m.kind == MessageType::PING {
+                if link == c_link && m.kind == MessageType::PING {
                     deliver(node, link, &message(C, 7002, MessageType::PONG), now);
                 }
             }
@@ -116,12 +114,13 @@ fn a_node_that_falls_silent_is_pfail_one_timeout_after_its_last_message() {
 /// The outputs of the cron every 100 ms from `from` to `to`, B silent and C answering.
 fn outputs(node: &mut ClusterNode, from: u64, to: u64) -> Vec<(u64, Output)> {
     let mut all = Vec::new();
+    let c_link = support::link_to(node, &id(C));
     let mut now = from;
     while now <= to {
         node.handle_timeout(Instant::from_millis(now));
         while let Some(output) = node.poll_output() {
             if let Output::Send { link, message: m } = &output {
-                if *link == Link::Outbound(id(C)) && m.kind == MessageType::PING {
+                if *link == c_link && m.kind == MessageType::PING {
                     deliver(node, *link, &message(C, 7002, MessageType::PONG), now);
                 }
             }
@@ -136,10 +135,14 @@ fn outputs(node: &mut ClusterNode, from: u64, to: u64) -> Vec<(u64, Output)> {
 fn a_stuck_link_is_reset_once_a_timeout_and_the_new_one_pings_again() {
     let mut node = cluster();
     let ping_sent = node.node(&id(B)).expect("known").ping_sent;
+    let (b_link, c_link) = (
+        support::link_to(&node, &id(B)),
+        support::link_to(&node, &id(C)),
+    );
     let all = outputs(&mut node, 100, 2 * TIMEOUT);
     let closed: Vec<u64> = all
         .iter()
-        .filter(|(_, o)| *o == Output::Close(Link::Outbound(id(B))))
+        .filter(|(_, o)| *o == Output::Close(b_link))
         .map(|(t, _)| *t)
         .collect();
     // Up at 1 ms with its PING in flight, silent: reset once the link is older than the
@@ -148,24 +151,25 @@ fn a_stuck_link_is_reset_once_a_timeout_and_the_new_one_pings_again() {
     let connect = all
         .iter()
         .position(|(_, o)| matches!(o, Output::Connect { node: n, .. } if *n == id(B)));
-    let close = all
-        .iter()
-        .position(|(_, o)| *o == Output::Close(Link::Outbound(id(B))));
+    let close = all.iter().position(|(_, o)| *o == Output::Close(b_link));
     assert!(connect > close, "the reset link is opened again: {all:?}");
+    let new_link = all
+        .iter()
+        .find_map(|(_, o)| match o {
+            Output::Connect { link, node: n, .. } if *n == id(B) => Some(*link),
+            _ => None,
+        })
+        .expect("a new link");
+    assert_ne!(new_link, b_link, "a new handle");
     // The new link's PING keeps the first ping's time: PFAIL is not put off.
-    node.handle_link_up(&id(B), Instant::from_millis(2 * TIMEOUT));
+    node.handle_connected(new_link, Instant::from_millis(2 * TIMEOUT));
     assert_eq!(node.node(&id(B)).expect("known").ping_sent, ping_sent);
     let pinged = std::iter::from_fn(|| node.poll_output()).any(|o| match o {
-        Output::Send { link, message } => {
-            link == Link::Outbound(id(B)) && message.kind == MessageType::PING
-        }
+        Output::Send { link, message } => link == new_link && message.kind == MessageType::PING,
         _ => false,
     });
     assert!(pinged);
     assert!(node.node(&id(B)).expect("known").is_pfailed());
     // C answers: its link is never reset.
-    assert!(
-        !all.iter()
-            .any(|(_, o)| *o == Output::Close(Link::Outbound(id(C))))
-    );
+    assert!(!all.iter().any(|(_, o)| *o == Output::Close(c_link)));
 }

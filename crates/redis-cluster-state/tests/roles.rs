@@ -3,7 +3,7 @@
 //! replica changes master, and when a replica turns master).
 
 use redis_cluster_bus::NodeFlags;
-use redis_cluster_state::{ClusterNode, Instant, Link, Output};
+use redis_cluster_state::{ClusterNode, Instant, Output};
 use redis_hash_slot::{Slot, SlotSet};
 mod support;
 
@@ -149,12 +149,8 @@ fn ping_from_b(node: &mut ClusterNode, forget: &[&str], gossip: &[(&str, u16)], 
     let mut wire = Vec::new();
     OwnedMessage::new(MessageType::PING, header, ping).encode(&mut wire);
     let message = Message::decode(&wire).expect("a PING");
-    node.handle_message(
-        Link::Inbound(7001),
-        "127.0.0.1",
-        &message,
-        Instant::from_millis(now),
-    );
+    let link = node.handle_accepted(Instant::from_millis(now));
+    node.handle_message(link, "127.0.0.1", &message, Instant::from_millis(now));
     let mut saved = false;
     while let Some(output) = node.poll_output() {
         saved |= matches!(output, Output::SaveConfig);

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use redis_cluster_bus::{
     Message, MessageType, NodeFlags, NodeId, OwnedHeader, OwnedMessage, OwnedPing,
 };
-use redis_cluster_state::{ClusterNode, Config, Instant, Link};
+use redis_cluster_state::{ClusterNode, Config, Instant, LinkId, Output};
 use redis_hash_slot::SlotSet;
 
 pub const NOW: u64 = 1_800_000_000_123;
@@ -70,34 +70,50 @@ pub fn id(text: &str) -> NodeId {
     NodeId(text.as_bytes().try_into().expect("40 bytes"))
 }
 
+/// Runs the node's cron at `now` and brings up every link it asks for, as a driver would at
+/// once. The cron's own outputs are dropped; what the links' coming up sends (their MEET or
+/// PING) is left queued.
+#[allow(dead_code)] // not every test file links
+pub fn connect(node: &mut ClusterNode, now: Instant) {
+    node.handle_timeout(now);
+    let links: Vec<LinkId> = std::iter::from_fn(|| node.poll_output())
+        .filter_map(|output| match output {
+            Output::Connect { link, .. } => Some(link),
+            _ => None,
+        })
+        .collect();
+    for link in links {
+        node.handle_connected(link, now);
+    }
+}
+
+/// The outbound link to `peer`.
+#[allow(dead_code)] // not every test file links
+pub fn link_to(node: &ClusterNode, peer: &NodeId) -> LinkId {
+    node.node(peer)
+        .and_then(|n| n.outbound_link)
+        .expect("a link to the peer")
+}
+
 /// The node at 127.0.0.1:7000 that nodes.conf `text` describes, every link to the others up
 /// (at 1 ms) and its outputs drained.
 pub fn linked(text: &str) -> ClusterNode {
     let mut node =
         ClusterNode::from_nodes_conf(Config::new("127.0.0.1", 7000), text, Instant::ZERO)
             .expect("loads");
-    let me = node.myself().id;
-    let peers: Vec<NodeId> = node.nodes().map(|n| n.id).filter(|id| *id != me).collect();
-    for peer in &peers {
-        node.handle_link_up(peer, Instant::from_millis(1));
-    }
+    connect(&mut node, Instant::from_millis(1));
     while node.poll_output().is_some() {}
     node
 }
 
-/// `header`'s PING, encoded and decoded as the bus carries it, arriving at 2 ms on the
-/// inbound link numbered by the sender's port.
+/// `header`'s PING, encoded and decoded as the bus carries it, arriving at 2 ms on a new
+/// inbound link.
 pub fn ping_from(node: &mut ClusterNode, header: OwnedHeader) {
-    let port = header.port;
     let mut wire = Vec::new();
     OwnedMessage::new(MessageType::PING, header, OwnedPing::default()).encode(&mut wire);
     let message = Message::decode(&wire).expect("a PING");
-    node.handle_message(
-        Link::Inbound(u64::from(port)),
-        "127.0.0.1",
-        &message,
-        Instant::from_millis(2),
-    );
+    let link = node.handle_accepted(Instant::from_millis(2));
+    node.handle_message(link, "127.0.0.1", &message, Instant::from_millis(2));
 }
 
 /// The PONG `id` would send: its own view of itself, as the table records it.
@@ -136,17 +152,13 @@ pub fn load(dir: &Path, port: u16) -> ClusterNode {
     );
     let me = node.myself().id;
     let ids: Vec<NodeId> = node.nodes().map(|n| n.id).filter(|id| *id != me).collect();
+    connect(&mut node, Instant::from_millis(NOW));
     for id in &ids {
         let hostname = node.node(id).and_then(|n| n.hostname.clone());
-        node.handle_link_up(id, Instant::from_millis(NOW));
         let wire = pong_of(&node, id);
         let message = Message::decode(&wire).expect("a PONG");
-        node.handle_message(
-            Link::Outbound(*id),
-            "127.0.0.1",
-            &message,
-            Instant::from_millis(NOW),
-        );
+        let link = link_to(&node, id);
+        node.handle_message(link, "127.0.0.1", &message, Instant::from_millis(NOW));
         // Hostnames travel in a ping extension this PONG does not carry: put it back.
         node.set_hostname(id, hostname);
     }

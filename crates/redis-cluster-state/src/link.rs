@@ -1,0 +1,170 @@
+//! Bus links by handle: the state machine names every connection with a [`LinkId`] it hands
+//! out, an outbound one when it asks for it ([`Output::Connect`]), an inbound one when the
+//! driver accepts it ([`ClusterNode::handle_accepted`]). A handle never changes and is never
+//! reused, so a driver keys its sockets by it and keeps no table of node ids: a handshake
+//! node's link keeps its handle when the node's real id replaces the temporary one.
+
+use core::{fmt, num::NonZeroU64};
+
+use redis_cluster_bus::{MessageType, NodeFlags, NodeId};
+
+use crate::{bus::Output, cluster::ClusterNode, time::Instant};
+
+/// A bus connection, as the state machine names it to the driver.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct LinkId(NonZeroU64);
+
+impl LinkId {
+    /// The handle's number, for logs.
+    pub const fn get(self) -> u64 {
+        self.0.get()
+    }
+}
+
+impl fmt::Debug for LinkId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "LinkId({})", self.0)
+    }
+}
+
+impl fmt::Display for LinkId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "link {}", self.0)
+    }
+}
+
+impl ClusterNode {
+    /// A new handle, never given out before.
+    fn new_link(&mut self) -> LinkId {
+        self.last_link = self.last_link.saturating_add(1);
+        LinkId(NonZeroU64::new(self.last_link).unwrap_or(NonZeroU64::MAX))
+    }
+
+    /// A connection a peer opened to this node: its handle, for
+    /// [`ClusterNode::handle_message`] and [`ClusterNode::handle_link_down`].
+    pub fn handle_accepted(&mut self, now: Instant) -> LinkId {
+        self.clock = self.clock.max(now.as_millis());
+        let link = self.new_link();
+        self.inbound.insert(link);
+        link
+    }
+
+    /// Asks the driver for an outbound link to the node at table index `at`.
+    pub(crate) fn connect(&mut self, at: u16) {
+        let link = self.new_link();
+        let Some(node) = self.at_mut(at) else {
+            return;
+        };
+        node.connecting = true;
+        node.outbound_link = Some(link);
+        let (id, ip, cport) = (
+            node.id,
+            alloc::string::String::from(node.ip.as_str()),
+            node.cport,
+        );
+        self.outbound.insert(link, id);
+        self.push(Output::Connect {
+            link,
+            node: id,
+            ip,
+            cport,
+        });
+    }
+
+    /// The outbound link that carries messages to `id` now, if it is up.
+    pub(crate) fn link_to(&self, id: &NodeId) -> Option<LinkId> {
+        self.node(id)
+            .filter(|n| n.link)
+            .and_then(|n| n.outbound_link)
+    }
+
+    /// The node an outbound `link` goes to (`None`: an inbound link, or one closed).
+    pub(crate) fn outbound_node(&self, link: LinkId) -> Option<NodeId> {
+        self.outbound.get(&link).copied()
+    }
+
+    /// A handshake node's link now goes to the node's real id.
+    pub(crate) fn relink(&mut self, link: LinkId, to: NodeId) {
+        if let Some(id) = self.outbound.get_mut(&link) {
+            *id = to;
+        }
+    }
+
+    /// Closes `id`'s outbound link (connected or connecting) and forgets its handle; tells
+    /// the driver to close it when it was up, as the server frees a link.
+    pub(crate) fn close_outbound(&mut self, id: &NodeId) {
+        let Some(node) = self.node(id) else {
+            return;
+        };
+        let (link, up) = (node.outbound_link, node.link);
+        if let Some(node) = self.node_mut(id) {
+            node.link = false;
+            node.connecting = false;
+            node.outbound_link = None;
+        }
+        if let Some(link) = link {
+            self.outbound.remove(&link);
+            if up {
+                self.push(Output::Close(link));
+            }
+        }
+    }
+
+    /// The outbound `link` is connected: the first message on it is a MEET for a node still
+    /// to meet, else a PING. A link to a node forgotten meanwhile is closed.
+    pub fn handle_connected(&mut self, link: LinkId, now: Instant) {
+        let now = now.as_millis();
+        self.clock = self.clock.max(now);
+        let node = self.outbound_node(link);
+        if node == Some(self.myself().id) {
+            return;
+        }
+        let Some(entry) = node.and_then(|id| self.node_mut(&id)) else {
+            self.outbound.remove(&link);
+            self.push(Output::Close(link));
+            return;
+        };
+        entry.link = true;
+        entry.connecting = false;
+        entry.link_time = now;
+        let meet = entry.flags.contains(NodeFlags::MEET);
+        entry.set(NodeFlags::MEET, false);
+        let kind = if meet {
+            MessageType::MEET
+        } else {
+            MessageType::PING
+        };
+        self.send_ping(link, kind, now);
+    }
+
+    /// `link` closed, or failed to connect. A handle the state machine closed itself, or
+    /// does not know, is ignored.
+    pub fn handle_link_down(&mut self, link: LinkId, now: Instant) {
+        let now = now.as_millis();
+        self.clock = self.clock.max(now);
+        let Some(id) = self.outbound.remove(&link) else {
+            if !self.inbound.remove(&link) {
+                return;
+            }
+            for (_, node) in self.nodes.enumerate_mut() {
+                if node.inbound_link == Some(link) {
+                    node.inbound_link = None;
+                }
+            }
+            return;
+        };
+        if let Some(node) = self.node_mut(&id) {
+            if !node.flags.contains(NodeFlags::MYSELF) {
+                // The ping in flight stays: failure detection goes on without a link. A
+                // connection that could not even open counts as a ping sent now, or a dead
+                // node would never time out.
+                if node.connecting && node.ping_sent == 0 {
+                    node.ping_sent = now;
+                }
+                node.link = false;
+                node.connecting = false;
+                node.outbound_link = None;
+            }
+        }
+    }
+}
