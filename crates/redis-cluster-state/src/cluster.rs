@@ -12,11 +12,11 @@ use redis_cluster_bus::{NodeFlags, NodeId};
 use redis_hash_slot::{SLOT_COUNT, Slot, SlotSet};
 
 use crate::{
-    bus::Output,
     config::Config,
     index::NodeIndex,
-    link::LinkId,
     node::{Node, NodeIp},
+    output::LinkId,
+    output::Output,
     time::Instant,
 };
 
@@ -76,9 +76,9 @@ pub struct ClusterNode {
     /// Ids `CLUSTER FORGET` blacklisted, and until when (ms).
     pub(crate) forgotten: Vec<(NodeId, u64)>,
     /// This replica's election, when one is under way.
-    pub(crate) election: crate::failover::Election,
+    pub(crate) election: crate::election::Election,
     /// A manual failover under way, on either side.
-    pub(crate) manual: crate::failover::Manual,
+    pub(crate) manual: crate::election::Manual,
     /// Whether the state was evaluated once (the first evaluation is no change).
     pub(crate) evaluated: bool,
     /// The time of the latest input (ms).
@@ -189,8 +189,8 @@ impl ClusterNode {
             no_orphans: None,
             walk_every_tick: false,
             forgotten: Vec::new(),
-            election: crate::failover::Election::default(),
-            manual: crate::failover::Manual::default(),
+            election: crate::election::Election::default(),
+            manual: crate::election::Manual::default(),
             evaluated: false,
             clock: 0,
             first_cron: None,
@@ -507,11 +507,17 @@ impl ClusterNode {
         }
         if self.state_ok != ok && self.evaluated {
             self.outputs
-                .push_back(Output::Event(crate::bus::Event::StateChanged { ok }));
+                .push_back(Output::Event(crate::output::Event::StateChanged { ok }));
         }
         self.evaluated = true;
         self.state_ok = ok;
         ok
+    }
+}
+
+impl ClusterNode {
+    pub(crate) fn rng_next(&mut self) -> u64 {
+        next(&mut self.rng)
     }
 }
 

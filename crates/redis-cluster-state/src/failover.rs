@@ -8,54 +8,15 @@ use redis_cluster_bus::{Failover, MessageType, NodeFlags, NodeId, OwnedBody, Own
 use redis_hash_slot::Slot;
 
 use crate::{
-    bus::Output,
     cluster::ClusterNode,
+    election::{Election, FailoverMode, Manual},
+    output::Output,
     time::{Duration, Instant},
     timers::Timer,
 };
 
-/// A replica's election in progress.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct Election {
-    /// When the request goes out, or went out: the attempt's start, from which its expiry
-    /// and the next attempt count (the [`Timer::Election`] wakes the node for it).
-    pub(crate) time: Option<Instant>,
-    /// Whether the request went out.
-    pub(crate) sent: bool,
-    /// The replica's rank among its siblings when scheduled.
-    pub(crate) rank: usize,
-    /// Votes received.
-    pub(crate) votes: usize,
-    /// The epoch the request carried.
-    pub(crate) epoch: u64,
-}
-
-/// A manual failover in progress (`CLUSTER FAILOVER`), on the replica or on its master; it
-/// is in progress while [`Timer::ManualFailover`] is armed, which is its end.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct Manual {
-    /// On the master: the replica taking over.
-    pub(crate) replica: Option<NodeId>,
-    /// On the replica: the master's offset once it paused, when known.
-    pub(crate) master_offset: Option<u64>,
-    /// On the replica: the election may start.
-    pub(crate) can_start: bool,
-}
-
 /// How long a manual failover may take (`CLUSTER_MF_TIMEOUT`).
 const MANUAL_TIMEOUT: Duration = Duration::from_millis(5_000);
-
-/// `CLUSTER FAILOVER`'s option.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum FailoverMode {
-    /// Coordinated with a healthy master: it pauses writes until this replica has its offset.
-    #[default]
-    Default,
-    /// No coordination with the master; still an election.
-    Force,
-    /// No election: take the slots by bumping the config epoch without consensus.
-    Takeover,
-}
 
 /// `repl-ping-replica-period` of Redis 7.0, in ms: part of the data-age limit.
 const REPL_PING_PERIOD: u64 = 10_000;
@@ -181,7 +142,7 @@ impl ClusterNode {
     /// Step 7, the election won: master now, with the election epoch as config epoch and
     /// every slot of the old master, then a PONG to everyone.
     fn win_election(&mut self, old_master: NodeId, now: u64) {
-        self.push(Output::Event(crate::bus::Event::BecameMaster));
+        self.push(Output::Event(crate::output::Event::BecameMaster));
         let epoch = self.election.epoch;
         {
             let me = self.myself_mut();

@@ -4,9 +4,9 @@
 use redis_cluster_bus::{MessageType, NodeFlags, NodeId, OwnedFail};
 
 use crate::{
-    bus::{Event, Output},
     cluster::ClusterNode,
     node::Node,
+    output::{Event, Output},
     time::Instant,
 };
 

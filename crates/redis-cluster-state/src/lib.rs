@@ -83,6 +83,18 @@
 //! times a [`Node`] records (`ping_sent`, `pong_received`, …) are those same milliseconds,
 //! as the wire and `CLUSTER NODES` show them.
 //!
+//! The source, a sentence per file: `cluster.rs` holds [`ClusterNode`]'s fields and the slot
+//! table's changes; `node.rs`, `table.rs` and `index.rs` one node's entry, the table of them
+//! and the look-up by id; `config.rs` the options; `time.rs` and `timers.rs` time and the
+//! table of deadlines; `output.rs` what the driver is told ([`Output`], [`Event`],
+//! [`LinkId`]); `link.rs` links coming and going; `send.rs` the output queue and the messages
+//! built; `cron.rs` the 100 ms cron; `gossip.rs` the gossip section; `bus.rs` what a message
+//! does to the tables; `failure.rs` PFAIL reports and FAIL; `election.rs` and `failover.rs`
+//! automatic, manual and replica-migration failovers (their data, their rules); `pubsub.rs`
+//! PUBLISH across the cluster; `command.rs` the CLUSTER subcommands, `reply.rs` their replies
+//! and `text.rs` CLUSTER NODES and nodes.conf; `route.rs` the redirect decision;
+//! `rebalance.rs` and `migration.rs` a rebalance's plan and its moves.
+//!
 //! The table alone answers a router's question, no bus needed:
 //!
 //! ```
@@ -104,27 +116,32 @@ mod bus;
 mod cluster;
 mod command;
 mod config;
+mod cron;
+mod election;
 mod failover;
 mod failure;
+mod gossip;
 mod index;
 mod link;
 pub mod migration;
 mod node;
+mod output;
 mod pubsub;
 pub mod rebalance;
 mod reply;
 mod route;
+mod send;
 mod table;
 mod text;
 mod time;
 mod timers;
 
-pub use bus::{CRON_MS, Event, Output};
 pub use cluster::{ClusterNode, CommandError};
 pub use config::{Config, EndpointType};
-pub use failover::FailoverMode;
-pub use link::LinkId;
+pub use cron::CRON_MS;
+pub use election::FailoverMode;
 pub use node::{Node, NodeIp};
+pub use output::{Event, LinkId, Output};
 pub use reply::{LinkStats, Protocol, Reply};
 pub use route::{Decision, Request};
 pub use text::ConfError;

@@ -4,40 +4,21 @@
 //! reused, so a driver keys its sockets by it and keeps no table of node ids: a handshake
 //! node's link keeps its handle when the node's real id replaces the temporary one.
 
-use core::{fmt, num::NonZeroU64};
+use core::num::NonZeroU64;
 
 use redis_cluster_bus::{MessageType, NodeFlags, NodeId};
 
-use crate::{bus::Output, cluster::ClusterNode, time::Instant};
-
-/// A bus connection, as the state machine names it to the driver.
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct LinkId(NonZeroU64);
-
-impl LinkId {
-    /// The handle's number, for logs.
-    pub const fn get(self) -> u64 {
-        self.0.get()
-    }
-}
-
-impl fmt::Debug for LinkId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "LinkId({})", self.0)
-    }
-}
-
-impl fmt::Display for LinkId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "link {}", self.0)
-    }
-}
+use crate::{
+    cluster::ClusterNode,
+    output::{LinkId, Output},
+    time::Instant,
+};
 
 impl ClusterNode {
     /// A new handle, never given out before.
     fn new_link(&mut self) -> LinkId {
         self.last_link = self.last_link.saturating_add(1);
-        LinkId(NonZeroU64::new(self.last_link).unwrap_or(NonZeroU64::MAX))
+        LinkId::new(NonZeroU64::new(self.last_link).unwrap_or(NonZeroU64::MAX))
     }
 
     /// A connection a peer opened to this node: its handle, for

@@ -6,7 +6,7 @@ use core::{fmt, ops::Deref};
 use redis_cluster_bus::{NodeFlags, NodeId};
 use redis_hash_slot::SlotSet;
 
-use crate::link::LinkId;
+use crate::output::LinkId;
 
 /// One entry of the node table.
 ///

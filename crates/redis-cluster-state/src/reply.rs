@@ -8,7 +8,7 @@ use redis_cluster_bus::NodeId;
 use redis_hash_slot::Slot;
 use redis_resp::Frame;
 
-use crate::{cluster::ClusterNode, config::EndpointType, link::LinkId, node::Node};
+use crate::{cluster::ClusterNode, config::EndpointType, node::Node, output::LinkId};
 
 /// A reply frame: owned bytes.
 pub type Reply = Frame<Vec<u8>>;
