@@ -62,17 +62,13 @@ impl ClusterNode {
             return Err(CommandError::UnknownNode(alloc::format!("{master}")));
         };
         if target.id == me {
-            return Err(CommandError::Other("Can't replicate myself"));
+            return Err(CommandError::ReplicateMyself);
         }
         if !target.is_master() {
-            return Err(CommandError::Other(
-                "I can only replicate a master, not a replica.",
-            ));
+            return Err(CommandError::ReplicateReplica);
         }
         if self.myself().is_master() && self.myself().has_slots() {
-            return Err(CommandError::Other(
-                "To set a master the node must be empty and without assigned slots.",
-            ));
+            return Err(CommandError::ReplicateWithSlots);
         }
         self.set_my_master(*master);
         self.push(Output::SaveConfig);

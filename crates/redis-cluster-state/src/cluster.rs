@@ -143,9 +143,60 @@ pub enum CommandError {
     /// ADDSLOTSRANGE / DELSLOTSRANGE with a start after its end.
     #[error("start slot number {0} is greater than end slot number {1}")]
     RangeOrder(u16, u16),
-    /// Any other refusal, with the server's text.
-    #[error("{0}")]
-    Other(&'static str),
+    /// A number argument that is not one (SET-CONFIG-EPOCH).
+    #[error("value is not an integer or out of range")]
+    NotInteger,
+    /// CLUSTER RESET of a master that holds keys.
+    #[error("CLUSTER RESET can't be called with master nodes containing keys")]
+    ResetWithKeys,
+    /// CLUSTER FLUSHSLOTS while keys are held.
+    #[error("DB must be empty to perform CLUSTER FLUSHSLOTS.")]
+    FlushWithKeys,
+    /// CLUSTER FORGET of this node.
+    #[error("I tried hard but I can't forget myself...")]
+    ForgetMyself,
+    /// CLUSTER FORGET of this replica's master.
+    #[error("Can't forget my master!")]
+    ForgetMyMaster,
+    /// CLUSTER REPLICAS of a node that is not a master.
+    #[error("The specified node is not a master")]
+    NotAMaster,
+    /// CLUSTER SETSLOT on a replica.
+    #[error("Please use SETSLOT only with masters.")]
+    SetSlotOnReplica,
+    /// CLUSTER SETSLOT with an unknown action or the wrong arguments.
+    #[error("Invalid CLUSTER SETSLOT action or number of arguments. Try CLUSTER HELP")]
+    BadSetSlot,
+    /// SETSLOT MIGRATING / IMPORTING / NODE naming a node that is not a master.
+    #[error("Target node is not a master")]
+    TargetNotMaster,
+    /// SET-CONFIG-EPOCH on a node that knows others.
+    #[error("The user can assign a config epoch only when the node does not know any other node.")]
+    NotAlone,
+    /// SET-CONFIG-EPOCH on a node whose config epoch is set.
+    #[error("Node config epoch is already non-zero")]
+    EpochAlreadySet,
+    /// REPLICATE of this node.
+    #[error("Can't replicate myself")]
+    ReplicateMyself,
+    /// REPLICATE of a replica.
+    #[error("I can only replicate a master, not a replica.")]
+    ReplicateReplica,
+    /// REPLICATE on a master that owns slots.
+    #[error("To set a master the node must be empty and without assigned slots.")]
+    ReplicateWithSlots,
+    /// CLUSTER FAILOVER on a master.
+    #[error("You should send CLUSTER FAILOVER to a replica")]
+    FailoverOnMaster,
+    /// CLUSTER FAILOVER on a replica that does not know its master.
+    #[error("I'm a replica but my master is unknown to me")]
+    MasterUnknown,
+    /// CLUSTER FAILOVER (no option) while the master is down.
+    #[error("Master is down or failed, please use CLUSTER FAILOVER FORCE")]
+    MasterDown,
+    /// SET-CONFIG-EPOCH with a negative epoch (the argument as given).
+    #[error("Invalid config epoch specified: {0}")]
+    BadConfigEpoch(String),
 }
 
 impl ClusterNode {
@@ -429,12 +480,10 @@ impl ClusterNode {
     /// `CLUSTER SET-CONFIG-EPOCH`: only alone and at config epoch 0; raises the current epoch.
     pub fn set_config_epoch(&mut self, epoch: u64) -> Result<(), CommandError> {
         if self.index.len() > 1 {
-            return Err(CommandError::Other(
-                "The user can assign a config epoch only when the node does not know any other node.",
-            ));
+            return Err(CommandError::NotAlone);
         }
         if self.myself().config_epoch != 0 {
-            return Err(CommandError::Other("Node config epoch is already non-zero"));
+            return Err(CommandError::EpochAlreadySet);
         }
         self.myself_mut().config_epoch = epoch;
         self.current_epoch = self.current_epoch.max(epoch);

@@ -112,11 +112,11 @@ impl ClusterNode {
                 .ok()
                 .and_then(|e| e.parse::<i64>().ok())
             {
-                Some(n) if n < 0 => Err(CommandError::Other("Invalid config epoch specified")),
-                Some(n) => self.set_config_epoch(n as u64).map(|()| ok()),
-                None => Err(CommandError::Other(
-                    "value is not an integer or out of range",
+                Some(n) if n < 0 => Err(CommandError::BadConfigEpoch(
+                    String::from_utf8_lossy(epoch).into_owned(),
                 )),
+                Some(n) => self.set_config_epoch(n as u64).map(|()| ok()),
+                None => Err(CommandError::NotInteger),
             },
             (b"failover", options) if options.len() <= 1 => {
                 let mode = match options.first().map(|o| o.to_ascii_lowercase()) {
@@ -150,9 +150,9 @@ impl ClusterNode {
                 let keys: u64 = (0..16384).filter_map(Slot::new).map(&keys_in_slot).sum();
                 match hard {
                     None => Ok(Frame::SimpleError(b"ERR syntax error".to_vec())),
-                    Some(_) if self.myself().is_master() && keys > 0 => Err(CommandError::Other(
-                        "CLUSTER RESET can't be called with master nodes containing keys",
-                    )),
+                    Some(_) if self.myself().is_master() && keys > 0 => {
+                        Err(CommandError::ResetWithKeys)
+                    }
                     Some(hard) => {
                         self.reset(hard);
                         Ok(ok())
@@ -166,9 +166,7 @@ impl ClusterNode {
             (b"flushslots", []) => {
                 let keys: u64 = (0..16384).filter_map(Slot::new).map(&keys_in_slot).sum();
                 if keys > 0 {
-                    Err(CommandError::Other(
-                        "DB must be empty to perform CLUSTER FLUSHSLOTS.",
-                    ))
+                    Err(CommandError::FlushWithKeys)
                 } else {
                     let mine: Vec<Slot> = self.myself().slots.iter().collect();
                     for slot in mine {
@@ -232,13 +230,7 @@ impl ClusterNode {
         if persisted && matches!(result, Ok(Frame::SimpleString(_) | Frame::BulkString(_))) {
             self.push(crate::Output::SaveConfig);
         }
-        Some(result.unwrap_or_else(|e| match e {
-            CommandError::Other("Invalid config epoch specified") => {
-                let epoch = String::from_utf8_lossy(rest[0]).into_owned();
-                error(format!("Invalid config epoch specified: {epoch}"))
-            }
-            e => error(format!("{e}")),
-        }))
+        Some(result.unwrap_or_else(|e| error(format!("{e}"))))
     }
 
     fn meet_command(
@@ -276,12 +268,10 @@ impl ClusterNode {
             .ok_or_else(unknown)?;
         let me = self.myself();
         if id == me.id {
-            return Err(CommandError::Other(
-                "I tried hard but I can't forget myself...",
-            ));
+            return Err(CommandError::ForgetMyself);
         }
         if me.is_replica() && me.master == Some(id) {
-            return Err(CommandError::Other("Can't forget my master!"));
+            return Err(CommandError::ForgetMyMaster);
         }
         self.forgotten.retain(|(f, until)| *f != id && *until > now);
         self.forgotten.push((id, now + FORGET_TTL));
@@ -345,7 +335,7 @@ impl ClusterNode {
             .and_then(|id| self.node(&id))
             .ok_or_else(unknown)?;
         if !master.is_master() {
-            return Err(CommandError::Other("The specified node is not a master"));
+            return Err(CommandError::NotAMaster);
         }
         let lines = self.replica_lines(&master.id);
         Ok(Frame::Array(
@@ -377,7 +367,7 @@ impl ClusterNode {
         now: Instant,
     ) -> Result<Reply, CommandError> {
         if self.myself().is_replica() {
-            return Err(CommandError::Other("Please use SETSLOT only with masters."));
+            return Err(CommandError::SetSlotOnReplica);
         }
         let slot = slot(s)?;
         let action = action.to_ascii_lowercase();
@@ -385,9 +375,7 @@ impl ClusterNode {
             (b"stable", []) => None,
             (b"migrating" | b"importing" | b"node", [id]) => Some(*id),
             _ => {
-                return Err(CommandError::Other(
-                    "Invalid CLUSTER SETSLOT action or number of arguments. Try CLUSTER HELP",
-                ));
+                return Err(CommandError::BadSetSlot);
             }
         };
         let node = match target {
@@ -428,7 +416,7 @@ impl ClusterNode {
             return Err(CommandError::NotOwner(u16::from(slot)));
         }
         if !self.node(&to).is_some_and(|n| n.is_master()) {
-            return Err(CommandError::Other("Target node is not a master"));
+            return Err(CommandError::TargetNotMaster);
         }
         self.migrating_to.insert(u16::from(slot), to);
         Ok(())
@@ -440,7 +428,7 @@ impl ClusterNode {
             return Err(CommandError::AlreadyOwner(u16::from(slot)));
         }
         if !self.node(&from).is_some_and(|n| n.is_master()) {
-            return Err(CommandError::Other("Target node is not a master"));
+            return Err(CommandError::TargetNotMaster);
         }
         self.importing_from.insert(u16::from(slot), from);
         Ok(())
@@ -463,7 +451,7 @@ impl ClusterNode {
             return Err(CommandError::UnknownNode(format!("{to}")));
         };
         if !target.is_master() {
-            return Err(CommandError::Other("Target node is not a master"));
+            return Err(CommandError::TargetNotMaster);
         }
         let mine = self.owner(slot).map(|n| n.id) == Some(me);
         if mine && to != me && keys > 0 {

@@ -8,7 +8,7 @@ use redis_cluster_bus::{Failover, MessageType, NodeFlags, NodeId, OwnedBody, Own
 use redis_hash_slot::Slot;
 
 use crate::{
-    cluster::ClusterNode,
+    cluster::{ClusterNode, CommandError},
     election::{Election, FailoverMode, Manual},
     output::Output,
     time::{Duration, Instant},
@@ -242,26 +242,19 @@ impl ClusterNode {
 impl ClusterNode {
     /// `CLUSTER FAILOVER [FORCE|TAKEOVER]` on a replica (semantics 4.2). Replies at once;
     /// the failover completes (or times out after 5 s) as messages come and go.
-    pub fn failover(
-        &mut self,
-        mode: FailoverMode,
-        now: Instant,
-    ) -> Result<(), crate::CommandError> {
+    pub fn failover(&mut self, mode: FailoverMode, now: Instant) -> Result<(), CommandError> {
         let now = now.as_millis();
         self.clock = self.clock.max(now);
-        use crate::CommandError::Other;
         let me = self.myself();
         if !me.is_replica() {
-            return Err(Other("You should send CLUSTER FAILOVER to a replica"));
+            return Err(CommandError::FailoverOnMaster);
         }
         let Some(master) = me.master.and_then(|m| self.node(&m)) else {
-            return Err(Other("I'm a replica but my master is unknown to me"));
+            return Err(CommandError::MasterUnknown);
         };
         let master_id = master.id;
         if mode == FailoverMode::Default && (master.is_failed() || !master.link) {
-            return Err(Other(
-                "Master is down or failed, please use CLUSTER FAILOVER FORCE",
-            ));
+            return Err(CommandError::MasterDown);
         }
         self.start_manual(Manual::default(), Instant::from_millis(now));
         self.reset_election();
