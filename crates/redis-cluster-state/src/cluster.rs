@@ -194,6 +194,12 @@ pub enum CommandError {
     /// CLUSTER FAILOVER (no option) while the master is down.
     #[error("Master is down or failed, please use CLUSTER FAILOVER FORCE")]
     MasterDown,
+    /// A subcommand with the wrong number of arguments (its name, lowercase).
+    #[error("wrong number of arguments for 'cluster|{0}' command")]
+    Arity(String),
+    /// An option the subcommand does not have.
+    #[error("syntax error")]
+    Syntax,
     /// SET-CONFIG-EPOCH with a negative epoch (the argument as given).
     #[error("Invalid config epoch specified: {0}")]
     BadConfigEpoch(String),

@@ -9,7 +9,9 @@ use redis_resp::Frame;
 
 use crate::{
     cluster::{ClusterNode, CommandError},
+    output::Output,
     reply::{Protocol, Reply, text_reply},
+    subcommand::{ClusterCommand, SetSlot},
     time::Instant,
 };
 
@@ -22,16 +24,6 @@ fn error(text: impl Into<String>) -> Reply {
 
 fn ok() -> Reply {
     Frame::SimpleString(b"OK".to_vec())
-}
-
-/// `getSlotOrReply`: a decimal in 0..16384.
-fn slot(arg: &[u8]) -> Result<Slot, CommandError> {
-    core::str::from_utf8(arg)
-        .ok()
-        .and_then(|s| s.parse::<i64>().ok())
-        .and_then(|n| u16::try_from(n).ok())
-        .and_then(Slot::new)
-        .ok_or(CommandError::BadSlot)
 }
 
 fn node_id(arg: &[u8]) -> Option<NodeId> {
@@ -54,210 +46,96 @@ impl ClusterNode {
         now: Instant,
         keys_in_slot: impl Fn(Slot) -> u64,
     ) -> Option<Reply> {
-        let name = args.first()?.as_ref().to_ascii_lowercase();
-        let rest: Vec<&[u8]> = args[1..].iter().map(AsRef::as_ref).collect();
-        let arity_error = || {
-            let name = String::from_utf8_lossy(&name).into_owned();
-            error(format!(
-                "wrong number of arguments for 'cluster|{name}' command"
-            ))
+        let args: Vec<&[u8]> = args.iter().map(AsRef::as_ref).collect();
+        let result = match ClusterCommand::parse(&args)? {
+            Ok(command) => {
+                let saves = command.saves_config();
+                let reply = self.run_command(command, protocol, now, keys_in_slot);
+                if saves && matches!(reply, Ok(Frame::SimpleString(_) | Frame::BulkString(_))) {
+                    self.push(Output::SaveConfig);
+                }
+                reply
+            }
+            Err(e) => Err(e),
         };
-        let result = match (name.as_slice(), rest.as_slice()) {
-            (b"info", []) => Ok(text_reply(protocol, self.cluster_info())),
-            (b"myid", []) => Ok(Frame::BulkString(self.myself().id.as_bytes().to_vec())),
-            (b"myshardid", []) => Ok(Frame::BulkString(self.shard_id().into_bytes())),
-            (b"keyslot", [key]) => Ok(Frame::Integer(i64::from(u16::from(key_slot(key))))),
-            (b"nodes", []) => Ok(text_reply(protocol, self.cluster_nodes())),
-            (b"slots", []) => Ok(self.cluster_slots(protocol)),
-            (b"shards", []) => Ok(self.cluster_shards(protocol)),
-            (b"replicas" | b"slaves", [id]) => self.replicas_reply(id),
-            (b"count-failure-reports", [id]) => match node_id(id).and_then(|id| self.node(&id)) {
-                Some(node) => {
-                    let id = node.id;
-                    Ok(Frame::Integer(self.failure_reports(&id, now) as i64))
-                }
-                None => Err(CommandError::UnknownNode(
-                    String::from_utf8_lossy(id).into_owned(),
-                )),
-            },
-            (b"addslots" | b"delslots", slots) if !slots.is_empty() => slots
-                .iter()
-                .map(|s| slot(s))
-                .collect::<Result<Vec<_>, _>>()
-                .and_then(|slots| {
-                    if name == b"addslots" {
-                        self.add_slots(slots, now)
-                    } else {
-                        self.del_slots(slots, now)
+        Some(result.unwrap_or_else(|e| error(format!("{e}"))))
+    }
+
+    /// Runs a parsed `CLUSTER` subcommand (see [`ClusterNode::cluster_command`]).
+    pub fn run_command(
+        &mut self,
+        command: ClusterCommand<'_>,
+        protocol: Protocol,
+        now: Instant,
+        keys_in_slot: impl Fn(Slot) -> u64,
+    ) -> Result<Reply, CommandError> {
+        let unknown =
+            |id: &[u8]| CommandError::UnknownNode(String::from_utf8_lossy(id).into_owned());
+        match command {
+            ClusterCommand::Info => Ok(text_reply(protocol, self.cluster_info())),
+            ClusterCommand::MyId => Ok(Frame::BulkString(self.myself().id.as_bytes().to_vec())),
+            ClusterCommand::MyShardId => Ok(Frame::BulkString(self.shard_id().into_bytes())),
+            ClusterCommand::KeySlot(key) => Ok(Frame::Integer(i64::from(u16::from(key_slot(key))))),
+            ClusterCommand::Nodes => Ok(text_reply(protocol, self.cluster_nodes())),
+            ClusterCommand::Slots => Ok(self.cluster_slots(protocol)),
+            ClusterCommand::Shards => Ok(self.cluster_shards(protocol)),
+            ClusterCommand::Replicas(id) => self.replicas_reply(id),
+            ClusterCommand::CountFailureReports(id) => {
+                match node_id(id).and_then(|id| self.node(&id)) {
+                    Some(node) => {
+                        let id = node.id;
+                        Ok(Frame::Integer(self.failure_reports(&id, now) as i64))
                     }
-                })
-                .map(|()| ok()),
-            (b"addslotsrange" | b"delslotsrange", pairs)
-                if !pairs.is_empty() && pairs.len() % 2 == 0 =>
-            {
-                self.slot_ranges(pairs)
-                    .and_then(|slots| {
-                        if name == b"addslotsrange" {
-                            self.add_slots(slots, now)
-                        } else {
-                            self.del_slots(slots, now)
-                        }
-                    })
-                    .map(|()| ok())
-            }
-            (b"setslot", [s, action, target @ ..]) => {
-                self.setslot_command(s, action, target, &keys_in_slot, now)
-            }
-            (b"set-config-epoch", [epoch]) => match core::str::from_utf8(epoch)
-                .ok()
-                .and_then(|e| e.parse::<i64>().ok())
-            {
-                Some(n) if n < 0 => Err(CommandError::BadConfigEpoch(
-                    String::from_utf8_lossy(epoch).into_owned(),
-                )),
-                Some(n) => self.set_config_epoch(n as u64).map(|()| ok()),
-                None => Err(CommandError::NotInteger),
-            },
-            (b"failover", options) if options.len() <= 1 => {
-                let mode = match options.first().map(|o| o.to_ascii_lowercase()) {
-                    None => Some(crate::FailoverMode::Default),
-                    Some(o) if o == b"force" => Some(crate::FailoverMode::Force),
-                    Some(o) if o == b"takeover" => Some(crate::FailoverMode::Takeover),
-                    Some(_) => None,
-                };
-                match mode {
-                    Some(mode) => self.failover(mode, now).map(|()| ok()),
-                    None => Ok(Frame::SimpleError(b"ERR syntax error".to_vec())),
+                    None => Err(unknown(id)),
                 }
             }
-            (b"meet", [ip, port, cport @ ..]) if cport.len() <= 1 => {
-                self.meet_command(ip, port, cport.first().copied(), now)
+            ClusterCommand::AddSlots(slots) => self.add_slots(slots, now).map(|()| ok()),
+            ClusterCommand::DelSlots(slots) => self.del_slots(slots, now).map(|()| ok()),
+            ClusterCommand::SetSlot(parsed) => self.setslot_command(parsed, &keys_in_slot, now),
+            ClusterCommand::SetConfigEpoch(epoch) => self.set_config_epoch(epoch).map(|()| ok()),
+            ClusterCommand::Failover(mode) => self.failover(mode, now).map(|()| ok()),
+            ClusterCommand::Meet { given, address } => {
+                let Some((ip, port, cport)) = address else {
+                    return Err(CommandError::BadAddress(given));
+                };
+                self.meet(&ip, port, cport, now).map(|()| ok())
             }
-            (b"replicate", [id]) => match node_id(id) {
+            ClusterCommand::Replicate(id) => match node_id(id) {
                 Some(id) => self.replicate(&id, now).map(|()| ok()),
-                None => Err(CommandError::UnknownNode(
-                    String::from_utf8_lossy(id).into_owned(),
-                )),
+                None => Err(unknown(id)),
             },
-            (b"forget", [id]) => self.forget_command(id, now.as_millis()),
-            (b"reset", options) if options.len() <= 1 => {
-                let hard = match options.first().map(|o| o.to_ascii_lowercase()) {
-                    None => Some(false),
-                    Some(o) if o == b"soft" => Some(false),
-                    Some(o) if o == b"hard" => Some(true),
-                    Some(_) => None,
-                };
+            ClusterCommand::Forget(id) => self.forget_command(id, now.as_millis()),
+            ClusterCommand::Reset(hard) => {
                 let keys: u64 = (0..16384).filter_map(Slot::new).map(&keys_in_slot).sum();
-                match hard {
-                    None => Ok(Frame::SimpleError(b"ERR syntax error".to_vec())),
-                    Some(_) if self.myself().is_master() && keys > 0 => {
-                        Err(CommandError::ResetWithKeys)
-                    }
-                    Some(hard) => {
-                        self.reset(hard);
-                        Ok(ok())
-                    }
+                if self.myself().is_master() && keys > 0 {
+                    return Err(CommandError::ResetWithKeys);
                 }
-            }
-            (b"saveconfig", []) => {
-                self.push(crate::Output::SaveConfig);
+                self.reset(hard);
                 Ok(ok())
             }
-            (b"flushslots", []) => {
+            ClusterCommand::SaveConfig => {
+                self.push(Output::SaveConfig);
+                Ok(ok())
+            }
+            ClusterCommand::FlushSlots => {
                 let keys: u64 = (0..16384).filter_map(Slot::new).map(&keys_in_slot).sum();
                 if keys > 0 {
-                    Err(CommandError::FlushWithKeys)
-                } else {
-                    let mine: Vec<Slot> = self.myself().slots.iter().collect();
-                    for slot in mine {
-                        self.bind(slot, None);
-                    }
-                    self.update_state();
-                    self.push(crate::Output::SaveConfig);
-                    Ok(ok())
+                    return Err(CommandError::FlushWithKeys);
                 }
+                let mine: Vec<Slot> = self.myself().slots.iter().collect();
+                for slot in mine {
+                    self.bind(slot, None);
+                }
+                self.update_state();
+                self.push(Output::SaveConfig);
+                Ok(ok())
             }
-            (b"bumpepoch", []) => {
+            ClusterCommand::BumpEpoch => {
                 let (bumped, epoch) = self.bump_epoch();
                 let word = if bumped { "BUMPED" } else { "STILL" };
                 Ok(Frame::SimpleString(format!("{word} {epoch}").into_bytes()))
             }
-            (
-                b"info"
-                | b"myid"
-                | b"myshardid"
-                | b"keyslot"
-                | b"nodes"
-                | b"slots"
-                | b"shards"
-                | b"replicas"
-                | b"slaves"
-                | b"count-failure-reports"
-                | b"addslots"
-                | b"delslots"
-                | b"addslotsrange"
-                | b"delslotsrange"
-                | b"setslot"
-                | b"set-config-epoch"
-                | b"bumpepoch"
-                | b"failover"
-                | b"meet"
-                | b"replicate"
-                | b"forget"
-                | b"saveconfig"
-                | b"flushslots"
-                | b"reset",
-                _,
-            ) => return Some(arity_error()),
-            _ => return None,
-        };
-        // What the server persists before it replies (`CLUSTER_TODO_SAVE_CONFIG`, saved in
-        // `clusterBeforeSleep`, which runs before replies are written).
-        let persisted = matches!(
-            name.as_slice(),
-            b"addslots"
-                | b"delslots"
-                | b"addslotsrange"
-                | b"delslotsrange"
-                | b"setslot"
-                | b"set-config-epoch"
-                | b"bumpepoch"
-                | b"replicate"
-                | b"forget"
-                | b"flushslots"
-                | b"reset"
-        );
-        if persisted && matches!(result, Ok(Frame::SimpleString(_) | Frame::BulkString(_))) {
-            self.push(crate::Output::SaveConfig);
         }
-        Some(result.unwrap_or_else(|e| error(format!("{e}"))))
-    }
-
-    fn meet_command(
-        &mut self,
-        ip: &[u8],
-        port: &[u8],
-        cport: Option<&[u8]>,
-        now: Instant,
-    ) -> Result<Reply, CommandError> {
-        let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
-        let bad = || CommandError::BadAddress(alloc::format!("{}:{}", text(ip), text(port)));
-        let address: Option<core::net::IpAddr> =
-            core::str::from_utf8(ip).ok().and_then(|s| s.parse().ok());
-        let number = |b: &[u8]| {
-            core::str::from_utf8(b)
-                .ok()
-                .and_then(|s| s.parse::<u16>().ok())
-        };
-        let (Some(address), Some(port)) = (address, number(port)) else {
-            return Err(bad());
-        };
-        let cport = match cport {
-            Some(c) => number(c).ok_or_else(bad)?,
-            None => port.wrapping_add(10000),
-        };
-        self.meet(&alloc::format!("{address}"), port, cport, now)?;
-        Ok(ok())
     }
 
     /// `CLUSTER FORGET <id>`: removes the node and keeps it out for 60 s.
@@ -277,7 +155,7 @@ impl ClusterNode {
         self.forgotten.push((id, now + FORGET_TTL));
         self.remove_node(&id);
         self.update_state();
-        self.push(crate::Output::SaveConfig);
+        self.push(Output::SaveConfig);
         Ok(ok())
     }
 
@@ -290,7 +168,7 @@ impl ClusterNode {
             me.set(NodeFlags::REPLICA, false);
             me.set(NodeFlags::MASTER, true);
             me.master = None;
-            self.push(crate::Output::Event(crate::Event::BecameMaster));
+            self.push(Output::Event(crate::Event::BecameMaster));
         }
         self.migrating_to.clear();
         self.importing_from.clear();
@@ -315,7 +193,7 @@ impl ClusterNode {
             self.myself_mut().id = id;
         }
         self.update_state();
-        self.push(crate::Output::SaveConfig);
+        self.push(Output::SaveConfig);
     }
 
     /// The shard id: the one a newer server keeps in nodes.conf (`shard-id=`), else the id of
@@ -346,66 +224,39 @@ impl ClusterNode {
         ))
     }
 
-    fn slot_ranges(&self, pairs: &[&[u8]]) -> Result<Vec<Slot>, CommandError> {
-        let mut slots = Vec::new();
-        for pair in pairs.chunks(2) {
-            let (start, end) = (slot(pair[0])?, slot(pair[1])?);
-            if start > end {
-                return Err(CommandError::RangeOrder(u16::from(start), u16::from(end)));
-            }
-            slots.extend((u16::from(start)..=u16::from(end)).filter_map(Slot::new));
-        }
-        Ok(slots)
-    }
-
     fn setslot_command(
         &mut self,
-        s: &[u8],
-        action: &[u8],
-        target: &[&[u8]],
+        parsed: Result<SetSlot<'_>, CommandError>,
         keys_in_slot: &impl Fn(Slot) -> u64,
         now: Instant,
     ) -> Result<Reply, CommandError> {
         if self.myself().is_replica() {
             return Err(CommandError::SetSlotOnReplica);
         }
-        let slot = slot(s)?;
-        let action = action.to_ascii_lowercase();
-        let target = match (action.as_slice(), target) {
-            (b"stable", []) => None,
-            (b"migrating" | b"importing" | b"node", [id]) => Some(*id),
-            _ => {
-                return Err(CommandError::BadSetSlot);
-            }
+        // A node the table does not hold: "Unknown node" for NODE, the server's other text
+        // for MIGRATING and IMPORTING.
+        let known = |node: &Self, id: &[u8], error: fn(String) -> CommandError| {
+            node_id(id)
+                .filter(|id| node.node(id).is_some())
+                .ok_or_else(|| error(String::from_utf8_lossy(id).into_owned()))
         };
-        let node = match target {
-            Some(id) => {
-                let known = node_id(id).filter(|id| self.node(id).is_some());
-                match known {
-                    Some(id) => Some(id),
-                    None if action == b"node" => {
-                        return Err(CommandError::UnknownNode(
-                            String::from_utf8_lossy(id).into_owned(),
-                        ));
-                    }
-                    None => {
-                        return Err(CommandError::UnknownAbout(
-                            String::from_utf8_lossy(id).into_owned(),
-                        ));
-                    }
-                }
-            }
-            None => None,
-        };
-        match (action.as_slice(), node) {
-            (b"stable", _) => {
+        match parsed? {
+            SetSlot::Stable(slot) => {
                 self.migrating_to.remove(&u16::from(slot));
                 self.importing_from.remove(&u16::from(slot));
             }
-            (b"migrating", Some(id)) => self.set_migrating(slot, id)?,
-            (b"importing", Some(id)) => self.set_importing(slot, id)?,
-            (b"node", Some(id)) => self.set_slot_node(slot, id, keys_in_slot(slot), now)?,
-            _ => {}
+            SetSlot::Migrating(slot, id) => {
+                let id = known(self, id, CommandError::UnknownAbout)?;
+                self.set_migrating(slot, id)?;
+            }
+            SetSlot::Importing(slot, id) => {
+                let id = known(self, id, CommandError::UnknownAbout)?;
+                self.set_importing(slot, id)?;
+            }
+            SetSlot::Node(slot, id) => {
+                let id = known(self, id, CommandError::UnknownNode)?;
+                self.set_slot_node(slot, id, keys_in_slot(slot), now)?;
+            }
         }
         Ok(ok())
     }

@@ -91,9 +91,10 @@
 //! built; `cron.rs` the 100 ms cron; `gossip.rs` the gossip section; `bus.rs` what a message
 //! does to the tables; `failure.rs` PFAIL reports and FAIL; `election.rs` and `failover.rs`
 //! automatic, manual and replica-migration failovers (their data, their rules); `pubsub.rs`
-//! PUBLISH across the cluster; `command.rs` the CLUSTER subcommands, `reply.rs` their replies
-//! and `text.rs` CLUSTER NODES and nodes.conf; `route.rs` the redirect decision;
-//! `rebalance.rs` and `migration.rs` a rebalance's plan and its moves.
+//! PUBLISH across the cluster; `subcommand.rs` parses the CLUSTER subcommands, `command.rs`
+//! runs them, `reply.rs` writes their replies and `text.rs` CLUSTER NODES and nodes.conf;
+//! `route.rs` the redirect decision; `rebalance.rs` and `migration.rs` a rebalance's plan
+//! and its moves.
 //!
 //! The table alone answers a router's question, no bus needed:
 //!
@@ -131,6 +132,7 @@ pub mod rebalance;
 mod reply;
 mod route;
 mod send;
+mod subcommand;
 mod table;
 mod text;
 mod time;
@@ -144,5 +146,6 @@ pub use node::{Node, NodeIp};
 pub use output::{Event, LinkId, Output};
 pub use reply::{LinkStats, Protocol, Reply};
 pub use route::{Decision, Request};
+pub use subcommand::{ClusterCommand, SetSlot};
 pub use text::ConfError;
 pub use time::{Duration, Instant};

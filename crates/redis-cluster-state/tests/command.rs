@@ -203,6 +203,11 @@ fn a_master_giving_away_its_last_slot_becomes_a_replica() {
         run(&mut node, &format!("SETSLOT 0 NODE {X}"), 0),
         "-ERR Please use SETSLOT only with masters."
     );
+    // As the server, the role is checked before the arguments are read.
+    assert_eq!(
+        run(&mut node, "SETSLOT 99999 SIDEWAYS", 0),
+        "-ERR Please use SETSLOT only with masters."
+    );
 }
 
 #[test]
