@@ -43,6 +43,7 @@ mod framer;
 mod gossip;
 mod header;
 mod message;
+mod nodes_line;
 
 pub use codes::{MessageFlags, MessageType, NodeFlags, NodeId};
 pub use error::{Action, BusError};
@@ -54,3 +55,4 @@ pub use message::{
     Fail, Failover, Message, Module, OwnedBody, OwnedFail, OwnedMessage, OwnedModule, OwnedPing,
     OwnedPublish, OwnedUpdate, Ping, Publish, Unknown, Update,
 };
+pub use nodes_line::{NodeAddress, NodesLine, NodesLineError, SlotToken};
