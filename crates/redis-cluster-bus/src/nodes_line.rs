@@ -30,6 +30,18 @@ pub enum NodesLineError {
     OpenSlot,
 }
 
+impl NodesLineError {
+    /// What is wrong, as a static text (the `Display`).
+    pub const fn what(self) -> &'static str {
+        match self {
+            Self::Fields => "fewer than 8 fields",
+            Self::Address => "bad address",
+            Self::Slot => "bad slot",
+            Self::OpenSlot => "bad open slot",
+        }
+    }
+}
+
 /// A node's address as `CLUSTER NODES` writes it: `ip:port@cport`, then `,hostname` when it
 /// has one, and in nodes.conf of newer servers the aux fields after that.
 ///
@@ -172,6 +184,12 @@ impl<'a> NodesLine<'a> {
     /// The id, when it is 40 hex digits.
     pub fn node_id(&self) -> Option<NodeId> {
         parse_id(self.id)
+    }
+
+    /// A node id written in a line (the master field, an open-slot mark), when it is 40 hex
+    /// digits.
+    pub fn id_of(text: &str) -> Option<NodeId> {
+        parse_id(text)
     }
 
     /// The master's id, when given and 40 hex digits; `Some(None)` for `-`.

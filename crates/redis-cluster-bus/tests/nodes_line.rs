@@ -7,7 +7,12 @@ use std::path::Path;
 
 use redis_cluster_bus::{NodesLine, NodesLineError, SlotToken};
 
-const SERVERS: [&str; 4] = ["redis-7.0.15", "redis-8.2.3", "valkey-8.1.8", "valkey-9.1.2"];
+const SERVERS: [&str; 4] = [
+    "redis-7.0.15",
+    "redis-8.2.3",
+    "valkey-8.1.8",
+    "valkey-9.1.2",
+];
 
 /// The line again from its parsed fields: the address as parsed (with its aux fields), the
 /// slot tokens as `SlotRange`'s and the marks' text.
@@ -60,7 +65,10 @@ fn every_captured_line_reads_and_writes_back() {
                 let path = dir.join(file);
                 let text = std::fs::read_to_string(&path)
                     .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-                for raw in text.lines().filter(|l| !l.is_empty() && !l.starts_with("vars ")) {
+                for raw in text
+                    .lines()
+                    .filter(|l| !l.is_empty() && !l.starts_with("vars "))
+                {
                     let line = NodesLine::parse(raw).unwrap_or_else(|e| panic!("{raw}: {e}"));
                     assert!(line.node_id().is_some(), "{raw}");
                     assert!(line.node_flags().is_some(), "{raw}");

@@ -3,8 +3,8 @@
 use alloc::{string::String, vec::Vec};
 use core::fmt::Write as _;
 
-use redis_cluster_bus::{NodeFlags, NodeId};
-use redis_hash_slot::{Slot, SlotRange};
+use redis_cluster_bus::{NodeFlags, NodeId, NodesLine, SlotToken};
+use redis_hash_slot::Slot;
 
 use crate::{
     cluster::ClusterNode,
@@ -160,10 +160,10 @@ impl ClusterNode {
                     epochs = Some((current, vote));
                     continue;
                 }
-                Some(_) if fields.len() < 8 => return Err(bad("fewer than 8 fields")),
                 Some(_) => {}
             }
-            let id = parse_id(fields[0]).ok_or_else(|| bad("bad node id"))?;
+            let line = NodesLine::parse(line).map_err(|e| bad(e.what()))?;
+            let id = line.node_id().ok_or_else(|| bad("bad node id"))?;
             // The entry this file already made for the id (as a master of an earlier line),
             // else a new one; never the placeholder of `new`, even when the seed drew the
             // same id.
@@ -172,26 +172,29 @@ impl ClusterNode {
                 false => Node::new(id),
             };
             from_file.insert(id);
-            parse_address(fields[1], &mut node).ok_or_else(|| bad("bad address"))?;
-            node.flags =
-                NodeFlags::from_cluster_nodes(fields[2]).ok_or_else(|| bad("unknown flag"))?;
-            node.master = match fields[3] {
-                "-" => None,
-                master => {
-                    let master = parse_id(master).ok_or_else(|| bad("bad master id"))?;
-                    if from_file.insert(master) {
-                        cluster.insert(Node::new(master));
-                    }
-                    Some(master)
+            let address = line.address;
+            node.ip = NodeIp::new(address.ip);
+            node.port = address.port;
+            node.cport = address.bus_port();
+            node.hostname = address.hostname.map(String::from);
+            node.aux = String::from(address.aux);
+            node.flags = line.node_flags().ok_or_else(|| bad("unknown flag"))?;
+            node.master = line.master_id().ok_or_else(|| bad("bad master id"))?;
+            if let Some(master) = node.master {
+                if from_file.insert(master) {
+                    cluster.insert(Node::new(master));
                 }
-            };
+            }
             let time = |field: &str| -> Result<u64, ConfError> {
                 let t: u64 = field.parse().map_err(|_| bad("bad time"))?;
                 Ok(if t == 0 { 0 } else { now })
             };
-            node.ping_sent = time(fields[4])?;
-            node.pong_received = time(fields[5])?;
-            node.config_epoch = fields[6].parse().map_err(|_| bad("bad config epoch"))?;
+            node.ping_sent = time(line.ping_sent)?;
+            node.pong_received = time(line.pong_received)?;
+            node.config_epoch = line
+                .config_epoch
+                .parse()
+                .map_err(|_| bad("bad config epoch"))?;
             if node.is_replica() {
                 node.config_epoch = 0;
             }
@@ -207,29 +210,20 @@ impl ClusterNode {
                 node.link = true;
             }
             let at = cluster.insert(node);
-            for token in &fields[8..] {
-                if let Some(mark) = token.strip_prefix('[').and_then(|t| t.strip_suffix(']')) {
-                    let (slot, migrating, target) = if let Some((s, id)) = mark.split_once("->-") {
-                        (s, true, id)
-                    } else if let Some((s, id)) = mark.split_once("-<-") {
-                        (s, false, id)
-                    } else {
-                        return Err(bad("bad open slot"));
-                    };
-                    let slot = slot.parse().ok().and_then(Slot::new);
-                    let target = parse_id(target);
-                    match (slot, target) {
-                        (Some(slot), Some(target)) if is_myself => {
-                            open.push((slot, migrating, target))
+            for token in line.slots() {
+                let (slot, migrating, target) = match token.map_err(|e| bad(e.what()))? {
+                    SlotToken::Range(range) => {
+                        for slot in range {
+                            cluster.bind(slot, Some(at));
                         }
-                        (Some(_), Some(_)) => {}
-                        _ => return Err(bad("bad open slot")),
+                        continue;
                     }
-                    continue;
-                }
-                let range = SlotRange::from_ascii(token.as_bytes()).map_err(|_| bad("bad slot"))?;
-                for slot in range {
-                    cluster.bind(slot, Some(at));
+                    SlotToken::Migrating(slot, to) => (slot, true, to),
+                    SlotToken::Importing(slot, from) => (slot, false, from),
+                };
+                let target = NodesLine::id_of(target).ok_or_else(|| bad("bad open slot"))?;
+                if is_myself {
+                    open.push((slot, migrating, target));
                 }
             }
         }
@@ -272,39 +266,4 @@ impl ClusterNode {
         cluster.update_state();
         Ok(cluster)
     }
-}
-
-/// 40 hex digits.
-fn parse_id(text: &str) -> Option<NodeId> {
-    let bytes: [u8; NodeId::LEN] = text.as_bytes().try_into().ok()?;
-    bytes
-        .iter()
-        .all(u8::is_ascii_hexdigit)
-        .then_some(NodeId(bytes))
-}
-
-/// `ip:port[@cport][,hostname[,aux…]]`; without `@`, the bus port is port + 10000.
-fn parse_address(text: &str, node: &mut Node) -> Option<()> {
-    let (address, extra) = match text.split_once(',') {
-        Some((address, extra)) => (address, Some(extra)),
-        None => (text, None),
-    };
-    let (hostname, aux) = match extra {
-        Some(extra) => match extra.split_once(',') {
-            Some((hostname, aux)) => (hostname, aux),
-            None => (extra, ""),
-        },
-        None => ("", ""),
-    };
-    let (address, cport) = match address.split_once('@') {
-        Some((address, cport)) => (address, Some(cport.parse().ok()?)),
-        None => (address, None),
-    };
-    let (ip, port) = address.rsplit_once(':')?;
-    node.ip = NodeIp::new(ip);
-    node.port = port.parse().ok()?;
-    node.cport = cport.unwrap_or(node.port.wrapping_add(10000));
-    node.hostname = (!hostname.is_empty()).then(|| String::from(hostname));
-    node.aux = String::from(aux);
-    Some(())
 }
