@@ -4,6 +4,7 @@
 use alloc::{string::String, vec, vec::Vec};
 use core::fmt;
 
+use redis_cluster_bus::{NodesLine, SlotToken};
 use redis_hash_slot::{SLOT_COUNT, Slot, SlotRange};
 use redis_resp::Frame;
 
@@ -401,48 +402,37 @@ impl SlotMap {
                 line: number + 1,
                 what,
             };
-            let mut fields = line.split(' ');
-            let mut next = |what| fields.next().ok_or_else(|| bad(what));
-            let id = next("no id")?;
-            let address = next("no address")?;
-            let flags = next("no flags")?;
-            let master = next("no master field")?;
-            for what in [
-                "no ping-sent",
-                "no pong-recv",
-                "no config epoch",
-                "no link state",
-            ] {
-                next(what)?;
-            }
-            let flags: Vec<&str> = flags.split(',').collect();
-            if flags
+            let line = NodesLine::parse(line).map_err(|e| bad(e.what()))?;
+            if ["fail", "handshake", "noaddr"]
                 .iter()
-                .any(|f| matches!(*f, "fail" | "handshake" | "noaddr"))
+                .any(|f| line.has_flag(f))
             {
                 continue;
             }
-            let endpoint = nodes_endpoint(id, address).ok_or_else(|| bad("bad address"))?;
+            let address = line.address;
+            let endpoint = Endpoint {
+                host: String::from(address.ip),
+                port: address.port,
+                id: Some(String::from(line.id)),
+                ip: Some(String::from(address.ip)),
+                hostname: address.hostname.map(String::from),
+            };
             let mut slots = Vec::new();
-            for token in fields {
-                if token.starts_with('[') || token.is_empty() {
-                    continue; // a migrating or importing mark
-                }
-                let (start, end) = token.split_once('-').unwrap_or((token, token));
-                match (start.parse(), end.parse()) {
-                    (Ok(start), Ok(end)) => slots.push((start, end)),
-                    _ => return Err(bad("bad slot")),
+            for token in line.slots() {
+                // A migrating or importing mark: the slot stays with its owner.
+                if let SlotToken::Range(range) = token.map_err(|e| bad(e.what()))? {
+                    slots.push((i64::from(range.start().get()), i64::from(range.end().get())));
                 }
             }
             let parsed = Line {
-                id,
+                id: line.id,
                 endpoint,
-                master_of: (master != "-").then_some(master),
+                master_of: line.master,
                 slots,
             };
-            if flags.contains(&"master") {
+            if line.has_flag("master") {
                 masters.push(parsed);
-            } else if flags.contains(&"slave") {
+            } else if line.has_flag("slave") {
                 replicas.push(parsed);
             }
         }
@@ -519,26 +509,5 @@ fn shards_endpoint<B: AsRef<[u8]>>(frame: &Frame<B>) -> Result<Endpoint, MapErro
         id: field(frame, "id").and_then(text).map(owned),
         ip: field(frame, "ip").and_then(text).map(owned),
         hostname: field(frame, "hostname").and_then(text).map(owned),
-    })
-}
-
-/// `ip:port@cport[,hostname]` of CLUSTER NODES (Redis 7.0 adds `,hostname`; IPv6 addresses
-/// keep their colons: the port is after the last one).
-fn nodes_endpoint(id: &str, address: &str) -> Option<Endpoint> {
-    let (address, hostname) = match address.split_once(',') {
-        Some((address, rest)) => {
-            let hostname = rest.split(',').next().filter(|h| !h.is_empty());
-            (address, hostname)
-        }
-        None => (address, None),
-    };
-    let address = address.split('@').next()?;
-    let (host, number) = address.rsplit_once(':')?;
-    Some(Endpoint {
-        host: String::from(host),
-        port: number.parse().ok()?,
-        id: Some(String::from(id)),
-        ip: Some(String::from(host)),
-        hostname: hostname.map(String::from),
     })
 }
