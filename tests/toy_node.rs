@@ -1838,7 +1838,17 @@ fn a_toy_node_in_a_cluster_of_the_servers_version_takes_slots_and_votes() {
             let key = format!("key:{n}");
             for &port in through {
                 let reply = get_following(&mut conns, port, key.as_bytes());
-                assert_eq!(text(&reply), value(n), "GET {key} through {port}");
+                if text(&reply) != value(n) {
+                    // What the node answering saw, for a failure that does not repeat.
+                    let mut client = Client::connect(port);
+                    let info = text(&client.command(&[b"CLUSTER", b"INFO"]));
+                    let nodes = text(&client.command(&[b"CLUSTER", b"NODES"]));
+                    panic!(
+                        "GET {key} through {port}: {:?}, not {:?}\n{info}\n{nodes}",
+                        text(&reply),
+                        value(n)
+                    );
+                }
             }
         }
     };
