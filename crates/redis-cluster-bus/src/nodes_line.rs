@@ -13,25 +13,21 @@ use redis_hash_slot::{Slot, SlotRange};
 use crate::{NodeFlags, NodeId};
 
 /// Why a line is not a `CLUSTER NODES` line.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum NodesLineError {
     /// Fewer than the 8 fields every line has.
-    #[error("fewer than 8 fields")]
     Fields,
     /// The address is not `ip:port[@cport][,hostname…]`.
-    #[error("bad address")]
     Address,
     /// A slot token that is neither a slot, a range nor an open-slot mark.
-    #[error("bad slot")]
     Slot,
     /// An open-slot mark (`[slot->-id]`, `[slot-<-id]`) that does not parse.
-    #[error("bad open slot")]
     OpenSlot,
 }
 
 impl NodesLineError {
-    /// What is wrong, as a static text (the `Display`).
+    /// What is wrong, as a static text (the `Display`), for errors that carry a `&'static str`.
     pub const fn what(self) -> &'static str {
         match self {
             Self::Fields => "fewer than 8 fields",
@@ -41,6 +37,14 @@ impl NodesLineError {
         }
     }
 }
+
+impl fmt::Display for NodesLineError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.what())
+    }
+}
+
+impl core::error::Error for NodesLineError {}
 
 /// A node's address as `CLUSTER NODES` writes it: `ip:port@cport`, then `,hostname` when it
 /// has one, and in nodes.conf of newer servers the aux fields after that.

@@ -97,65 +97,67 @@ impl<'a> ClusterCommand<'a> {
     pub fn parse(args: &[&'a [u8]]) -> Option<Result<Self, CommandError>> {
         let (name, rest) = args.split_first()?;
         let name = name.to_ascii_lowercase();
-        let command = match (name.as_slice(), rest) {
-            (b"info", []) => Ok(Self::Info),
-            (b"myid", []) => Ok(Self::MyId),
-            (b"myshardid", []) => Ok(Self::MyShardId),
-            (b"keyslot", [key]) => Ok(Self::KeySlot(key)),
-            (b"nodes", []) => Ok(Self::Nodes),
-            (b"slots", []) => Ok(Self::Slots),
-            (b"shards", []) => Ok(Self::Shards),
-            (b"replicas" | b"slaves", [id]) => Ok(Self::Replicas(id)),
-            (b"count-failure-reports", [id]) => Ok(Self::CountFailureReports(id)),
-            (b"addslots", slots) if !slots.is_empty() => slot_list(slots).map(Self::AddSlots),
-            (b"delslots", slots) if !slots.is_empty() => slot_list(slots).map(Self::DelSlots),
-            (b"addslotsrange", pairs) if !pairs.is_empty() && pairs.len() % 2 == 0 => {
-                slot_ranges(pairs).map(Self::AddSlots)
-            }
-            (b"delslotsrange", pairs) if !pairs.is_empty() && pairs.len() % 2 == 0 => {
-                slot_ranges(pairs).map(Self::DelSlots)
-            }
-            (b"setslot", [slot, action, target @ ..]) => {
-                Ok(Self::SetSlot(set_slot(slot, action, target)))
-            }
-            (b"set-config-epoch", [epoch]) => match core::str::from_utf8(epoch)
-                .ok()
-                .and_then(|e| e.parse::<i64>().ok())
-            {
-                Some(n) => u64::try_from(n).map(Self::SetConfigEpoch).map_err(|_| {
-                    CommandError::BadConfigEpoch(String::from_utf8_lossy(epoch).into_owned())
-                }),
-                None => Err(CommandError::NotInteger),
+        // Each arm checks its own arity: `None` from an arm is the arity error.
+        let none = |command: Self| rest.is_empty().then_some(Ok(command));
+        let one = |command: fn(&'a [u8]) -> Self| match rest {
+            [arg] => Some(Ok(command(arg))),
+            _ => None,
+        };
+        let pairs = !rest.is_empty() && rest.len() % 2 == 0;
+        let command = match name.as_slice() {
+            b"info" => none(Self::Info),
+            b"myid" => none(Self::MyId),
+            b"myshardid" => none(Self::MyShardId),
+            b"keyslot" => one(Self::KeySlot),
+            b"nodes" => none(Self::Nodes),
+            b"slots" => none(Self::Slots),
+            b"shards" => none(Self::Shards),
+            b"replicas" | b"slaves" => one(Self::Replicas),
+            b"count-failure-reports" => one(Self::CountFailureReports),
+            b"addslots" => (!rest.is_empty()).then(|| slot_list(rest).map(Self::AddSlots)),
+            b"delslots" => (!rest.is_empty()).then(|| slot_list(rest).map(Self::DelSlots)),
+            b"addslotsrange" => pairs.then(|| slot_ranges(rest).map(Self::AddSlots)),
+            b"delslotsrange" => pairs.then(|| slot_ranges(rest).map(Self::DelSlots)),
+            b"setslot" => match rest {
+                [slot, action, target @ ..] => {
+                    Some(Ok(Self::SetSlot(set_slot(slot, action, target))))
+                }
+                _ => None,
             },
-            (b"bumpepoch", []) => Ok(Self::BumpEpoch),
-            (b"failover", options) if options.len() <= 1 => {
-                match options.first().map(|o| o.to_ascii_lowercase()).as_deref() {
-                    None => Ok(Self::Failover(FailoverMode::Default)),
-                    Some(b"force") => Ok(Self::Failover(FailoverMode::Force)),
-                    Some(b"takeover") => Ok(Self::Failover(FailoverMode::Takeover)),
-                    Some(_) => Err(CommandError::Syntax),
-                }
-            }
-            (b"meet", [ip, port, cport @ ..]) if cport.len() <= 1 => {
-                Ok(meet(ip, port, cport.first().copied()))
-            }
-            (b"replicate", [id]) => Ok(Self::Replicate(id)),
-            (b"forget", [id]) => Ok(Self::Forget(id)),
-            (b"saveconfig", []) => Ok(Self::SaveConfig),
-            (b"flushslots", []) => Ok(Self::FlushSlots),
-            (b"reset", options) if options.len() <= 1 => {
-                match options.first().map(|o| o.to_ascii_lowercase()).as_deref() {
-                    None | Some(b"soft") => Ok(Self::Reset(false)),
-                    Some(b"hard") => Ok(Self::Reset(true)),
-                    Some(_) => Err(CommandError::Syntax),
-                }
-            }
-            (known, _) if SERVED.contains(&known) => Err(CommandError::Arity(
-                String::from_utf8_lossy(known).into_owned(),
-            )),
+            b"set-config-epoch" => match rest {
+                [epoch] => Some(config_epoch(epoch)),
+                _ => None,
+            },
+            b"bumpepoch" => none(Self::BumpEpoch),
+            b"failover" => match rest.first().map(|o| o.to_ascii_lowercase()).as_deref() {
+                _ if rest.len() > 1 => None,
+                None => Some(Ok(Self::Failover(FailoverMode::Default))),
+                Some(b"force") => Some(Ok(Self::Failover(FailoverMode::Force))),
+                Some(b"takeover") => Some(Ok(Self::Failover(FailoverMode::Takeover))),
+                Some(_) => Some(Err(CommandError::Syntax)),
+            },
+            b"meet" => match rest {
+                [ip, port] => Some(Ok(meet(ip, port, None))),
+                [ip, port, cport] => Some(Ok(meet(ip, port, Some(cport)))),
+                _ => None,
+            },
+            b"replicate" => one(Self::Replicate),
+            b"forget" => one(Self::Forget),
+            b"saveconfig" => none(Self::SaveConfig),
+            b"flushslots" => none(Self::FlushSlots),
+            b"reset" => match rest.first().map(|o| o.to_ascii_lowercase()).as_deref() {
+                _ if rest.len() > 1 => None,
+                None | Some(b"soft") => Some(Ok(Self::Reset(false))),
+                Some(b"hard") => Some(Ok(Self::Reset(true))),
+                Some(_) => Some(Err(CommandError::Syntax)),
+            },
             _ => return None,
         };
-        Some(command)
+        Some(command.unwrap_or_else(|| {
+            Err(CommandError::Arity(
+                String::from_utf8_lossy(&name).into_owned(),
+            ))
+        }))
     }
 
     /// Whether the server saves nodes.conf before it replies to this command when it
@@ -177,33 +179,16 @@ impl<'a> ClusterCommand<'a> {
     }
 }
 
-/// The subcommands [`ClusterCommand::parse`] knows, for its arity error.
-const SERVED: [&[u8]; 24] = [
-    b"info",
-    b"myid",
-    b"myshardid",
-    b"keyslot",
-    b"nodes",
-    b"slots",
-    b"shards",
-    b"replicas",
-    b"slaves",
-    b"count-failure-reports",
-    b"addslots",
-    b"delslots",
-    b"addslotsrange",
-    b"delslotsrange",
-    b"setslot",
-    b"set-config-epoch",
-    b"bumpepoch",
-    b"failover",
-    b"meet",
-    b"replicate",
-    b"forget",
-    b"saveconfig",
-    b"flushslots",
-    b"reset",
-];
+/// `SET-CONFIG-EPOCH`'s argument: an integer, not negative.
+fn config_epoch<'a>(epoch: &[u8]) -> Result<ClusterCommand<'a>, CommandError> {
+    let n = core::str::from_utf8(epoch)
+        .ok()
+        .and_then(|e| e.parse::<i64>().ok())
+        .ok_or(CommandError::NotInteger)?;
+    u64::try_from(n)
+        .map(ClusterCommand::SetConfigEpoch)
+        .map_err(|_| CommandError::BadConfigEpoch(String::from_utf8_lossy(epoch).into_owned()))
+}
 
 /// `getSlotOrReply`: a decimal in 0..16384.
 pub(crate) fn slot(arg: &[u8]) -> Result<Slot, CommandError> {

@@ -121,17 +121,6 @@ impl Duration {
     pub const fn saturating_mul(self, n: u64) -> Self {
         Self(self.0.saturating_mul(n))
     }
-
-    /// The span clamped to `min..=max`.
-    pub const fn clamp(self, min: Self, max: Self) -> Self {
-        if self.0 < min.0 {
-            min
-        } else if self.0 > max.0 {
-            max
-        } else {
-            self
-        }
-    }
 }
 
 impl Add for Duration {
