@@ -51,7 +51,7 @@ impl ClusterNode {
         node.set(NodeFlags::HANDSHAKE, true);
         node.set(NodeFlags::MEET, meet);
         node.ctime = now;
-        self.insert(node);
+        self.topology.insert(node);
     }
 
     /// `CLUSTER REPLICATE <id>`: this node becomes a replica of that master.
@@ -77,41 +77,29 @@ impl ClusterNode {
 
     pub(crate) fn set_my_master(&mut self, master: NodeId) {
         self.push(Output::Event(Event::BecameReplica { master }));
-        let me = self.myself_mut();
+        let me = self.topology.myself_mut();
         me.set(NodeFlags::MASTER, false);
         me.set(NodeFlags::REPLICA, true);
         me.master = Some(master);
-        self.migrating_to.clear();
-        self.importing_from.clear();
+        self.topology.close_open_slots();
         self.end_manual();
-        if let Some(master) = self.node_mut(&master) {
+        if let Some(master) = self.topology.node_mut(&master) {
             master.set(NodeFlags::MIGRATE_TO, true);
         }
         self.update_state();
     }
 
     pub(crate) fn remove_node(&mut self, id: &NodeId) {
-        let Some(at) = self.index.remove(id) else {
+        let Some(removed) = self.topology.remove(id) else {
             return;
         };
-        for slot in 0..16384u16 {
-            if self.owners[usize::from(slot)] == at {
-                if let Some(slot) = Slot::new(slot) {
-                    self.bind(slot, None);
-                }
-            }
-        }
-        let link = self
-            .nodes
-            .get(usize::from(at))
-            .map(|n| (n.outbound_link, n.link));
-        if let Some((Some(link), up)) = link {
+        self.state_stale |= removed.owned;
+        if let Some((link, up)) = removed.link {
             self.outbound.remove(&link);
             if up {
                 self.push(Output::Close(link));
             }
         }
-        self.nodes.remove(usize::from(at));
     }
 
     /// A message arrived on `link`; `peer_ip` is the address the connection comes from (what
@@ -155,8 +143,8 @@ impl ClusterNode {
         if sender_known {
             self.current_epoch = self.current_epoch.max(header.current_epoch());
             // Neither is read by the cron: no new table version.
-            let at = self.index_of(&sender_id);
-            if let Some(sender) = at.and_then(|at| self.at_mut_quiet(at)) {
+            let at = self.topology.index_of(&sender_id);
+            if let Some(sender) = at.and_then(|at| self.topology.at_mut_quiet(at)) {
                 if header.config_epoch() > sender.config_epoch && header.replicaof().is_none() {
                     sender.config_epoch = header.config_epoch();
                 }
@@ -227,7 +215,7 @@ impl ClusterNode {
                 self.push(Output::SaveConfig);
             } else if linked != sender_id && sender_known {
                 // A PONG from someone else on this node's link: its address is stale.
-                if let Some(node) = self.node_mut(&linked) {
+                if let Some(node) = self.topology.node_mut(&linked) {
                     node.set(NodeFlags::NOADDR, true);
                 }
                 self.close_outbound(&linked);
@@ -242,7 +230,7 @@ impl ClusterNode {
         // an older one, as the server's setClusterNodeToInboundClusterLink does.
         if outbound.is_none() && sender.inbound_link != Some(link) {
             let old = sender.inbound_link;
-            if let Some(node) = self.node_mut(&sender_id) {
+            if let Some(node) = self.topology.node_mut(&sender_id) {
                 node.inbound_link = Some(link);
             }
             if let Some(old) = old {
@@ -253,13 +241,13 @@ impl ClusterNode {
 
         if kind == MessageType::PONG {
             if let Some(linked) = link_node {
-                if let Some(at) = self.index_of(&linked) {
+                if let Some(at) = self.topology.index_of(&linked) {
                     // New times only move this node's due time, folded into the walk's; a
                     // PFAIL cleared is a change the walk counts.
-                    let pfailed = self.at(at).is_some_and(Node::is_pfailed);
+                    let pfailed = self.topology.at(at).is_some_and(Node::is_pfailed);
                     let node = match pfailed {
-                        true => self.at_mut(at),
-                        false => self.at_mut_quiet(at),
+                        true => self.topology.at_mut(at),
+                        false => self.topology.at_mut_quiet(at),
                     };
                     if let Some(node) = node {
                         node.pong_received = now;
@@ -286,7 +274,7 @@ impl ClusterNode {
             )
         });
         if moved || flagged {
-            if let Some(node) = self.node_mut(&sender_id) {
+            if let Some(node) = self.topology.node_mut(&sender_id) {
                 if moved {
                     node.ip = ip;
                     node.port = header.port();
@@ -356,7 +344,7 @@ impl ClusterNode {
 
     /// Sets the hostname a node announces (its ping extension gives it on the bus).
     pub fn set_hostname(&mut self, id: &NodeId, hostname: Option<String>) {
-        if let Some(node) = self.node_mut(id) {
+        if let Some(node) = self.topology.node_mut(id) {
             node.hostname = hostname.filter(|h| !h.is_empty());
         }
     }
@@ -369,8 +357,8 @@ impl ClusterNode {
         });
         let host = host.filter(|h| !h.is_empty());
         // The cron does not read hostnames: no new table version.
-        let at = self.index_of(id);
-        if let Some(node) = at.and_then(|at| self.at_mut_quiet(at)) {
+        let at = self.topology.index_of(id);
+        if let Some(node) = at.and_then(|at| self.topology.at_mut_quiet(at)) {
             if node.hostname != host {
                 node.hostname = host;
             }
@@ -404,13 +392,11 @@ impl ClusterNode {
     }
 
     fn rename(&mut self, from: &NodeId, to: NodeId) {
-        let Some(at) = self.index.remove(from) else {
+        let Some(at) = self.topology.rename(from, to) else {
             return;
         };
-        self.index.insert(to, at);
         let mut link = None;
-        if let Some(node) = self.nodes.get_mut(usize::from(at)) {
-            node.id = to;
+        if let Some(node) = self.topology.at_mut(at) {
             node.set(NodeFlags::HANDSHAKE, false);
             link = node.outbound_link;
         }
@@ -424,7 +410,7 @@ impl ClusterNode {
         if self.node(id).is_none_or(Node::is_master) {
             return;
         }
-        if let Some(node) = self.node_mut(id) {
+        if let Some(node) = self.topology.node_mut(id) {
             if !node.is_master() {
                 node.set(NodeFlags::REPLICA, false);
                 node.set(NodeFlags::MASTER, true);
@@ -449,7 +435,7 @@ impl ClusterNode {
             }
         }
         if !settled {
-            if let Some(node) = self.node_mut(id) {
+            if let Some(node) = self.topology.node_mut(id) {
                 node.set(NodeFlags::MASTER, false);
                 node.set(NodeFlags::REPLICA, true);
                 node.master = Some(master);
@@ -463,7 +449,7 @@ impl ClusterNode {
             .node(&master)
             .is_none_or(|m| m.flags.contains(NodeFlags::MIGRATE_TO));
         if !marked {
-            if let Some(master) = self.node_mut(&master) {
+            if let Some(master) = self.topology.node_mut(&master) {
                 master.set(NodeFlags::MIGRATE_TO, true);
             }
         }
@@ -478,13 +464,13 @@ impl ClusterNode {
         let owner = claimed.iter().find_map(|slot| {
             self.owner(slot)
                 .filter(|o| o.id != *sender && o.config_epoch > epoch)
-                .filter(|_| !self.not_claiming.contains(slot))
+                .filter(|_| !self.topology.not_claiming(slot))
                 .map(|o| (o.id, o.config_epoch, SlotSet::clone(&o.slots)))
         });
         let Some((id, config_epoch, mut slots)) = owner else {
             return;
         };
-        for slot in self.not_claiming.iter() {
+        for slot in self.topology.not_claiming_slots().iter() {
             slots.remove(slot);
         }
         if !self.node(sender).is_some_and(|n| n.link) {
@@ -513,7 +499,7 @@ impl ClusterNode {
             return;
         }
         self.set_master_role(id);
-        if let Some(node) = self.node_mut(id) {
+        if let Some(node) = self.topology.node_mut(id) {
             node.config_epoch = epoch;
         }
         self.claim_slots(id, epoch, slots);
@@ -525,7 +511,7 @@ impl ClusterNode {
     /// owner's config epoch is strictly smaller; never a slot this node imports. When this
     /// node (or its master) loses its last slot to the sender, it follows the sender.
     fn claim_slots(&mut self, sender: &NodeId, epoch: u64, claimed: &SlotSet) {
-        let Some(at) = self.index_of(sender) else {
+        let Some(at) = self.topology.index_of(sender) else {
             return;
         };
         let me = self.myself().id;
@@ -537,13 +523,13 @@ impl ClusterNode {
             let owner = self.owner(slot).map(|n| (n.id, n.config_epoch));
             match owner {
                 Some((owner, _)) if owner == *sender => {
-                    self.not_claiming.remove(slot);
+                    self.topology.set_not_claiming(slot, false);
                     continue;
                 }
                 _ if self.importing_from(slot).is_some() => continue,
                 // Equal epochs never rebind (2.2), unless the owner stopped claiming it.
                 Some((_, owner_epoch))
-                    if owner_epoch >= epoch && !self.not_claiming.contains(slot) =>
+                    if owner_epoch >= epoch && !self.topology.not_claiming(slot) =>
                 {
                     continue;
                 }
@@ -557,11 +543,12 @@ impl ClusterNode {
         // turn the cluster down for nothing) but are marked: any claimant may take them, and
         // they are no evidence for UPDATE messages.
         let dropped: Vec<Slot> = self
+            .topology
             .at(at)
             .map(|n| n.slots.iter().filter(|s| !claimed.contains(*s)).collect())
             .unwrap_or_default();
         for slot in dropped {
-            self.not_claiming.insert(slot);
+            self.topology.set_not_claiming(slot, true);
         }
         if changed {
             self.push(Output::SaveConfig);
@@ -586,7 +573,7 @@ impl ClusterNode {
         }
         self.current_epoch += 1;
         let epoch = self.current_epoch;
-        self.myself_mut().config_epoch = epoch;
+        self.topology.myself_mut().config_epoch = epoch;
         self.push(Output::SaveConfig);
     }
 }

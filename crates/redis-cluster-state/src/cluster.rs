@@ -4,7 +4,6 @@
 use alloc::{
     collections::{BTreeMap, BTreeSet, VecDeque},
     string::String,
-    vec,
     vec::Vec,
 };
 
@@ -13,15 +12,12 @@ use redis_hash_slot::{SLOT_COUNT, Slot, SlotSet};
 
 use crate::{
     config::Config,
-    index::NodeIndex,
     node::{Node, NodeIp},
     output::LinkId,
     output::Output,
     time::Instant,
+    topology::Topology,
 };
-
-/// No owner in the slot table.
-const NONE: u16 = u16::MAX;
 
 /// One node's view of the cluster.
 ///
@@ -39,14 +35,8 @@ const NONE: u16 = u16::MAX;
 #[derive(Clone, Debug)]
 pub struct ClusterNode {
     pub(crate) config: Config,
-    pub(crate) myself: u16,
-    /// The node table: a slab indexed by the numbers the slot table holds.
-    pub(crate) nodes: crate::table::Table,
-    pub(crate) index: NodeIndex,
-    /// The owner of each slot, by slab index; [`NONE`] when unassigned.
-    pub(crate) owners: Vec<u16>,
-    pub(crate) migrating_to: BTreeMap<u16, NodeId>,
-    pub(crate) importing_from: BTreeMap<u16, NodeId>,
+    /// The nodes, the slot owners and the open slots.
+    pub(crate) topology: Topology,
     pub(crate) current_epoch: u64,
     pub(crate) last_vote_epoch: u64,
     pub(crate) state_ok: bool,
@@ -99,9 +89,6 @@ pub struct ClusterNode {
     /// Which table entries the gossip section being built holds, a bit each (kept between
     /// sections only to save its allocation).
     pub(crate) gossip_marks: Vec<u64>,
-    /// Slots still bound to an owner that stopped claiming them in its pings (the server's
-    /// `owner_not_claiming_slot`); cleared when the slot changes owner.
-    pub(crate) not_claiming: SlotSet,
 }
 
 /// Why a command on the node table was refused; the text is the server's, without `ERR `.
@@ -224,12 +211,7 @@ impl ClusterNode {
         me.link = true;
         let mut node = Self {
             config,
-            myself: 0,
-            nodes: crate::table::Table::default(),
-            index: NodeIndex::new(rng),
-            owners: vec![NONE; usize::from(SLOT_COUNT)],
-            migrating_to: BTreeMap::new(),
-            importing_from: BTreeMap::new(),
+            topology: Topology::new(me, rng),
             current_epoch: 0,
             last_vote_epoch: 0,
             state_ok: false,
@@ -256,9 +238,7 @@ impl ClusterNode {
             state_stale: true,
             drop_filter: None,
             gossip_marks: Vec::new(),
-            not_claiming: SlotSet::new(),
         };
-        node.myself = node.insert(me);
         node.timers.set(crate::timers::Timer::Cron, Instant::ZERO);
         node.update_state();
         node
@@ -293,7 +273,7 @@ impl ClusterNode {
         config.port = self.config.port;
         config.cport = self.config.cport;
         config.pport = self.config.pport;
-        let me = self.myself_mut();
+        let me = self.topology.myself_mut();
         me.hostname = config.hostname.clone().filter(|h| !h.is_empty());
         me.set(NodeFlags::NOFAILOVER, config.replica_no_failover);
         self.config = config;
@@ -302,110 +282,39 @@ impl ClusterNode {
 
     /// This node's own entry.
     pub fn myself(&self) -> &Node {
-        self.at(self.myself).unwrap_or_else(|| unreachable_myself())
-    }
-
-    pub(crate) fn myself_mut(&mut self) -> &mut Node {
-        let at = usize::from(self.myself);
-        match self.nodes.get_mut(at) {
-            Some(node) => node,
-            None => unreachable_myself(),
-        }
+        self.topology.myself()
     }
 
     /// The node with this id.
     pub fn node(&self, id: &NodeId) -> Option<&Node> {
-        self.at(self.index.get(id, &self.nodes)?)
-    }
-
-    pub(crate) fn node_mut(&mut self, id: &NodeId) -> Option<&mut Node> {
-        let at = usize::from(self.index.get(id, &self.nodes)?);
-        self.nodes.get_mut(at)
+        self.topology.node(id)
     }
 
     /// Every known node, itself included, in id order.
     pub fn nodes(&self) -> impl Iterator<Item = &Node> {
-        self.index.values().filter_map(|at| self.at(at))
-    }
-
-    /// Every known node in table order: cheaper than [`Self::nodes`] where order is of no
-    /// consequence (sums, counts, the cron's walk).
-    pub(crate) fn table(&self) -> impl Iterator<Item = &Node> {
-        self.nodes.iter()
-    }
-
-    pub(crate) fn at(&self, at: u16) -> Option<&Node> {
-        self.nodes.get(usize::from(at))
-    }
-
-    pub(crate) fn at_mut(&mut self, at: u16) -> Option<&mut Node> {
-        self.nodes.get_mut(usize::from(at))
-    }
-
-    /// [`Self::at_mut`] without a new table version (see `Table::get_mut_quiet` for what
-    /// may be written through it).
-    pub(crate) fn at_mut_quiet(&mut self, at: u16) -> Option<&mut Node> {
-        self.nodes.get_mut_quiet(usize::from(at))
-    }
-
-    /// Adds a node to the table (replacing one with the same id) and returns its index.
-    pub(crate) fn insert(&mut self, node: Node) -> u16 {
-        if let Some(at) = self.index.get(&node.id, &self.nodes) {
-            self.nodes.replace(usize::from(at), node);
-            return at;
-        }
-        let id = node.id;
-        let at = self.nodes.add(node) as u16;
-        self.index.insert(id, at);
-        at
+        self.topology.nodes()
     }
 
     /// The node serving `slot`: one index into the table.
     pub fn owner(&self, slot: Slot) -> Option<&Node> {
-        match self.owners.get(usize::from(u16::from(slot))) {
-            Some(&NONE) | None => None,
-            Some(&at) => self.at(at),
-        }
+        self.topology.owner(slot)
     }
 
-    /// Binds `slot` to the node at `at` (or unbinds it), keeping every node's slot set in step.
+    /// Binds `slot` to the node at `at` (or unbinds it): the cluster state is due for a new
+    /// evaluation.
     pub(crate) fn bind(&mut self, slot: Slot, at: Option<u16>) {
         self.state_stale = true;
-        let entry = usize::from(u16::from(slot));
-        let old = self.owners[entry];
-        if old != at.unwrap_or(NONE) {
-            self.not_claiming.remove(slot);
-        }
-        if old != NONE {
-            if let Some(node) = self.nodes.get_mut(usize::from(old)) {
-                if node.slots.remove(slot) {
-                    node.slot_count -= 1;
-                }
-            }
-        }
-        self.owners[entry] = at.unwrap_or(NONE);
-        if let Some(at) = at {
-            if let Some(node) = self.nodes.get_mut(usize::from(at)) {
-                if node.slots.insert(slot) {
-                    node.slot_count += 1;
-                }
-            }
-        }
-    }
-
-    /// The index of a node, by id.
-    pub(crate) fn index_of(&self, id: &NodeId) -> Option<u16> {
-        self.index.get(id, &self.nodes)
+        self.topology.bind(slot, at);
     }
 
     /// The node `slot` is migrating to, on its owner.
     pub fn migrating_to(&self, slot: Slot) -> Option<&NodeId> {
-        self.migrating_to.get(&u16::from(slot))
+        self.topology.migrating_to(slot)
     }
 
     /// The node `slot` is being imported from.
     pub fn importing_from(&self, slot: Slot) -> Option<&NodeId> {
-        self.importing_from.get(&u16::from(slot))
+        self.topology.importing_from(slot)
     }
 
     /// The cluster-wide logical clock.
@@ -446,8 +355,8 @@ impl ClusterNode {
             return Err(CommandError::SlotBusy(u16::from(busy)));
         }
         for slot in slots {
-            self.importing_from.remove(&u16::from(slot));
-            self.bind(slot, Some(self.myself));
+            self.topology.set_importing(slot, None);
+            self.bind(slot, Some(self.topology.me()));
         }
         self.update_state();
         Ok(())
@@ -485,13 +394,13 @@ impl ClusterNode {
 
     /// `CLUSTER SET-CONFIG-EPOCH`: only alone and at config epoch 0; raises the current epoch.
     pub fn set_config_epoch(&mut self, epoch: u64) -> Result<(), CommandError> {
-        if self.index.len() > 1 {
+        if self.topology.known() > 1 {
             return Err(CommandError::NotAlone);
         }
         if self.myself().config_epoch != 0 {
             return Err(CommandError::EpochAlreadySet);
         }
-        self.myself_mut().config_epoch = epoch;
+        self.topology.myself_mut().config_epoch = epoch;
         self.current_epoch = self.current_epoch.max(epoch);
         Ok(())
     }
@@ -509,7 +418,7 @@ impl ClusterNode {
         if mine == 0 || mine != largest {
             self.current_epoch += 1;
             let epoch = self.current_epoch;
-            self.myself_mut().config_epoch = epoch;
+            self.topology.myself_mut().config_epoch = epoch;
             (true, epoch)
         } else {
             (false, mine)
@@ -536,13 +445,17 @@ impl ClusterNode {
         if self.config.require_full_coverage {
             // Every slot has an owner that is not FAIL: the owners' counts add up.
             let served: usize = self
+                .topology
                 .table()
                 .filter(|n| !n.is_failed())
                 .map(|n| usize::from(n.slot_count))
                 .sum();
             ok = served == usize::from(SLOT_COUNT);
         }
-        let masters = self.table().filter(|n| n.is_master() && n.has_slots());
+        let masters = self
+            .topology
+            .table()
+            .filter(|n| n.is_master() && n.has_slots());
         let (size, reachable) = masters.fold((0, 0), |(size, up), n| {
             let healthy = !n.is_failed() && !n.is_pfailed();
             (size + 1, up + usize::from(healthy))
@@ -598,10 +511,4 @@ pub(crate) fn random_id(state: &mut u64) -> NodeId {
         }
     }
     NodeId(id)
-}
-
-/// The node's own entry is created with it and never removed.
-#[cold]
-fn unreachable_myself() -> ! {
-    unreachable!("a ClusterNode always holds its own entry")
 }

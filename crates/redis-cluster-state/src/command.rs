@@ -164,14 +164,13 @@ impl ClusterNode {
     /// dropped, every other node forgotten; HARD also zeroes the epochs and draws a new id.
     pub fn reset(&mut self, hard: bool) {
         if self.myself().is_replica() {
-            let me = self.myself_mut();
+            let me = self.topology.myself_mut();
             me.set(NodeFlags::REPLICA, false);
             me.set(NodeFlags::MASTER, true);
             me.master = None;
             self.push(Output::Event(crate::Event::BecameMaster));
         }
-        self.migrating_to.clear();
-        self.importing_from.clear();
+        self.topology.close_open_slots();
         for n in 0..16384 {
             if let Some(slot) = Slot::new(n) {
                 self.bind(slot, None);
@@ -185,12 +184,9 @@ impl ClusterNode {
         if hard {
             self.current_epoch = 0;
             self.last_vote_epoch = 0;
-            self.myself_mut().config_epoch = 0;
+            self.topology.myself_mut().config_epoch = 0;
             let id = crate::cluster::random_id(&mut self.rng);
-            if let Some(at) = self.index.remove(&me) {
-                self.index.insert(id, at);
-            }
-            self.myself_mut().id = id;
+            self.topology.rename(&me, id);
         }
         self.update_state();
         self.push(Output::SaveConfig);
@@ -242,8 +238,8 @@ impl ClusterNode {
         };
         match parsed? {
             SetSlot::Stable(slot) => {
-                self.migrating_to.remove(&u16::from(slot));
-                self.importing_from.remove(&u16::from(slot));
+                self.topology.set_migrating(slot, None);
+                self.topology.set_importing(slot, None);
             }
             SetSlot::Migrating(slot, id) => {
                 let id = known(self, id, CommandError::UnknownAbout)?;
@@ -269,7 +265,7 @@ impl ClusterNode {
         if !self.node(&to).is_some_and(|n| n.is_master()) {
             return Err(CommandError::TargetNotMaster);
         }
-        self.migrating_to.insert(u16::from(slot), to);
+        self.topology.set_migrating(slot, Some(to));
         Ok(())
     }
 
@@ -281,7 +277,7 @@ impl ClusterNode {
         if !self.node(&from).is_some_and(|n| n.is_master()) {
             return Err(CommandError::TargetNotMaster);
         }
-        self.importing_from.insert(u16::from(slot), from);
+        self.topology.set_importing(slot, Some(from));
         Ok(())
     }
 
@@ -309,19 +305,18 @@ impl ClusterNode {
             return Err(CommandError::StillHoldsKeys(u16::from(slot)));
         }
         if keys == 0 {
-            self.migrating_to.remove(&u16::from(slot));
+            self.topology.set_migrating(slot, None);
         }
-        let at = self.index_of(&to);
+        let at = self.topology.index_of(&to);
         self.bind(slot, at);
         if mine && to != me && !self.myself().has_slots() && self.config.allow_replica_migration {
-            let node = self.myself_mut();
+            let node = self.topology.myself_mut();
             node.set(NodeFlags::MASTER, false);
             node.set(NodeFlags::REPLICA, true);
             node.master = Some(to);
-            self.migrating_to.clear();
-            self.importing_from.clear();
+            self.topology.close_open_slots();
         }
-        if to == me && self.importing_from.remove(&u16::from(slot)).is_some() {
+        if to == me && self.topology.set_importing(slot, None).is_some() {
             // Bump without consensus, so that the new claim wins over the old owner's.
             self.bump_epoch();
         }

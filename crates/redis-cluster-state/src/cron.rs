@@ -62,9 +62,9 @@ impl ClusterNode {
         // something in the table changed since the last walk (a mutable access): otherwise
         // it would do nothing, and at a thousand nodes it is most of a quiet second's cost.
         let (version, due) = self.walked;
-        if self.walk_every_tick || version != self.nodes.version() || now >= due {
+        if self.walk_every_tick || version != self.topology.version() || now >= due {
             let due = self.walk(now);
-            self.walked = (self.nodes.version(), due);
+            self.walked = (self.topology.version(), due);
         }
         self.manual_cron(now);
         self.handle_failover(now);
@@ -94,12 +94,14 @@ impl ClusterNode {
     fn walk(&mut self, now: u64) -> u64 {
         let timeout = self.config.node_timeout.as_millis();
         let handshake_ttl = timeout.max(1000);
-        let me = self.myself;
+        let me = self.topology.me();
         let mut pfail_nodes = 0;
         let mut due = u64::MAX;
-        for at in 0..self.nodes.len() {
+        for at in 0..self.topology.capacity() {
             let Ok(at) = u16::try_from(at) else { break };
-            let Some(node) = self.at(at) else { continue };
+            let Some(node) = self.topology.at(at) else {
+                continue;
+            };
             if at == me {
                 continue;
             }
@@ -117,11 +119,15 @@ impl ClusterNode {
                 let id = node.id;
                 self.close_outbound(&id);
             }
-            let Some(node) = self.at(at) else { continue };
+            let Some(node) = self.topology.at(at) else {
+                continue;
+            };
             if !node.link && !node.connecting && !node.flags.contains(NodeFlags::NOADDR) {
                 self.connect(at);
             }
-            let Some(node) = self.at(at) else { continue };
+            let Some(node) = self.topology.at(at) else {
+                continue;
+            };
             if !node.in_handshake() {
                 let idle = now.saturating_sub(node.pong_received) > timeout / 2;
                 if node.link && node.ping_sent == 0 && idle {
@@ -135,14 +141,16 @@ impl ClusterNode {
                         && now.saturating_sub(node.ping_sent) > timeout
                         && now.saturating_sub(node.data_received) > timeout;
                     if late && !node.is_pfailed() && !node.is_failed() {
-                        if let Some(node) = self.at_mut(at) {
+                        if let Some(node) = self.topology.at_mut(at) {
                             node.set(NodeFlags::PFAIL, true);
                         }
                         self.state_stale = true;
                     }
                 }
             }
-            let Some(node) = self.at(at) else { continue };
+            let Some(node) = self.topology.at(at) else {
+                continue;
+            };
             pfail_nodes += usize::from(node.is_pfailed());
             due = due.min(due_time(node, timeout));
         }
@@ -153,10 +161,10 @@ impl ClusterNode {
     /// Brings the cron's next walk forward to the due time of the node at `at`, after a
     /// quiet write of its ping or pong time (one that made no new table version).
     pub(crate) fn fold_due(&mut self, at: u16) {
-        if at == self.myself {
+        if at == self.topology.me() {
             return;
         }
-        if let Some(node) = self.at(at) {
+        if let Some(node) = self.topology.at(at) {
             let due = due_time(node, self.config.node_timeout.as_millis());
             self.walked.1 = self.walked.1.min(due);
         }
@@ -168,11 +176,11 @@ impl ClusterNode {
     fn random_ping(&mut self, now: u64) {
         // Draws are uniform over the nodes present; a table without holes (the usual case)
         // needs no list of them.
-        let holes = self.nodes.len() != self.index.len();
+        let holes = self.topology.capacity() != self.topology.known();
         let present: Vec<u16> = if holes {
-            (0..self.nodes.len())
+            (0..self.topology.capacity())
                 .filter_map(|at| u16::try_from(at).ok())
-                .filter(|&at| self.at(at).is_some())
+                .filter(|&at| self.topology.at(at).is_some())
                 .collect()
         } else {
             Vec::new()
@@ -180,9 +188,9 @@ impl ClusterNode {
         let count = if holes {
             present.len()
         } else {
-            self.nodes.len()
+            self.topology.capacity()
         } as u64;
-        let me = self.myself;
+        let me = self.topology.me();
         let mut oldest: Option<(u64, NodeId)> = None;
         for _ in 0..5 {
             if count == 0 {
@@ -194,7 +202,7 @@ impl ClusterNode {
             } else {
                 draw as u16
             };
-            let Some(node) = self.at(at).filter(|_| at != me) else {
+            let Some(node) = self.topology.at(at).filter(|_| at != me) else {
                 continue;
             };
             if !node.link || node.ping_sent != 0 || node.in_handshake() {

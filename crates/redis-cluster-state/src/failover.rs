@@ -145,7 +145,7 @@ impl ClusterNode {
         self.push(Output::Event(crate::output::Event::BecameMaster));
         let epoch = self.election.epoch;
         {
-            let me = self.myself_mut();
+            let me = self.topology.myself_mut();
             me.set(NodeFlags::REPLICA, false);
             me.set(NodeFlags::MASTER, true);
             me.master = None;
@@ -157,7 +157,7 @@ impl ClusterNode {
             .node(&old_master)
             .map(|n| n.slots.iter().collect())
             .unwrap_or_default();
-        let me = self.myself;
+        let me = self.topology.me();
         for slot in slots {
             self.bind(slot, Some(me));
         }
@@ -213,7 +213,7 @@ impl ClusterNode {
             }
         }
         self.last_vote_epoch = self.current_epoch;
-        if let Some(master) = self.node_mut(&master_id) {
+        if let Some(master) = self.topology.node_mut(&master_id) {
             master.voted_time = now;
         }
         self.push(Output::SaveConfig);
@@ -386,7 +386,9 @@ impl ClusterNode {
     /// walk that found no orphaned master is not repeated until the table or the cluster
     /// state changes: it would find none again (only an orphan's wait depends on time).
     pub(crate) fn handle_replica_migration(&mut self, now: u64) {
-        if !self.walk_every_tick && self.no_orphans == Some((self.nodes.version(), self.state_ok)) {
+        if !self.walk_every_tick
+            && self.no_orphans == Some((self.topology.version(), self.state_ok))
+        {
             return;
         }
         let me = self.myself();
@@ -394,24 +396,24 @@ impl ClusterNode {
             return;
         };
         // Healthy replicas per master, by table index.
-        let mut ok = vec![0usize; self.nodes.len()];
-        for node in self.table() {
+        let mut ok = vec![0usize; self.topology.capacity()];
+        for node in self.topology.table() {
             if node.is_replica() && !node.is_failed() {
-                if let Some(at) = node.master.as_ref().and_then(|m| self.index_of(m)) {
+                if let Some(at) = node.master.as_ref().and_then(|m| self.topology.index_of(m)) {
                     ok[usize::from(at)] += 1;
                 }
             }
         }
         let mut max = 0;
         let mut orphan = None;
-        for (at, node) in self.nodes.enumerate_mut() {
+        for (at, node) in self.topology.enumerate_mut() {
             if !node.is_master() {
                 continue;
             }
-            max = max.max(ok[at]);
+            max = max.max(ok[usize::from(at)]);
             let orphaned = !node.is_failed()
                 && node.flags.contains(NodeFlags::MIGRATE_TO)
-                && ok[at] == 0
+                && ok[usize::from(at)] == 0
                 && node.has_slots();
             if !orphaned {
                 node.orphaned_time = 0;
@@ -427,8 +429,9 @@ impl ClusterNode {
         }
         self.no_orphans = orphan
             .is_none()
-            .then(|| (self.nodes.version(), self.state_ok));
+            .then(|| (self.topology.version(), self.state_ok));
         let mine = self
+            .topology
             .index_of(&my_master)
             .map_or(0, |at| ok[usize::from(at)]);
         let allowed = self.config.allow_replica_migration && self.state_ok;
@@ -440,12 +443,14 @@ impl ClusterNode {
         };
         // The candidate: the smallest id among the replicas of the masters with `max`.
         let candidate = self
+            .topology
             .table()
             .filter(|r| r.is_replica())
             .filter(|r| {
-                let master = r.master.as_ref().and_then(|m| self.index_of(m));
+                let master = r.master.as_ref().and_then(|m| self.topology.index_of(m));
                 master.is_some_and(|at| {
-                    ok[usize::from(at)] == max && self.at(at).is_some_and(|m| m.is_master())
+                    ok[usize::from(at)] == max
+                        && self.topology.at(at).is_some_and(|m| m.is_master())
                 })
             })
             .map(|r| r.id)

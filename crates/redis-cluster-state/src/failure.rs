@@ -41,17 +41,20 @@ impl ClusterNode {
         flags: NodeFlags,
         now: u64,
     ) {
-        if about == self.myself {
+        if about == self.topology.me() {
             return;
         }
         let failing = flags.contains(NodeFlags::PFAIL) || flags.contains(NodeFlags::FAIL);
         // Most entries are healthy ones about nodes nobody reported: nothing to write. The
         // cron reads no reports, so a write makes no new table version (a FAIL mark does).
-        let idle = self.at(about).is_none_or(|node| !failing && !node.reported);
+        let idle = self
+            .topology
+            .at(about)
+            .is_none_or(|node| !failing && !node.reported);
         if idle {
             return;
         }
-        let Some(node) = self.at_mut_quiet(about) else {
+        let Some(node) = self.topology.at_mut_quiet(about) else {
             return;
         };
         if node.reported {
@@ -80,7 +83,7 @@ impl ClusterNode {
         if votes < self.quorum() {
             return;
         }
-        if let Some(node) = self.node_mut(id) {
+        if let Some(node) = self.topology.node_mut(id) {
             node.set(NodeFlags::PFAIL, false);
             node.set(NodeFlags::FAIL, true);
             node.fail_time = now;
@@ -97,7 +100,7 @@ impl ClusterNode {
         if *id == self.myself().id {
             return;
         }
-        let Some(node) = self.node_mut(id) else {
+        let Some(node) = self.topology.node_mut(id) else {
             return;
         };
         if node.is_failed() {
@@ -120,7 +123,7 @@ impl ClusterNode {
         if !self.node(id).is_some_and(Node::is_failed) {
             return;
         }
-        let Some(node) = self.node_mut(id) else {
+        let Some(node) = self.topology.node_mut(id) else {
             return;
         };
         let serving = node.is_master() && node.has_slots();

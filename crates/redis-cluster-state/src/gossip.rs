@@ -15,9 +15,9 @@ impl ClusterNode {
     /// The gossip section: `max(3, N/10)` random healthy nodes (at most N - 2), then every
     /// PFAIL node; a hostname extension when this node announces one.
     pub(crate) fn gossip_body(&mut self) -> OwnedPing {
-        let me = self.myself;
-        let known = self.index.len();
-        let table = self.nodes.len() as u64;
+        let me = self.topology.me();
+        let known = self.topology.known();
+        let table = self.topology.capacity() as u64;
         let wanted = (known / 10).max(3).min(known.saturating_sub(2));
         let mut ping = OwnedPing::default();
         ping.reserve_gossip(wanted + self.pfail_nodes);
@@ -28,7 +28,7 @@ impl ClusterNode {
         // 4 KB and made most draws a cache miss more.
         let mut marks = core::mem::take(&mut self.gossip_marks);
         marks.clear();
-        marks.resize(self.nodes.len().div_ceil(64), 0);
+        marks.resize(self.topology.capacity().div_ceil(64), 0);
         let marked = |marks: &[u64], at: u16| marks[usize::from(at / 64)] & (1 << (at % 64)) != 0;
         // Random draws from the table, as the server draws random dictionary entries: three
         // tries per wanted entry, a draw of this node (or of a free table slot) spends one.
@@ -39,7 +39,7 @@ impl ClusterNode {
         while chosen < wanted && tries > 0 && table > 1 {
             tries -= 1;
             let at = (self.rng_next() % table) as u16;
-            let Some(node) = self.at(at).filter(|_| at != me) else {
+            let Some(node) = self.topology.at(at).filter(|_| at != me) else {
                 continue;
             };
             let skip = node.in_handshake()
@@ -55,8 +55,7 @@ impl ClusterNode {
         }
         // Every PFAIL node, counted by the last cron: no walk of the table when there is none.
         if self.pfail_nodes > 0 {
-            for (at, node) in self.nodes.enumerate() {
-                let at = at as u16;
+            for (at, node) in self.topology.enumerate() {
                 let pfail = node.is_pfailed();
                 if pfail && at != me && !marked(&marks, at) {
                     ping.push_gossip(gossip_entry(node));
@@ -84,14 +83,14 @@ impl ClusterNode {
     /// it skips (itself, a node drawn twice). At N = 1000 this made a run 10 % faster.
     fn fetch_draws(&self, draws: usize) {
         let mut rng = self.rng;
-        let table = self.nodes.len() as u64;
+        let table = self.topology.capacity() as u64;
         if table == 0 {
             return;
         }
         let mut sum = 0u64;
         for _ in 0..draws {
-            let at = (crate::cluster::next(&mut rng) % table) as usize;
-            sum = sum.wrapping_add(self.nodes.touch(at, true));
+            let at = (crate::cluster::next(&mut rng) % table) as u16;
+            sum = sum.wrapping_add(self.topology.touch(at, true));
         }
         core::hint::black_box(sum);
     }
@@ -109,12 +108,12 @@ impl ClusterNode {
         let mut homes = [0u16; 256];
         let mut count = 0;
         for (home, entry) in homes.iter_mut().zip(ping.gossip()) {
-            *home = self.index.home(&entry.node());
+            *home = self.topology.home(&entry.node());
             count += 1;
         }
         let mut sum = 0u64;
         for &at in &homes[..count] {
-            sum = sum.wrapping_add(self.nodes.touch(usize::from(at), false));
+            sum = sum.wrapping_add(self.topology.touch(at, false));
         }
         core::hint::black_box(sum);
     }
@@ -135,7 +134,7 @@ impl ClusterNode {
         if flags.contains(NodeFlags::PFAIL) || flags.contains(NodeFlags::FAIL) {
             return;
         }
-        let Some(node) = self.at(at) else {
+        let Some(node) = self.topology.at(at) else {
             return;
         };
         // The cheap tests first: the reports are in a later cache line of the entry (whether
@@ -150,12 +149,12 @@ impl ClusterNode {
                     .any(|(_, when)| now.saturating_sub(*when) <= validity));
         if adopt {
             // A later pong only moves the node's due time (folded into the walk's).
-            if let Some(node) = self.at_mut_quiet(at) {
+            if let Some(node) = self.topology.at_mut_quiet(at) {
                 node.pong_received = pong;
             }
             self.fold_due(at);
         }
-        let Some(node) = self.at(at) else {
+        let Some(node) = self.topology.at(at) else {
             return;
         };
         // The address is read only for a failing node: it lives outside the entry's first
@@ -167,7 +166,7 @@ impl ClusterNode {
         let moved = !node.ip.as_bytes().eq_ignore_ascii_case(entry.ip())
             || node.port != entry.port()
             || node.cport != entry.cport();
-        let Some(node) = self.at_mut(at).filter(|_| moved) else {
+        let Some(node) = self.topology.at_mut(at).filter(|_| moved) else {
             return;
         };
         node.ip = NodeIp::from_wire(entry.ip());
@@ -195,7 +194,7 @@ impl ClusterNode {
         self.fetch_gossip_nodes(ping);
         for entry in ping.gossip() {
             let id = entry.node();
-            if let Some(at) = self.index_of(&id) {
+            if let Some(at) = self.topology.index_of(&id) {
                 if sender_is_master {
                     self.gossip_failure_report(&sender, at, entry.flags(), now);
                 }
@@ -224,7 +223,7 @@ impl ClusterNode {
             node.set(NodeFlags::REPLICA, replica);
             node.set(NodeFlags::MASTER, !replica);
             node.ctime = now;
-            self.insert(node);
+            self.topology.insert(node);
             self.push(Output::SaveConfig);
         }
     }

@@ -137,6 +137,7 @@ mod table;
 mod text;
 mod time;
 mod timers;
+mod topology;
 
 pub use cluster::{ClusterNode, CommandError};
 pub use config::{Config, EndpointType};

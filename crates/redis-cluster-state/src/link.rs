@@ -33,7 +33,7 @@ impl ClusterNode {
     /// Asks the driver for an outbound link to the node at table index `at`.
     pub(crate) fn connect(&mut self, at: u16) {
         let link = self.new_link();
-        let Some(node) = self.at_mut(at) else {
+        let Some(node) = self.topology.at_mut(at) else {
             return;
         };
         node.connecting = true;
@@ -78,7 +78,7 @@ impl ClusterNode {
             return;
         };
         let (link, up) = (node.outbound_link, node.link);
-        if let Some(node) = self.node_mut(id) {
+        if let Some(node) = self.topology.node_mut(id) {
             node.link = false;
             node.connecting = false;
             node.outbound_link = None;
@@ -100,7 +100,7 @@ impl ClusterNode {
         if node == Some(self.myself().id) {
             return;
         }
-        let Some(entry) = node.and_then(|id| self.node_mut(&id)) else {
+        let Some(entry) = node.and_then(|id| self.topology.node_mut(&id)) else {
             self.outbound.remove(&link);
             self.push(Output::Close(link));
             return;
@@ -127,14 +127,14 @@ impl ClusterNode {
             if !self.inbound.remove(&link) {
                 return;
             }
-            for (_, node) in self.nodes.enumerate_mut() {
+            for (_, node) in self.topology.enumerate_mut() {
                 if node.inbound_link == Some(link) {
                     node.inbound_link = None;
                 }
             }
             return;
         };
-        if let Some(node) = self.node_mut(&id) {
+        if let Some(node) = self.topology.node_mut(&id) {
             if !node.flags.contains(NodeFlags::MYSELF) {
                 // The ping in flight stays: failure detection goes on without a link. A
                 // connection that could not even open counts as a ping sent now, or a dead

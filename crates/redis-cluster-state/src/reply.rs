@@ -110,7 +110,7 @@ impl ClusterNode {
     /// layer, another's from the `offset` of its bus headers. CLUSTER SLOTS lists a replica
     /// only once it has one.
     pub fn set_replication_offset(&mut self, id: &NodeId, offset: u64) -> bool {
-        match self.node_mut(id) {
+        match self.topology.node_mut(id) {
             Some(node) => {
                 node.repl_offset = offset;
                 true
@@ -126,9 +126,10 @@ impl ClusterNode {
         let mut out = Vec::new();
         let mut start = 0u16;
         while start < 16384 {
-            let owner = self.owners[usize::from(start)];
+            let owner_of = |n: u16| Slot::new(n).and_then(|s| self.topology.owner_of(s));
+            let owner = owner_of(start);
             let mut end = start;
-            while end + 1 < 16384 && self.owners[usize::from(end + 1)] == owner {
+            while end + 1 < 16384 && owner_of(end + 1) == owner {
                 end += 1;
             }
             if let Some(master) = Slot::new(start).and_then(|s| self.owner(s)) {

@@ -117,18 +117,17 @@ impl ClusterNode {
         let [key] = request.keys else {
             return self.route_any(request, exists);
         };
-        if !self.state_ok || !self.migrating_to.is_empty() || !self.importing_from.is_empty() {
+        if !self.state_ok || self.topology.has_open_slots() {
             return self.route_any(request, exists);
         }
         let slot = key_slot(key.as_ref());
-        let at = self.owners.get(usize::from(u16::from(slot))).copied();
-        let Some(at) = at else {
-            return Decision::Unbound; // A1 (every slot has an entry)
+        let Some(at) = self.topology.owner_of(slot) else {
+            return Decision::Unbound; // A1
         };
-        if at == self.myself {
+        if at == self.topology.me() {
             return Decision::Serve; // H
         }
-        let Some(owner) = self.at(at) else {
+        let Some(owner) = self.topology.at(at) else {
             return Decision::Unbound; // A1
         };
         if (request.readonly || request.pubsub_shard) && !request.write {
@@ -165,7 +164,7 @@ impl ClusterNode {
         let me = self.myself();
         for key in request.keys {
             let slot = key_slot(key.as_ref());
-            let mine = self.owners[usize::from(u16::from(slot))] == self.myself;
+            let mine = self.topology.is_mine(slot);
             if mine || self.importing_from(slot).is_some() {
                 continue;
             }
@@ -197,10 +196,9 @@ impl ClusterNode {
             return Decision::Unbound; // A1
         };
         // Owners compare by their place in the table, not by their 40-byte ids.
-        let mine = self.owners[usize::from(u16::from(slot))] == self.myself;
-        let migrating = mine && !self.migrating_to.is_empty() && self.migrating_to(slot).is_some();
-        let importing =
-            !migrating && !self.importing_from.is_empty() && self.importing_from(slot).is_some();
+        let mine = self.topology.is_mine(slot);
+        let migrating = mine && self.migrating_to(slot).is_some();
+        let importing = !migrating && self.importing_from(slot).is_some();
         let mut multi_key = false;
         for key in &request.keys[1..] {
             let key = key.as_ref();
@@ -322,7 +320,9 @@ mod tests {
             for (state_ok, open) in [(true, false), (false, false), (true, true)] {
                 node.state_ok = state_ok;
                 if open {
-                    node.migrating_to.insert(0, node.myself().id);
+                    let id = node.myself().id;
+                    node.topology
+                        .set_migrating(redis_hash_slot::Slot::MIN, Some(id));
                 }
                 for i in 0..1000 {
                     let key = format!("key:{i}");

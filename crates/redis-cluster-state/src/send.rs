@@ -86,8 +86,8 @@ impl ClusterNode {
     /// version, every ping sent made the next cron tick walk the whole table (at N = 1000,
     /// two walks in three were for that).
     fn note_ping_sent(&mut self, id: &NodeId, now: u64) {
-        if let Some(at) = self.index_of(id) {
-            if let Some(node) = self.at_mut_quiet(at) {
+        if let Some(at) = self.topology.index_of(id) {
+            if let Some(node) = self.topology.at_mut_quiet(at) {
                 if node.ping_sent == 0 {
                     node.ping_sent = now;
                 }

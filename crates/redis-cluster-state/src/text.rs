@@ -106,8 +106,8 @@ impl ClusterNode {
         if myself {
             // Open slots, in slot order, on the myself line only.
             let mut marks: Vec<(u16, &str, &NodeId)> = Vec::new();
-            marks.extend(self.migrating_to.iter().map(|(s, id)| (*s, "->-", id)));
-            marks.extend(self.importing_from.iter().map(|(s, id)| (*s, "-<-", id)));
+            marks.extend(self.topology.migrating().map(|(s, id)| (s, "->-", id)));
+            marks.extend(self.topology.importing().map(|(s, id)| (s, "-<-", id)));
             marks.sort_by_key(|(slot, _, _)| *slot);
             for (slot, arrow, id) in marks {
                 let _ = write!(out, " [{slot}{arrow}{id}]");
@@ -182,7 +182,7 @@ impl ClusterNode {
             node.master = line.master_id().ok_or_else(|| bad("bad master id"))?;
             if let Some(master) = node.master {
                 if from_file.insert(master) {
-                    cluster.insert(Node::new(master));
+                    cluster.topology.insert(Node::new(master));
                 }
             }
             let time = |field: &str| -> Result<u64, ConfError> {
@@ -209,7 +209,7 @@ impl ClusterNode {
                 myself = Some(id);
                 node.link = true;
             }
-            let at = cluster.insert(node);
+            let at = cluster.topology.insert(node);
             for token in line.slots() {
                 let (slot, migrating, target) = match token.map_err(|e| bad(e.what()))? {
                     SlotToken::Range(range) => {
@@ -234,14 +234,11 @@ impl ClusterNode {
             });
         };
         // The placeholder identity of `new` gives way to the file's.
-        if !from_file.contains(&placeholder) {
-            if let Some(at) = cluster.index.remove(&placeholder) {
-                cluster.nodes.remove(usize::from(at));
-            }
-        }
-        cluster.myself = cluster.index_of(&me).unwrap_or(cluster.myself);
+        cluster
+            .topology
+            .adopt_myself(&me, !from_file.contains(&placeholder));
         let config = cluster.config.clone();
-        let me = cluster.myself_mut();
+        let me = cluster.topology.myself_mut();
         me.port = config.port;
         me.cport = config.cport;
         me.pport = config.pport;
@@ -252,12 +249,10 @@ impl ClusterNode {
             me.ip = NodeIp::new(&config.ip);
         }
         for (slot, migrating, target) in open {
-            let map = if migrating {
-                &mut cluster.migrating_to
-            } else {
-                &mut cluster.importing_from
+            match migrating {
+                true => cluster.topology.set_migrating(slot, Some(target)),
+                false => cluster.topology.set_importing(slot, Some(target)),
             };
-            map.insert(u16::from(slot), target);
         }
         let (current, vote) = epochs.unwrap_or((0, 0));
         let largest = cluster.nodes().map(|n| n.config_epoch).max().unwrap_or(0);
