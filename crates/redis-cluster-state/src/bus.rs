@@ -93,9 +93,11 @@ impl ClusterNode {
         let Some(removed) = self.topology.remove(id) else {
             return;
         };
-        self.state_stale |= removed.owned;
+        if removed.owned {
+            self.health.mark_stale();
+        }
         if let Some((link, up)) = removed.link {
-            self.outbound.remove(&link);
+            self.links.close(link);
             if up {
                 self.push(Output::Close(link));
             }
@@ -113,7 +115,7 @@ impl ClusterNode {
     ) {
         let now = now.as_millis();
         self.clock = self.clock.max(now);
-        if !self.outbound.contains_key(&link) && !self.inbound.contains(&link) {
+        if !self.links.is_open(link) {
             return; // a link closed (or never handed out): the server reads no more from it
         }
         let Some(header) = message.header() else {
@@ -234,7 +236,7 @@ impl ClusterNode {
                 node.inbound_link = Some(link);
             }
             if let Some(old) = old {
-                self.inbound.remove(&old);
+                self.links.close(old);
                 self.push(Output::Close(old));
             }
         }
@@ -254,7 +256,7 @@ impl ClusterNode {
                         node.ping_sent = 0;
                         if pfailed {
                             node.set(NodeFlags::PFAIL, false);
-                            self.state_stale = true;
+                            self.health.mark_stale();
                         }
                     }
                     self.fold_due(at);
@@ -316,7 +318,7 @@ impl ClusterNode {
             self.resolve_epoch_collision(&sender_id);
         }
         self.process_gossip(ping, now);
-        if self.state_stale {
+        if self.health.is_stale() {
             self.update_state();
         }
     }

@@ -1,19 +1,15 @@
 //! [`ClusterNode`]: one node's view of the cluster: its node table, the slot table with the
 //! migrating and importing marks, its epochs and the cluster state.
 
-use alloc::{
-    collections::{BTreeMap, BTreeSet, VecDeque},
-    string::String,
-    vec::Vec,
-};
+use alloc::{collections::VecDeque, string::String, vec::Vec};
 
 use redis_cluster_bus::{NodeFlags, NodeId};
-use redis_hash_slot::{SLOT_COUNT, Slot, SlotSet};
+use redis_hash_slot::{Slot, SlotSet};
 
 use crate::{
     config::Config,
+    health::Health,
     node::{Node, NodeIp},
-    output::LinkId,
     output::Output,
     time::Instant,
     topology::Topology,
@@ -39,19 +35,16 @@ pub struct ClusterNode {
     pub(crate) topology: Topology,
     pub(crate) current_epoch: u64,
     pub(crate) last_vote_epoch: u64,
-    pub(crate) state_ok: bool,
+    /// `cluster_state`, and whether it is due for a new evaluation.
+    pub(crate) health: Health,
     /// Bus messages sent and received, by type, for CLUSTER INFO.
     pub(crate) stats_sent: [u64; 11],
     pub(crate) stats_received: [u64; 11],
     /// The generator every random choice draws from, seeded by the config.
     pub(crate) rng: u64,
     pub(crate) outputs: VecDeque<Output>,
-    /// The last link handle given out.
-    pub(crate) last_link: u64,
-    /// Each outbound link's node, by handle (a handshake node's link follows its rename).
-    pub(crate) outbound: BTreeMap<LinkId, NodeId>,
-    /// The inbound links handed out and not yet closed.
-    pub(crate) inbound: BTreeSet<LinkId>,
+    /// The bus links handed out and not yet closed.
+    pub(crate) links: crate::link::Links,
     /// The deadlines: the cron, a manual failover's end, the election's request.
     pub(crate) timers: crate::timers::Timers,
     pub(crate) cron_runs: u64,
@@ -69,21 +62,10 @@ pub struct ClusterNode {
     pub(crate) election: crate::election::Election,
     /// A manual failover under way, on either side.
     pub(crate) manual: crate::election::Manual,
-    /// Whether the state was evaluated once (the first evaluation is no change).
-    pub(crate) evaluated: bool,
     /// The time of the latest input (ms).
     pub(crate) clock: u64,
-    /// When the first cron ran.
-    pub(crate) first_cron: Option<u64>,
-    /// When this node last saw itself in a minority.
-    pub(crate) minority_time: Option<u64>,
     /// PFAIL nodes as the last cron counted them: gossip sections carry them all.
     pub(crate) pfail_nodes: usize,
-    /// Whether something `cluster_state` depends on (a slot's owner, a PFAIL mark) changed
-    /// since it was last computed: a message or a cron tick re-evaluates it only then, as
-    /// the server's `CLUSTER_TODO_UPDATE_STATE` and its cron's `update_state` do (the cron
-    /// also while the cluster is down).
-    pub(crate) state_stale: bool,
     /// DEBUG DROP-CLUSTER-PACKET-FILTER: incoming messages of this type are ignored.
     pub(crate) drop_filter: Option<u16>,
     /// Which table entries the gossip section being built holds, a bit each (kept between
@@ -214,14 +196,12 @@ impl ClusterNode {
             topology: Topology::new(me, rng),
             current_epoch: 0,
             last_vote_epoch: 0,
-            state_ok: false,
+            health: Health::default(),
             stats_sent: [0; 11],
             stats_received: [0; 11],
             rng,
             outputs: VecDeque::new(),
-            last_link: 0,
-            outbound: BTreeMap::new(),
-            inbound: BTreeSet::new(),
+            links: crate::link::Links::default(),
             timers: crate::timers::Timers::default(),
             cron_runs: 0,
             walked: (u64::MAX, 0),
@@ -230,12 +210,8 @@ impl ClusterNode {
             forgotten: Vec::new(),
             election: crate::election::Election::default(),
             manual: crate::election::Manual::default(),
-            evaluated: false,
             clock: 0,
-            first_cron: None,
-            minority_time: None,
             pfail_nodes: 0,
-            state_stale: true,
             drop_filter: None,
             gossip_marks: Vec::new(),
         };
@@ -277,7 +253,7 @@ impl ClusterNode {
         me.hostname = config.hostname.clone().filter(|h| !h.is_empty());
         me.set(NodeFlags::NOFAILOVER, config.replica_no_failover);
         self.config = config;
-        self.state_stale = true;
+        self.health.mark_stale();
     }
 
     /// This node's own entry.
@@ -303,7 +279,7 @@ impl ClusterNode {
     /// Binds `slot` to the node at `at` (or unbinds it): the cluster state is due for a new
     /// evaluation.
     pub(crate) fn bind(&mut self, slot: Slot, at: Option<u16>) {
-        self.state_stale = true;
+        self.health.mark_stale();
         self.topology.bind(slot, at);
     }
 
@@ -339,7 +315,7 @@ impl ClusterNode {
 
     /// Whether the cluster is `ok` in this node's view (`cluster_state`).
     pub fn state_ok(&self) -> bool {
-        self.state_ok
+        self.health.ok()
     }
 
     /// `CLUSTER ADDSLOTS` / `ADDSLOTSRANGE`: every slot must be unassigned and given once;
@@ -425,61 +401,21 @@ impl ClusterNode {
         }
     }
 
-    /// Recomputes `cluster_state` (semantics 1.5): `fail` when full coverage is required and a
-    /// slot is unassigned or owned by a FAIL node, or when fewer than a majority of the
-    /// slot-owning masters are free of FAIL and PFAIL. A master does not turn `ok` within 2 s
-    /// of its first cron (`handle_timeout`), nor within the rejoin delay (the node timeout
-    /// clamped to 0.5–5 s) after it was last in a minority; before the first cron the state
-    /// is computed at once, so that a table built and queried without running the node (a
-    /// tool, a test) has its plain answer.
+    /// Recomputes `cluster_state` (semantics 1.5) at the latest input's time, queues
+    /// [`crate::Event::StateChanged`] when it changed, and returns it: `fail` when full
+    /// coverage is required and a slot is unassigned or owned by a FAIL node, or when fewer
+    /// than a majority of the slot-owning masters are free of FAIL and PFAIL. A master does
+    /// not turn `ok` within 2 s of its first cron (`handle_timeout`), nor within the rejoin
+    /// delay (the node timeout clamped to 0.5–5 s) after it was last in a minority; before
+    /// the first cron the state is computed at once, so that a table built and queried
+    /// without running the node (a tool, a test) has its plain answer.
     pub fn update_state(&mut self) -> bool {
-        self.state_stale = false;
-        let now = self.clock;
-        let master = self.myself().is_master();
-        if let Some(first) = self.first_cron {
-            if master && !self.state_ok && now.saturating_sub(first) < WRITABLE_DELAY {
-                return false;
-            }
-        }
-        let mut ok = true;
-        if self.config.require_full_coverage {
-            // Every slot has an owner that is not FAIL: the owners' counts add up.
-            let served: usize = self
-                .topology
-                .table()
-                .filter(|n| !n.is_failed())
-                .map(|n| usize::from(n.slot_count))
-                .sum();
-            ok = served == usize::from(SLOT_COUNT);
-        }
-        let masters = self
-            .topology
-            .table()
-            .filter(|n| n.is_master() && n.has_slots());
-        let (size, reachable) = masters.fold((0, 0), |(size, up), n| {
-            let healthy = !n.is_failed() && !n.is_pfailed();
-            (size + 1, up + usize::from(healthy))
-        });
-        if reachable < size / 2 + 1 {
-            ok = false;
-            self.minority_time = Some(now);
-        }
-        if ok && !self.state_ok && master && self.first_cron.is_some() {
-            let rejoin = self.config.node_timeout.as_millis().clamp(500, 5000);
-            if self
-                .minority_time
-                .is_some_and(|t| now.saturating_sub(t) < rejoin)
-            {
-                return false;
-            }
-        }
-        if self.state_ok != ok && self.evaluated {
+        let now = Instant::from_millis(self.clock);
+        if let Some(ok) = self.health.evaluate(&self.topology, &self.config, now) {
             self.outputs
                 .push_back(Output::Event(crate::output::Event::StateChanged { ok }));
         }
-        self.evaluated = true;
-        self.state_ok = ok;
-        ok
+        self.health.ok()
     }
 }
 
@@ -488,9 +424,6 @@ impl ClusterNode {
         next(&mut self.rng)
     }
 }
-
-/// How long a master stays `fail` after its first cron (ms).
-const WRITABLE_DELAY: u64 = 2_000;
 
 pub(crate) fn next(state: &mut u64) -> u64 {
     *state ^= *state >> 12;

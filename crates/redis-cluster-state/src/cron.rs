@@ -48,7 +48,7 @@ impl ClusterNode {
     /// random one every second, and any node whose PONG is older than half the node timeout),
     /// PFAIL, and the cluster state.
     fn cron(&mut self, now: u64) {
-        self.first_cron.get_or_insert(now);
+        self.health.cron_ran(Instant::from_millis(now));
         self.cron_runs += 1;
         // Once a second: of five random linked nodes without a ping in flight, the one with
         // the oldest PONG. Drawn before the walk below, which cannot change what it looks
@@ -72,7 +72,7 @@ impl ClusterNode {
         // As the server's cron: the state again when something it depends on changed (a
         // PFAIL mark here; slot owners, FAIL marks and roles flag it where they change),
         // and on every tick while the cluster is down (its delays run out with time).
-        if self.state_stale || !self.state_ok {
+        if self.health.due() {
             self.update_state();
         }
     }
@@ -144,7 +144,7 @@ impl ClusterNode {
                         if let Some(node) = self.topology.at_mut(at) {
                             node.set(NodeFlags::PFAIL, true);
                         }
-                        self.state_stale = true;
+                        self.health.mark_stale();
                     }
                 }
             }

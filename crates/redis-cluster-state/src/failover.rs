@@ -387,7 +387,7 @@ impl ClusterNode {
     /// state changes: it would find none again (only an orphan's wait depends on time).
     pub(crate) fn handle_replica_migration(&mut self, now: u64) {
         if !self.walk_every_tick
-            && self.no_orphans == Some((self.topology.version(), self.state_ok))
+            && self.no_orphans == Some((self.topology.version(), self.health.ok()))
         {
             return;
         }
@@ -429,12 +429,12 @@ impl ClusterNode {
         }
         self.no_orphans = orphan
             .is_none()
-            .then(|| (self.topology.version(), self.state_ok));
+            .then(|| (self.topology.version(), self.health.ok()));
         let mine = self
             .topology
             .index_of(&my_master)
             .map_or(0, |at| ok[usize::from(at)]);
-        let allowed = self.config.allow_replica_migration && self.state_ok;
+        let allowed = self.config.allow_replica_migration && self.health.ok();
         if !allowed || max < 2 || mine != max || mine <= self.config.migration_barrier as usize {
             return;
         }

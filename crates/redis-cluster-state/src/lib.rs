@@ -122,6 +122,7 @@ mod election;
 mod failover;
 mod failure;
 mod gossip;
+mod health;
 mod index;
 mod link;
 pub mod migration;

@@ -4,6 +4,7 @@
 //! reused, so a driver keys its sockets by it and keeps no table of node ids: a handshake
 //! node's link keeps its handle when the node's real id replaces the temporary one.
 
+use alloc::collections::{BTreeMap, BTreeSet};
 use core::num::NonZeroU64;
 
 use redis_cluster_bus::{MessageType, NodeFlags, NodeId};
@@ -14,36 +15,88 @@ use crate::{
     time::Instant,
 };
 
-impl ClusterNode {
+/// The handles given out and not yet closed: each outbound link with its node, and the
+/// inbound links.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Links {
+    /// The last handle given out.
+    last: u64,
+    /// Each outbound link's node (a handshake node's link follows its rename).
+    outbound: BTreeMap<LinkId, NodeId>,
+    inbound: BTreeSet<LinkId>,
+}
+
+impl Links {
     /// A new handle, never given out before.
-    fn new_link(&mut self) -> LinkId {
-        self.last_link = self.last_link.saturating_add(1);
-        LinkId::new(NonZeroU64::new(self.last_link).unwrap_or(NonZeroU64::MAX))
+    fn next(&mut self) -> LinkId {
+        self.last = self.last.saturating_add(1);
+        LinkId::new(NonZeroU64::new(self.last).unwrap_or(NonZeroU64::MAX))
     }
 
-    /// A connection a peer opened to this node: its handle, for
-    /// [`ClusterNode::handle_message`] and [`ClusterNode::handle_link_down`].
-    pub fn handle_accepted(&mut self, now: Instant) -> LinkId {
-        self.clock = self.clock.max(now.as_millis());
-        let link = self.new_link();
+    /// A new outbound link to `node`.
+    fn open(&mut self, node: NodeId) -> LinkId {
+        let link = self.next();
+        self.outbound.insert(link, node);
+        link
+    }
+
+    /// A new inbound link.
+    fn accept(&mut self) -> LinkId {
+        let link = self.next();
         self.inbound.insert(link);
         link
     }
 
+    /// Whether `link` is open, either way.
+    pub(crate) fn is_open(&self, link: LinkId) -> bool {
+        self.outbound.contains_key(&link) || self.inbound.contains(&link)
+    }
+
+    /// The node an outbound link goes to.
+    fn node(&self, link: LinkId) -> Option<NodeId> {
+        self.outbound.get(&link).copied()
+    }
+
+    /// Forgets `link`; for an outbound one, returns its node.
+    pub(crate) fn close(&mut self, link: LinkId) -> Closed {
+        match self.outbound.remove(&link) {
+            Some(node) => Closed::Outbound(node),
+            None if self.inbound.remove(&link) => Closed::Inbound,
+            None => Closed::Unknown,
+        }
+    }
+}
+
+/// What [`Links::close`] closed.
+pub(crate) enum Closed {
+    /// An outbound link, to this node.
+    Outbound(NodeId),
+    /// An inbound link.
+    Inbound,
+    /// No link it knew.
+    Unknown,
+}
+
+impl ClusterNode {
+    /// A connection a peer opened to this node: its handle, for
+    /// [`ClusterNode::handle_message`] and [`ClusterNode::handle_link_down`].
+    pub fn handle_accepted(&mut self, now: Instant) -> LinkId {
+        self.clock = self.clock.max(now.as_millis());
+        self.links.accept()
+    }
+
     /// Asks the driver for an outbound link to the node at table index `at`.
     pub(crate) fn connect(&mut self, at: u16) {
-        let link = self.new_link();
+        let Some(id) = self.topology.at(at).map(|n| n.id) else {
+            return;
+        };
+        let link = self.links.open(id);
         let Some(node) = self.topology.at_mut(at) else {
             return;
         };
         node.connecting = true;
         node.outbound_link = Some(link);
-        let (id, ip, cport) = (
-            node.id,
-            alloc::string::String::from(node.ip.as_str()),
-            node.cport,
-        );
-        self.outbound.insert(link, id);
+        let (ip, cport) = (alloc::string::String::from(node.ip.as_str()), node.cport);
         self.push(Output::Connect {
             link,
             node: id,
@@ -61,12 +114,12 @@ impl ClusterNode {
 
     /// The node an outbound `link` goes to (`None`: an inbound link, or one closed).
     pub(crate) fn outbound_node(&self, link: LinkId) -> Option<NodeId> {
-        self.outbound.get(&link).copied()
+        self.links.node(link)
     }
 
     /// A handshake node's link now goes to the node's real id.
     pub(crate) fn relink(&mut self, link: LinkId, to: NodeId) {
-        if let Some(id) = self.outbound.get_mut(&link) {
+        if let Some(id) = self.links.outbound.get_mut(&link) {
             *id = to;
         }
     }
@@ -84,7 +137,7 @@ impl ClusterNode {
             node.outbound_link = None;
         }
         if let Some(link) = link {
-            self.outbound.remove(&link);
+            self.links.close(link);
             if up {
                 self.push(Output::Close(link));
             }
@@ -101,7 +154,7 @@ impl ClusterNode {
             return;
         }
         let Some(entry) = node.and_then(|id| self.topology.node_mut(&id)) else {
-            self.outbound.remove(&link);
+            self.links.close(link);
             self.push(Output::Close(link));
             return;
         };
@@ -123,16 +176,17 @@ impl ClusterNode {
     pub fn handle_link_down(&mut self, link: LinkId, now: Instant) {
         let now = now.as_millis();
         self.clock = self.clock.max(now);
-        let Some(id) = self.outbound.remove(&link) else {
-            if !self.inbound.remove(&link) {
+        let id = match self.links.close(link) {
+            Closed::Outbound(id) => id,
+            Closed::Unknown => return,
+            Closed::Inbound => {
+                for (_, node) in self.topology.enumerate_mut() {
+                    if node.inbound_link == Some(link) {
+                        node.inbound_link = None;
+                    }
+                }
                 return;
             }
-            for (_, node) in self.topology.enumerate_mut() {
-                if node.inbound_link == Some(link) {
-                    node.inbound_link = None;
-                }
-            }
-            return;
         };
         if let Some(node) = self.topology.node_mut(&id) {
             if !node.flags.contains(NodeFlags::MYSELF) {

@@ -278,7 +278,7 @@ impl ClusterNode {
             .nodes()
             .filter(|n| n.is_master() && n.has_slots())
             .count();
-        let state = if self.state_ok { "ok" } else { "fail" };
+        let state = if self.health.ok() { "ok" } else { "fail" };
         let lines = [
             format!("cluster_state:{state}"),
             format!("cluster_slots_assigned:{assigned}"),

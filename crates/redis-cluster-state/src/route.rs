@@ -117,7 +117,7 @@ impl ClusterNode {
         let [key] = request.keys else {
             return self.route_any(request, exists);
         };
-        if !self.state_ok || self.topology.has_open_slots() {
+        if !self.health.ok() || self.topology.has_open_slots() {
             return self.route_any(request, exists);
         }
         let slot = key_slot(key.as_ref());
@@ -158,7 +158,7 @@ impl ClusterNode {
     /// assert!(node.route_blocked(&Request::new(&[b"queue"])).is_served());
     /// ```
     pub fn route_blocked<K: AsRef<[u8]>>(&self, request: &Request<'_, K>) -> Decision<'_> {
-        if !self.state_ok {
+        if !self.health.ok() {
             return Decision::Down;
         }
         let me = self.myself();
@@ -219,7 +219,7 @@ impl ClusterNode {
             }
         }
         // C. The cluster is down.
-        if !self.state_ok {
+        if !self.health.ok() {
             if request.pubsub_shard {
                 if !self.config.allow_pubsubshard_when_down {
                     return Decision::Down;
@@ -318,7 +318,7 @@ mod tests {
                 .expect("layout");
             let (mut served, mut moved, mut unbound, mut other) = (0, 0, 0, 0);
             for (state_ok, open) in [(true, false), (false, false), (true, true)] {
-                node.state_ok = state_ok;
+                node.health.force(state_ok);
                 if open {
                     let id = node.myself().id;
                     node.topology

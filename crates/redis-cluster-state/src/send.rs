@@ -120,7 +120,7 @@ impl ClusterNode {
             pport: me.pport,
             cport: me.cport,
             flags: me.flags,
-            state: u8::from(!self.state_ok),
+            state: u8::from(!self.health.ok()),
             mflags: self.header_mflags(),
         }
     }
