@@ -109,10 +109,11 @@ impl Options {
 /// 600 KB of PINGs and PONGs at most.
 const LINK_QUEUE: usize = 256;
 
-/// The node's end of one bus link: its queue of encoded messages. Dropping it closes the
-/// link: its task stops writing, even in the middle of a write.
+/// The node's end of one bus link: its queue of encoded messages (a broadcast's bytes are
+/// shared by every link's queue). Dropping it closes the link: its task stops writing, even
+/// in the middle of a write.
 struct LinkWriter {
-    queue: mpsc::Sender<Vec<u8>>,
+    queue: mpsc::Sender<Bytes>,
     _alive: oneshot::Sender<()>,
     /// When the link was made (ms), for CLUSTER LINKS.
     created: u64,
@@ -122,7 +123,7 @@ struct LinkWriter {
 
 /// The link task's end of a [`LinkWriter`].
 struct LinkQueue {
-    messages: mpsc::Receiver<Vec<u8>>,
+    messages: mpsc::Receiver<Bytes>,
     queued: Arc<AtomicUsize>,
     /// Completes (with an error) when the `LinkWriter` is dropped.
     alive: oneshot::Receiver<()>,
@@ -281,19 +282,21 @@ fn drain(shared: &Shared, node: &mut Node) {
                 } => {
                     tokio::spawn(connect(shared.clone(), link, ip, cport));
                 }
-                Output::Send { link, message } => {
-                    let mut bytes = Vec::with_capacity(message.encoded_len());
-                    message.encode(&mut bytes);
-                    let full = node.links.get(&link).is_some_and(|writer| {
-                        let len = bytes.len();
-                        let sent = writer.queue.try_send(bytes);
-                        if sent.is_ok() {
-                            writer.queued.fetch_add(len, Ordering::Relaxed);
+                Output::Transmit { links, message } => {
+                    let mut encoded = Vec::with_capacity(message.encoded_len());
+                    message.encode(&mut encoded);
+                    let bytes = Bytes::from(encoded);
+                    for link in links {
+                        let full = node.links.get(&link).is_some_and(|writer| {
+                            let sent = writer.queue.try_send(bytes.clone());
+                            if sent.is_ok() {
+                                writer.queued.fetch_add(bytes.len(), Ordering::Relaxed);
+                            }
+                            matches!(sent, Err(TrySendError::Full(_)))
+                        });
+                        if full {
+                            stuck.push(link);
                         }
-                        matches!(sent, Err(TrySendError::Full(_)))
-                    });
-                    if full {
-                        stuck.push(link);
                     }
                 }
                 Output::Close(link) => {

@@ -602,6 +602,37 @@ impl Sim {
 
     /// Keeps a delivered message's buffer for a later encode (as many as a large cluster has
     /// in flight at once, about a millisecond's worth).
+    /// Node `i` writes `encoded` on `link`: lost, duplicated or delivered after a latency,
+    /// as the faults draw.
+    fn transmit(&mut self, i: usize, link: LinkId, encoded: &[u8]) {
+        let peer = self.peer_of(i, link);
+        let Some(&conn) = self.links.get(&(i, link)) else {
+            return;
+        };
+        let Some(c) = self.conns.get(&conn) else {
+            return;
+        };
+        let to = if c.from == i { c.to } else { c.from };
+        self.mix(i, b"send", &[&peer.to_le_bytes(), encoded]);
+        if self.random() % 1000 < u64::from(self.faults.loss) {
+            return;
+        }
+        let mut bytes = self.spare.pop().unwrap_or_default();
+        bytes.clear();
+        bytes.extend_from_slice(encoded);
+        if self.random() % 1000 < u64::from(self.faults.duplicate) {
+            let latency = self.latency();
+            let copy = Event::Deliver {
+                conn,
+                to,
+                bytes: bytes.clone(),
+            };
+            self.schedule(latency, copy);
+        }
+        let latency = self.latency();
+        self.schedule(latency, Event::Deliver { conn, to, bytes });
+    }
+
     fn recycle(&mut self, bytes: Vec<u8>) {
         if self.spare.len() < 4096 {
             self.spare.push(bytes);
@@ -655,35 +686,16 @@ impl Sim {
                         }
                     }
                 }
-                Output::Send { link, message } => {
-                    let peer = self.peer_of(i, link);
-                    let Some(&conn) = self.links.get(&(i, link)) else {
-                        continue;
-                    };
-                    let Some(c) = self.conns.get(&conn) else {
-                        continue;
-                    };
-                    let to = if c.from == i { c.to } else { c.from };
-                    let mut bytes = self.spare.pop().unwrap_or_default();
-                    bytes.clear();
-                    bytes.reserve(message.encoded_len());
-                    message.encode(&mut bytes);
-                    self.mix(i, b"send", &[&peer.to_le_bytes(), &bytes]);
-                    if self.random() % 1000 < u64::from(self.faults.loss) {
-                        self.recycle(bytes);
-                        continue;
+                Output::Transmit { links, message } => {
+                    // Encoded once; each link's delivery takes a copy from the spare buffers.
+                    let mut encoded = self.spare.pop().unwrap_or_default();
+                    encoded.clear();
+                    encoded.reserve(message.encoded_len());
+                    message.encode(&mut encoded);
+                    for link in links {
+                        self.transmit(i, link, &encoded);
                     }
-                    if self.random() % 1000 < u64::from(self.faults.duplicate) {
-                        let latency = self.latency();
-                        let copy = Event::Deliver {
-                            conn,
-                            to,
-                            bytes: bytes.clone(),
-                        };
-                        self.schedule(latency, copy);
-                    }
-                    let latency = self.latency();
-                    self.schedule(latency, Event::Deliver { conn, to, bytes });
+                    self.recycle(encoded);
                 }
                 Output::Close(link) => {
                     let peer = self.peer_of(i, link);

@@ -32,6 +32,7 @@
 //! // Each connection as (node, its handle) at both ends; bytes on their way.
 //! let mut conns: Vec<[(usize, LinkId); 2]> = Vec::new();
 //! let mut wire: VecDeque<(usize, LinkId, Vec<u8>)> = VecDeque::new();
+//! let mut buf = Vec::new(); // where each message is encoded, once
 //! let mut now = Instant::ZERO;
 //! while now < Instant::from_millis(3_000) {
 //!     for node in &mut nodes {
@@ -47,13 +48,15 @@
 //!                         conns.push([(i, link), (peer, accepted)]);
 //!                         nodes[i].handle_connected(link, now);
 //!                     }
-//!                     Output::Send { link, message } => {
-//!                         let conn = conns.iter().find(|c| c.contains(&(i, link)));
-//!                         let to = conn.and_then(|c| c.iter().find(|end| end.0 != i));
-//!                         if let Some(&(peer, peer_link)) = to {
-//!                             let mut bytes = Vec::new();
-//!                             message.encode(&mut bytes);
-//!                             wire.push_back((peer, peer_link, bytes));
+//!                     Output::Transmit { links, message } => {
+//!                         buf.clear();
+//!                         message.encode(&mut buf);
+//!                         for link in links {
+//!                             let conn = conns.iter().find(|c| c.contains(&(i, link)));
+//!                             let to = conn.and_then(|c| c.iter().find(|end| end.0 != i));
+//!                             if let Some(&(peer, peer_link)) = to {
+//!                                 wire.push_back((peer, peer_link, buf.clone()));
+//!                             }
 //!                         }
 //!                     }
 //!                     Output::Close(link) => conns.retain(|c| !c.contains(&(i, link))),

@@ -10,9 +10,6 @@ use redis_cluster_bus::{NodeId, OwnedMessage};
 use crate::ClusterNode;
 
 /// Something the driver must do, drained with [`ClusterNode::poll_output`] after each input.
-// `Send` holds a message with its 2 KiB slot bitmap inline: outputs are drained one at a time,
-// and a box would add an allocation to every message sent.
-#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Output {
     /// Open a bus connection to `ip:cport` and name it `link`, then call
@@ -27,10 +24,12 @@ pub enum Output {
         /// Its bus port.
         cport: u16,
     },
-    /// Encode `message` and write it on `link`.
-    Send {
-        /// Where.
-        link: LinkId,
+    /// Encode `message` once (into a buffer of the driver's, with
+    /// [`OwnedMessage::encode`]) and write the bytes on each of `links`: a broadcast is one
+    /// `Transmit` to every linked node, in id order.
+    Transmit {
+        /// Where, never empty.
+        links: Vec<LinkId>,
         /// What.
         message: Box<OwnedMessage>,
     },

@@ -37,10 +37,16 @@ impl ClusterNode {
             .filter(|n| n.link && n.id != me && !n.in_handshake())
             .map(|n| n.id)
             .collect();
+        let mut links = Vec::with_capacity(linked.len());
         for to in linked {
-            let message = OwnedMessage::new(kind, self.header(), body.clone());
             self.count_message(kind.0, true);
-            self.send_to(&to, message);
+            links.extend(self.link_to(&to));
+        }
+        if !links.is_empty() {
+            self.push(Output::Transmit {
+                links,
+                message: Box::new(OwnedMessage::new(kind, self.header(), body)),
+            });
         }
     }
 
@@ -48,8 +54,8 @@ impl ClusterNode {
     /// dropped, as the server sends nothing on a missing link).
     pub(crate) fn send_to(&mut self, id: &NodeId, message: OwnedMessage) {
         if let Some(link) = self.link_to(id) {
-            self.push(Output::Send {
-                link,
+            self.push(Output::Transmit {
+                links: alloc::vec![link],
                 message: Box::new(message),
             });
         }
@@ -75,8 +81,8 @@ impl ClusterNode {
         let ping = self.gossip_body();
         let message = OwnedMessage::new(kind, self.header(), ping);
         self.count_message(kind.0, true);
-        self.push(Output::Send {
-            link,
+        self.push(Output::Transmit {
+            links: alloc::vec![link],
             message: Box::new(message),
         });
     }

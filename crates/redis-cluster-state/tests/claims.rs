@@ -46,15 +46,20 @@ fn ping(node: &mut ClusterNode, sender: &str, port: u16, epoch: u64, slots: &[u1
 fn updates(node: &mut ClusterNode) -> Vec<(LinkId, NodeId, Vec<u16>)> {
     let mut out = Vec::new();
     while let Some(output) = node.poll_output() {
-        if let Output::Send { link, message } = output {
+        if let Output::Transmit { links, message } = output {
             if message.kind == MessageType::UPDATE {
                 let mut wire = Vec::new();
                 message.encode(&mut wire);
                 let Ok(Message::Update(update)) = Message::decode(&wire) else {
                     panic!("an UPDATE")
                 };
-                let slots = SlotSet::from(update.slots());
-                out.push((link, update.node(), slots.iter().map(u16::from).collect()));
+                let slots: Vec<u16> = SlotSet::from(update.slots())
+                    .iter()
+                    .map(u16::from)
+                    .collect();
+                for link in links {
+                    out.push((link, update.node(), slots.clone()));
+                }
             }
         }
     }

@@ -230,7 +230,7 @@ fn an_unknown_node_from_a_known_sender_is_added_under_its_id_and_pinged_not_met(
     // The cron connects to it; the first message on the link is a PING, not a MEET.
     support::connect(&mut node, Instant::from_millis(101));
     let first = std::iter::from_fn(|| node.poll_output()).find_map(|o| match o {
-        Output::Send { message, .. } => Some(message.kind),
+        Output::Transmit { message, .. } => Some(message.kind),
         _ => None,
     });
     assert_eq!(first, Some(MessageType::PING));

@@ -73,9 +73,9 @@ fn run(node: &mut ClusterNode, from: u64, to: u64, b_talks: bool) -> (bool, bool
         let outputs: Vec<Output> = std::iter::from_fn(|| node.poll_output()).collect();
         for output in outputs {
             b_reset |= output == Output::Close(b_link);
-            if let Output::Send { link, message: m } = output {
-                if link == c_link && m.kind == MessageType::PING {
-                    deliver(node, link, &message(C, 7002, MessageType::PONG), now);
+            if let Output::Transmit { links, message: m } = output {
+                if links.contains(&c_link) && m.kind == MessageType::PING {
+                    deliver(node, c_link, &message(C, 7002, MessageType::PONG), now);
                 }
             }
         }
@@ -119,9 +119,9 @@ fn outputs(node: &mut ClusterNode, from: u64, to: u64) -> Vec<(u64, Output)> {
     while now <= to {
         node.handle_timeout(Instant::from_millis(now));
         while let Some(output) = node.poll_output() {
-            if let Output::Send { link, message: m } = &output {
-                if *link == c_link && m.kind == MessageType::PING {
-                    deliver(node, *link, &message(C, 7002, MessageType::PONG), now);
+            if let Output::Transmit { links, message: m } = &output {
+                if links.contains(&c_link) && m.kind == MessageType::PING {
+                    deliver(node, c_link, &message(C, 7002, MessageType::PONG), now);
                 }
             }
             all.push((now, output));
@@ -165,7 +165,9 @@ fn a_stuck_link_is_reset_once_a_timeout_and_the_new_one_pings_again() {
     node.handle_connected(new_link, Instant::from_millis(2 * TIMEOUT));
     assert_eq!(node.node(&id(B)).expect("known").ping_sent, ping_sent);
     let pinged = std::iter::from_fn(|| node.poll_output()).any(|o| match o {
-        Output::Send { link, message } => link == new_link && message.kind == MessageType::PING,
+        Output::Transmit { links, message } => {
+            links.contains(&new_link) && message.kind == MessageType::PING
+        }
         _ => false,
     });
     assert!(pinged);
