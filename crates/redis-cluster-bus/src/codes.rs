@@ -89,6 +89,33 @@ impl fmt::Display for NodeId {
     }
 }
 
+/// Text that is not a node id: 40 hex digits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("not a node id (40 hex digits)")]
+pub struct NodeIdError;
+
+impl core::str::FromStr for NodeId {
+    type Err = NodeIdError;
+
+    /// Reads 40 hex digits, as CLUSTER NODES, MOVED's peers and nodes.conf write ids.
+    ///
+    /// ```
+    /// use redis_cluster_bus::NodeId;
+    ///
+    /// let id: NodeId = "e7d1eecce10fd6bb5eb35b9f99a514335d9ba9ca".parse()?;
+    /// assert_eq!(id.to_string(), "e7d1eecce10fd6bb5eb35b9f99a514335d9ba9ca");
+    /// assert!("e7d1".parse::<NodeId>().is_err());
+    /// # Ok::<(), redis_cluster_bus::NodeIdError>(())
+    /// ```
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let bytes: [u8; Self::LEN] = text.as_bytes().try_into().map_err(|_| NodeIdError)?;
+        match bytes.iter().all(u8::is_ascii_hexdigit) {
+            true => Ok(Self(bytes)),
+            false => Err(NodeIdError),
+        }
+    }
+}
+
 impl fmt::Debug for NodeId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "NodeId({self})")

@@ -36,6 +36,7 @@
 
 extern crate alloc;
 
+mod address;
 mod codes;
 mod error;
 mod ext;
@@ -45,7 +46,8 @@ mod header;
 mod message;
 mod nodes_line;
 
-pub use codes::{MessageFlags, MessageType, NodeFlags, NodeId};
+pub use address::{Address, AddressError};
+pub use codes::{MessageFlags, MessageType, NodeFlags, NodeId, NodeIdError};
 pub use error::{Action, BusError};
 pub use ext::{Dialect, Extension, ExtensionType, Extensions, OwnedExtension};
 pub use framer::{Framed, Framer};

@@ -237,11 +237,7 @@ impl fmt::Display for NodeAddress<'_> {
 
 /// 40 hex digits.
 fn parse_id(text: &str) -> Option<NodeId> {
-    let bytes: [u8; NodeId::LEN] = text.as_bytes().try_into().ok()?;
-    bytes
-        .iter()
-        .all(u8::is_ascii_hexdigit)
-        .then_some(NodeId(bytes))
+    text.parse().ok()
 }
 
 fn slot_token(token: &str) -> Result<SlotToken<'_>, NodesLineError> {

@@ -44,6 +44,7 @@ pub use glob::glob_match;
 pub use keys::{KeyError, Keys, SlotAnswer};
 pub use map::{Endpoint, EndpointError, MapError, ReadFrom, Shard, SlotMap};
 pub use redirect::{ClusterError, Redirect};
+pub use redis_cluster_bus::{Address, AddressError};
 pub use reject::Rejection;
 pub use spec::{
     AclCategories, BeginSearch, CommandFlags, CommandSpec, FindKeys, KeySpec, KeySpecFlags,

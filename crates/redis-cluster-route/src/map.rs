@@ -4,7 +4,7 @@
 use alloc::{string::String, vec, vec::Vec};
 use core::fmt;
 
-use redis_cluster_bus::{NodesLine, SlotToken};
+use redis_cluster_bus::{Address, NodesLine, SlotToken};
 use redis_hash_slot::{SLOT_COUNT, Slot, SlotRange};
 use redis_resp::Frame;
 
@@ -39,21 +39,33 @@ impl Endpoint {
     }
 }
 
-impl fmt::Display for Endpoint {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.host.contains(':') {
-            write!(f, "[{}]:{}", self.host, self.port)
-        } else {
-            write!(f, "{}:{}", self.host, self.port)
+impl Endpoint {
+    /// Where to connect: the host and the port.
+    pub fn address(&self) -> Address {
+        Address::new(self.host.clone(), self.port)
+    }
+}
+
+impl From<Address> for Endpoint {
+    /// An endpoint known by its address alone (no id, IP or hostname beside it).
+    fn from(address: Address) -> Self {
+        Self {
+            host: address.host,
+            port: address.port,
+            ..Self::default()
         }
     }
 }
 
-/// `host:port` (an IPv6 host in brackets, or bare: the port is after the last colon) is not
-/// an address.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("not host:port")]
-pub struct EndpointError;
+impl fmt::Display for Endpoint {
+    /// As its [`Address`] writes itself: `host:port`, an IPv6 host in brackets.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.address(), f)
+    }
+}
+
+/// `host:port` is not an address (the grammar is [`Address`]'s).
+pub type EndpointError = redis_cluster_bus::AddressError;
 
 impl core::str::FromStr for Endpoint {
     type Err = EndpointError;
@@ -70,12 +82,7 @@ impl core::str::FromStr for Endpoint {
     /// # Ok::<(), redis_cluster_route::EndpointError>(())
     /// ```
     fn from_str(text: &str) -> Result<Self, Self::Err> {
-        let (host, port) = text.rsplit_once(':').ok_or(EndpointError)?;
-        Ok(Self {
-            host: String::from(host.trim_start_matches('[').trim_end_matches(']')),
-            port: port.parse().map_err(|_| EndpointError)?,
-            ..Self::default()
-        })
+        text.parse::<Address>().map(Self::from)
     }
 }
 

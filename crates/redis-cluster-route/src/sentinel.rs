@@ -7,14 +7,9 @@ use redis_resp::Frame;
 
 use crate::frame::{self, field, items};
 
-/// A host and port, as Sentinel and ROLE give them.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct Address {
-    /// The IP or hostname.
-    pub host: String,
-    /// The port.
-    pub port: u16,
-}
+/// A host and port, as Sentinel and ROLE give them: the bus crate's, the one address type
+/// of every crate.
+pub use redis_cluster_bus::Address;
 
 /// What `ROLE` says a server is.
 #[derive(Clone, Debug, PartialEq, Eq)]
