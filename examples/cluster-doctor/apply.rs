@@ -9,6 +9,8 @@ use std::collections::HashSet;
 use std::io;
 use std::time::{Duration, Instant};
 
+use redis_cluster_proto::bus::{Address, NodeId};
+use redis_cluster_proto::hash_slot::Slot;
 use redis_cluster_proto::state::migration::{SlotMove, Step, stable};
 use redis_cluster_proto::state::rebalance::Closing;
 
@@ -63,8 +65,10 @@ impl Mover<'_> {
                 let marked: Vec<usize> = (marks.migrating.iter().map(|&(m, _)| m))
                     .chain(marks.importing.iter().map(|&(m, _)| m))
                     .collect();
+                let slot = Slot::new(open.slot)
+                    .ok_or_else(|| io::Error::other(format!("slot {}", open.slot)))?;
                 for m in marked {
-                    self.conns[m].ok(&stable(open.slot))?;
+                    self.conns[m].ok(&stable(slot))?;
                 }
                 Ok(0)
             }
@@ -167,9 +171,16 @@ impl Mover<'_> {
     /// `SlotMove` says, step by step; the number of keys moved. Safe to run again on a slot
     /// it left half moved.
     pub(crate) fn migrate(&mut self, slot: u16, from: usize, to: usize) -> io::Result<u64> {
-        let ids: Vec<&str> = self.masters.iter().map(|m| m.id.as_str()).collect();
-        let target = (self.masters[to].host.as_str(), self.masters[to].port);
-        let mut mv = SlotMove::new(slot, from, to, &ids, target)
+        let ids = self
+            .masters
+            .iter()
+            .map(|m| m.id.parse::<NodeId>())
+            .collect::<Result<Vec<NodeId>, _>>()
+            .map_err(|e| io::Error::other(format!("CLUSTER NODES: {e}")))?;
+        let slot = Slot::new(slot).ok_or_else(|| io::Error::other(format!("slot {slot}")))?;
+        let target = Address::new(self.masters[to].host.clone(), self.masters[to].port);
+        let mut mv = SlotMove::new(slot, ids[from], ids[to], target)
+            .with_masters(ids.iter().copied())
             .with_batch(self.batch)
             .with_timeout(self.timeout_ms);
         let mut step = mv.start();
@@ -177,6 +188,9 @@ impl Mover<'_> {
             match step {
                 Step::Done { keys } => return Ok(keys),
                 Step::Send { master, argv } => {
+                    let Some(master) = ids.iter().position(|id| *id == master) else {
+                        return Err(io::Error::other(format!("a step for {master}")));
+                    };
                     let reply = self.conns[master].call(&argv)?;
                     step = mv.reply(&reply).map_err(|e| {
                         io::Error::other(format!("{e} ({})", self.masters[master].addr()))

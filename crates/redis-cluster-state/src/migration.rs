@@ -12,6 +12,8 @@
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 
+use redis_cluster_bus::{Address, NodeId};
+use redis_hash_slot::Slot;
 use redis_resp::Frame;
 
 /// One step of a [`SlotMove`].
@@ -19,8 +21,8 @@ use redis_resp::Frame;
 pub enum Step {
     /// Send `argv` to master `master` and pass its reply to [`SlotMove::reply`].
     Send {
-        /// The master (an index into the ids given to [`SlotMove::new`]).
-        master: usize,
+        /// The master: the source, the target, or one given to [`SlotMove::with_masters`].
+        master: NodeId,
         /// The command.
         argv: Vec<Vec<u8>>,
     },
@@ -38,7 +40,7 @@ pub enum MoveError {
     #[error("{command} on master {master}: {message}")]
     Refused {
         /// The master.
-        master: usize,
+        master: NodeId,
         /// The command (`SETSLOT IMPORTING`, `MIGRATE`, …).
         command: &'static str,
         /// Its error reply.
@@ -48,23 +50,23 @@ pub enum MoveError {
     #[error("master {master} holds keys of slot {slot}, which it does not own")]
     Stray {
         /// The source.
-        master: usize,
+        master: NodeId,
         /// The slot.
-        slot: u16,
+        slot: Slot,
     },
     /// GETKEYSINSLOT gave the same keys after a MIGRATE of them.
     #[error("slot {slot}: MIGRATE left its keys on master {master}")]
     Stuck {
         /// The source.
-        master: usize,
+        master: NodeId,
         /// The slot.
-        slot: u16,
+        slot: Slot,
     },
     /// A reply of the wrong shape.
     #[error("{command} on master {master}: unexpected reply")]
     Reply {
         /// The master.
-        master: usize,
+        master: NodeId,
         /// The command.
         command: &'static str,
     },
@@ -85,31 +87,39 @@ enum Phase {
 /// One slot's move from one master to another.
 ///
 /// ```
+/// use redis_cluster_bus::{Address, NodeId};
 /// use redis_cluster_state::migration::{SlotMove, Step};
+/// use redis_hash_slot::Slot;
 /// use redis_resp::Frame;
 ///
-/// let ids = ["aaaa", "bbbb"];
-/// let mut mv = SlotMove::new(42, 0, 1, &ids, ("127.0.0.1", 7001));
+/// let source: NodeId = "a".repeat(40).parse()?;
+/// let target: NodeId = "b".repeat(40).parse()?;
+/// let slot = Slot::new(42).ok_or("a slot")?;
+/// let mut mv = SlotMove::new(slot, source, target, Address::new("127.0.0.1", 7001));
+/// let to = |step: Step| match step {
+///     Step::Send { master, .. } => Some(master),
+///     Step::Done { .. } => None,
+/// };
 /// let ok = Frame::SimpleString(&b"OK"[..]);
 /// // IMPORTING on the target, MIGRATING on the source.
-/// assert!(matches!(mv.start(), Step::Send { master: 1, .. }));
-/// assert!(matches!(mv.reply(&ok)?, Step::Send { master: 0, .. }));
+/// assert_eq!(to(mv.start()), Some(target));
+/// assert_eq!(to(mv.reply(&ok)?), Some(source));
 /// // GETKEYSINSLOT: no key left, so SETSLOT NODE on the target, then the source.
-/// assert!(matches!(mv.reply(&ok)?, Step::Send { master: 0, .. }));
+/// assert_eq!(to(mv.reply(&ok)?), Some(source));
 /// let none: Frame<&[u8]> = Frame::Array(vec![]);
-/// assert!(matches!(mv.reply(&none)?, Step::Send { master: 1, .. }));
-/// assert!(matches!(mv.reply(&ok)?, Step::Send { master: 0, .. }));
+/// assert_eq!(to(mv.reply(&none)?), Some(target));
+/// assert_eq!(to(mv.reply(&ok)?), Some(source));
 /// assert_eq!(mv.reply(&ok)?, Step::Done { keys: 0 });
-/// # Ok::<(), redis_cluster_state::migration::MoveError>(())
+/// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Clone, Debug)]
 pub struct SlotMove {
-    slot: u16,
-    from: usize,
-    to: usize,
-    ids: Vec<String>,
-    host: String,
-    port: u16,
+    slot: Slot,
+    from: NodeId,
+    to: NodeId,
+    /// The other masters, told the new owner after the target and the source.
+    others: Vec<NodeId>,
+    target: Address,
     /// Keys per GETKEYSINSLOT and MIGRATE.
     batch: usize,
     /// MIGRATE's timeout, in ms.
@@ -134,24 +144,33 @@ fn error<B: AsRef<[u8]>>(reply: &Frame<B>) -> Option<String> {
 }
 
 impl SlotMove {
-    /// A move of `slot` from master `from` to master `to` (indices into `ids`), the masters
-    /// named by their ids (`ids`, every master of the cluster), the target reached at
-    /// `target` (host, port) by the source's MIGRATE. 100 keys per batch and a 60 s MIGRATE
-    /// timeout.
-    pub fn new(slot: u16, from: usize, to: usize, ids: &[&str], target: (&str, u16)) -> Self {
+    /// A move of `slot` from the master `from` to the master `to`, which the source's
+    /// MIGRATE reaches at `target`. 100 keys per batch and a 60 s MIGRATE timeout; only the
+    /// two are told the new owner unless [`Self::with_masters`] names the others.
+    pub fn new(slot: Slot, from: NodeId, to: NodeId, target: Address) -> Self {
         Self {
             slot,
             from,
             to,
-            ids: ids.iter().map(|id| id.to_string()).collect(),
-            host: target.0.to_string(),
-            port: target.1,
+            others: Vec::new(),
+            target,
             batch: 100,
             timeout_ms: 60_000,
             phase: Phase::Importing,
             moved: 0,
             keys: Vec::new(),
         }
+    }
+
+    /// Every master of the cluster: after the target and the source, each other one gets
+    /// the SETSLOT NODE too, in this order, so that nobody waits for gossip.
+    pub fn with_masters(mut self, masters: impl IntoIterator<Item = NodeId>) -> Self {
+        let (from, to) = (self.from, self.to);
+        self.others = masters
+            .into_iter()
+            .filter(|m| *m != from && *m != to)
+            .collect();
+        self
     }
 
     /// Keys per GETKEYSINSLOT and MIGRATE (at least 1).
@@ -175,18 +194,14 @@ impl SlotMove {
     /// The master that receives the `n`-th SETSLOT NODE: the target first, so that it
     /// serves the slot before the source lets go, then the source, then the others, so
     /// that nobody waits for gossip.
-    fn node_order(&self, n: usize) -> Option<usize> {
-        let others = (0..self.ids.len()).filter(|&m| m != self.to && m != self.from);
+    fn node_order(&self, n: usize) -> Option<NodeId> {
+        let others = self.others.iter().copied();
         [self.to, self.from].into_iter().chain(others).nth(n)
     }
 
-    fn setslot(&self, master: usize, what: &[u8], id: Option<usize>) -> Step {
+    fn setslot(&self, master: NodeId, what: &[u8], id: NodeId) -> Step {
         let slot = self.slot.to_string();
-        let mut parts: Vec<&[u8]> = alloc::vec![b"CLUSTER", b"SETSLOT", slot.as_bytes(), what];
-        // An index past the ids sends an empty id, which the server refuses.
-        if let Some(id) = id {
-            parts.push(self.ids.get(id).map_or(&[][..], |id| id.as_bytes()));
-        }
+        let parts: [&[u8]; 5] = [b"CLUSTER", b"SETSLOT", slot.as_bytes(), what, id.as_bytes()];
         Step::Send {
             master,
             argv: argv(&parts),
@@ -197,8 +212,8 @@ impl SlotMove {
     fn step(&self) -> Step {
         let slot = self.slot.to_string();
         match self.phase {
-            Phase::Importing => self.setslot(self.to, b"IMPORTING", Some(self.from)),
-            Phase::Migrating => self.setslot(self.from, b"MIGRATING", Some(self.to)),
+            Phase::Importing => self.setslot(self.to, b"IMPORTING", self.from),
+            Phase::Migrating => self.setslot(self.from, b"MIGRATING", self.to),
             Phase::Stray => Step::Send {
                 master: self.from,
                 argv: argv(&[b"CLUSTER", b"COUNTKEYSINSLOT", slot.as_bytes()]),
@@ -216,12 +231,12 @@ impl SlotMove {
                 }
             }
             Phase::Migrate(_) => {
-                let (port, timeout) = (self.port.to_string(), self.timeout_ms.to_string());
+                let (port, timeout) = (self.target.port.to_string(), self.timeout_ms.to_string());
                 // REPLACE: a key on both sides is one an interrupted MIGRATE copied and did
                 // not delete; the source's copy is the one clients wrote to since.
                 let mut parts = argv(&[
                     b"MIGRATE",
-                    self.host.as_bytes(),
+                    self.target.host.as_bytes(),
                     port.as_bytes(),
                     b"",
                     b"0",
@@ -236,7 +251,7 @@ impl SlotMove {
                 }
             }
             Phase::Node(n) => match self.node_order(n) {
-                Some(master) => self.setslot(master, b"NODE", Some(self.to)),
+                Some(master) => self.setslot(master, b"NODE", self.to),
                 None => Step::Done { keys: self.moved },
             },
         }
@@ -333,7 +348,7 @@ impl SlotMove {
 
 /// `CLUSTER SETSLOT <slot> STABLE`, sent to each master that marks `slot` open: how a move
 /// that never started is rolled back.
-pub fn stable(slot: u16) -> Vec<Vec<u8>> {
+pub fn stable(slot: Slot) -> Vec<Vec<u8>> {
     let slot = slot.to_string();
     argv(&[b"CLUSTER", b"SETSLOT", slot.as_bytes(), b"STABLE"])
 }
