@@ -79,13 +79,13 @@ pub struct ClusterNode {
 pub enum CommandError {
     /// ADDSLOTS of a slot that has an owner.
     #[error("Slot {0} is already busy")]
-    SlotBusy(u16),
+    SlotBusy(Slot),
     /// DELSLOTS of a slot without one.
     #[error("Slot {0} is already unassigned")]
-    SlotUnassigned(u16),
+    SlotUnassigned(Slot),
     /// The same slot twice in one ADDSLOTS / DELSLOTS.
     #[error("Slot {0} specified multiple times")]
-    SlotTwice(u16),
+    SlotTwice(Slot),
     /// A slot number out of range, or not a number.
     #[error("Invalid or out of range slot")]
     BadSlot,
@@ -100,18 +100,18 @@ pub enum CommandError {
     UnknownAbout(String),
     /// SETSLOT MIGRATING of a slot this node does not own.
     #[error("I'm not the owner of hash slot {0}")]
-    NotOwner(u16),
+    NotOwner(Slot),
     /// SETSLOT IMPORTING of a slot this node owns.
     #[error("I'm already the owner of hash slot {0}")]
-    AlreadyOwner(u16),
+    AlreadyOwner(Slot),
     /// SETSLOT NODE giving away a slot that still holds keys.
     #[error(
         "Can't assign hashslot {0} to a different node while I still hold keys for this hash slot."
     )]
-    StillHoldsKeys(u16),
+    StillHoldsKeys(Slot),
     /// ADDSLOTSRANGE / DELSLOTSRANGE with a start after its end.
     #[error("start slot number {0} is greater than end slot number {1}")]
-    RangeOrder(u16, u16),
+    RangeOrder(Slot, Slot),
     /// A number argument that is not one (SET-CONFIG-EPOCH).
     #[error("value is not an integer or out of range")]
     NotInteger,
@@ -328,7 +328,7 @@ impl ClusterNode {
         self.clock = self.clock.max(now.as_millis());
         let slots = self.distinct(slots)?;
         if let Some(&busy) = slots.iter().find(|&&s| self.owner(s).is_some()) {
-            return Err(CommandError::SlotBusy(u16::from(busy)));
+            return Err(CommandError::SlotBusy(busy));
         }
         for slot in slots {
             self.topology.set_importing(slot, None);
@@ -347,7 +347,7 @@ impl ClusterNode {
         self.clock = self.clock.max(now.as_millis());
         let slots = self.distinct(slots)?;
         if let Some(&free) = slots.iter().find(|&&s| self.owner(s).is_none()) {
-            return Err(CommandError::SlotUnassigned(u16::from(free)));
+            return Err(CommandError::SlotUnassigned(free));
         }
         for slot in slots {
             self.bind(slot, None);
@@ -361,7 +361,7 @@ impl ClusterNode {
         let mut out = Vec::new();
         for slot in slots {
             if !seen.insert(slot) {
-                return Err(CommandError::SlotTwice(u16::from(slot)));
+                return Err(CommandError::SlotTwice(slot));
             }
             out.push(slot);
         }

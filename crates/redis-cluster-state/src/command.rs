@@ -260,7 +260,7 @@ impl ClusterNode {
     /// `CLUSTER SETSLOT <slot> MIGRATING <id>` on the owner.
     pub fn set_migrating(&mut self, slot: Slot, to: NodeId) -> Result<(), CommandError> {
         if self.owner(slot).map(|n| n.id) != Some(self.myself().id) {
-            return Err(CommandError::NotOwner(u16::from(slot)));
+            return Err(CommandError::NotOwner(slot));
         }
         if !self.node(&to).is_some_and(|n| n.is_master()) {
             return Err(CommandError::TargetNotMaster);
@@ -272,7 +272,7 @@ impl ClusterNode {
     /// `CLUSTER SETSLOT <slot> IMPORTING <id>` on the new owner.
     pub fn set_importing(&mut self, slot: Slot, from: NodeId) -> Result<(), CommandError> {
         if self.owner(slot).map(|n| n.id) == Some(self.myself().id) {
-            return Err(CommandError::AlreadyOwner(u16::from(slot)));
+            return Err(CommandError::AlreadyOwner(slot));
         }
         if !self.node(&from).is_some_and(|n| n.is_master()) {
             return Err(CommandError::TargetNotMaster);
@@ -302,7 +302,7 @@ impl ClusterNode {
         }
         let mine = self.owner(slot).map(|n| n.id) == Some(me);
         if mine && to != me && keys > 0 {
-            return Err(CommandError::StillHoldsKeys(u16::from(slot)));
+            return Err(CommandError::StillHoldsKeys(slot));
         }
         if keys == 0 {
             self.topology.set_migrating(slot, None);

@@ -209,7 +209,7 @@ fn slot_ranges(pairs: &[&[u8]]) -> Result<Vec<Slot>, CommandError> {
     for pair in pairs.chunks(2) {
         let (start, end) = (slot(pair[0])?, slot(pair[1])?);
         if start > end {
-            return Err(CommandError::RangeOrder(u16::from(start), u16::from(end)));
+            return Err(CommandError::RangeOrder(start, end));
         }
         slots.extend((u16::from(start)..=u16::from(end)).filter_map(Slot::new));
     }
