@@ -25,8 +25,7 @@ impl ClusterNode {
         cport: u16,
         now: Instant,
     ) -> Result<(), CommandError> {
-        let now = now.as_millis();
-        self.clock = self.clock.max(now);
+        let now = self.tick(now);
         if ip.is_empty() || port == 0 || cport == 0 {
             return Err(CommandError::BadAddress(alloc::format!("{ip}:{port}")));
         }
@@ -56,7 +55,7 @@ impl ClusterNode {
 
     /// `CLUSTER REPLICATE <id>`: this node becomes a replica of that master.
     pub fn replicate(&mut self, master: &NodeId, now: Instant) -> Result<(), CommandError> {
-        self.clock = self.clock.max(now.as_millis());
+        self.tick(now);
         let me = self.myself().id;
         let Some(target) = self.node(master) else {
             return Err(CommandError::UnknownNode(alloc::format!("{master}")));
@@ -113,8 +112,7 @@ impl ClusterNode {
         message: &Message<'_>,
         now: Instant,
     ) {
-        let now = now.as_millis();
-        self.clock = self.clock.max(now);
+        let now = self.tick(now);
         if !self.links.is_open(link) {
             return; // a link closed (or never handed out): the server reads no more from it
         }
@@ -380,10 +378,9 @@ impl ClusterNode {
             if mine || id == *sender || self.node(&id).is_none() {
                 continue;
             }
-            // Only known nodes are added: the list stays as short as the table.
-            self.forgotten.retain(|(f, until)| *f != id && *until > now);
-            self.forgotten
-                .push((id, now.saturating_add(ttl.saturating_mul(1000))));
+            let until = now.saturating_add(ttl.saturating_mul(1000));
+            let (until, now) = (Instant::from_millis(until), Instant::from_millis(now));
+            self.topology.blacklist(id, until, now);
             self.remove_node(&id);
             forgot = true;
         }

@@ -38,8 +38,7 @@ pub struct ClusterNode {
     /// `cluster_state`, and whether it is due for a new evaluation.
     pub(crate) health: Health,
     /// Bus messages sent and received, by type, for CLUSTER INFO.
-    pub(crate) stats_sent: [u64; 11],
-    pub(crate) stats_received: [u64; 11],
+    pub(crate) stats: crate::reply::Stats,
     /// The generator every random choice draws from, seeded by the config.
     pub(crate) rng: u64,
     pub(crate) outputs: VecDeque<Output>,
@@ -56,8 +55,6 @@ pub struct ClusterNode {
     pub(crate) no_orphans: Option<(u64, bool)>,
     /// Walk on every tick regardless (see [`ClusterNode::set_walk_every_tick`]).
     pub(crate) walk_every_tick: bool,
-    /// Ids `CLUSTER FORGET` blacklisted, and until when (ms).
-    pub(crate) forgotten: Vec<(NodeId, u64)>,
     /// This replica's election, when one is under way.
     pub(crate) election: crate::election::Election,
     /// A manual failover under way, on either side.
@@ -197,8 +194,7 @@ impl ClusterNode {
             current_epoch: 0,
             last_vote_epoch: 0,
             health: Health::default(),
-            stats_sent: [0; 11],
-            stats_received: [0; 11],
+            stats: crate::reply::Stats::default(),
             rng,
             outputs: VecDeque::new(),
             links: crate::link::Links::default(),
@@ -207,7 +203,6 @@ impl ClusterNode {
             walked: (u64::MAX, 0),
             no_orphans: None,
             walk_every_tick: false,
-            forgotten: Vec::new(),
             election: crate::election::Election::default(),
             manual: crate::election::Manual::default(),
             clock: 0,
@@ -325,7 +320,7 @@ impl ClusterNode {
         slots: impl IntoIterator<Item = Slot>,
         now: Instant,
     ) -> Result<(), CommandError> {
-        self.clock = self.clock.max(now.as_millis());
+        self.tick(now);
         let slots = self.distinct(slots)?;
         if let Some(&busy) = slots.iter().find(|&&s| self.owner(s).is_some()) {
             return Err(CommandError::SlotBusy(busy));
@@ -344,7 +339,7 @@ impl ClusterNode {
         slots: impl IntoIterator<Item = Slot>,
         now: Instant,
     ) -> Result<(), CommandError> {
-        self.clock = self.clock.max(now.as_millis());
+        self.tick(now);
         let slots = self.distinct(slots)?;
         if let Some(&free) = slots.iter().find(|&&s| self.owner(s).is_none()) {
             return Err(CommandError::SlotUnassigned(free));
@@ -420,6 +415,13 @@ impl ClusterNode {
 }
 
 impl ClusterNode {
+    /// Notes the time of an input (the node's clock never goes back) and returns it in the
+    /// milliseconds the node's records count in.
+    pub(crate) fn tick(&mut self, now: Instant) -> u64 {
+        self.clock = self.clock.max(now.as_millis());
+        now.as_millis()
+    }
+
     pub(crate) fn rng_next(&mut self) -> u64 {
         next(&mut self.rng)
     }

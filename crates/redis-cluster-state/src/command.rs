@@ -12,11 +12,11 @@ use crate::{
     output::Output,
     reply::{Protocol, Reply, text_reply},
     subcommand::{ClusterCommand, SetSlot},
-    time::Instant,
+    time::{Duration, Instant},
 };
 
 /// How long CLUSTER FORGET keeps a node out (ms).
-const FORGET_TTL: u64 = 60_000;
+const FORGET_TTL: Duration = Duration::from_secs(60);
 
 fn error(text: impl Into<String>) -> Reply {
     Frame::SimpleError(format!("ERR {}", text.into()).into_bytes())
@@ -151,8 +151,8 @@ impl ClusterNode {
         if me.is_replica() && me.master == Some(id) {
             return Err(CommandError::ForgetMyMaster);
         }
-        self.forgotten.retain(|(f, until)| *f != id && *until > now);
-        self.forgotten.push((id, now + FORGET_TTL));
+        let now = Instant::from_millis(now);
+        self.topology.blacklist(id, now + FORGET_TTL, now);
         self.remove_node(&id);
         self.update_state();
         self.push(Output::SaveConfig);
@@ -292,7 +292,7 @@ impl ClusterNode {
         keys: u64,
         now: Instant,
     ) -> Result<(), CommandError> {
-        self.clock = self.clock.max(now.as_millis());
+        self.tick(now);
         let me = self.myself().id;
         let Some(target) = self.node(&to) else {
             return Err(CommandError::UnknownNode(format!("{to}")));

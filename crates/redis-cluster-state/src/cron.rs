@@ -26,7 +26,7 @@ impl ClusterNode {
     /// Fires the timers that are due (calling it early is harmless): a manual failover
     /// that timed out ends, the cron runs, and a scheduled vote request goes out.
     pub fn handle_timeout(&mut self, now: Instant) {
-        self.clock = self.clock.max(now.as_millis());
+        self.tick(now);
         for timer in Timer::ALL {
             if !self.timers.fire(timer, now) {
                 continue;

@@ -243,8 +243,7 @@ impl ClusterNode {
     /// `CLUSTER FAILOVER [FORCE|TAKEOVER]` on a replica (semantics 4.2). Replies at once;
     /// the failover completes (or times out after 5 s) as messages come and go.
     pub fn failover(&mut self, mode: FailoverMode, now: Instant) -> Result<(), CommandError> {
-        let now = now.as_millis();
-        self.clock = self.clock.max(now);
+        let now = self.tick(now);
         let me = self.myself();
         if !me.is_replica() {
             return Err(CommandError::FailoverOnMaster);

@@ -9,6 +9,7 @@ use crate::{
     cluster::ClusterNode,
     node::{Node, NodeIp},
     output::Output,
+    time::Instant,
 };
 
 impl ClusterNode {
@@ -208,11 +209,7 @@ impl ClusterNode {
             {
                 continue;
             }
-            if self
-                .forgotten
-                .iter()
-                .any(|(f, until)| *f == id && *until > now)
-            {
+            if self.topology.is_blacklisted(&id, Instant::from_millis(now)) {
                 continue;
             }
             let mut node = Node::new(id);

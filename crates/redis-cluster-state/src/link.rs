@@ -81,7 +81,7 @@ impl ClusterNode {
     /// A connection a peer opened to this node: its handle, for
     /// [`ClusterNode::handle_message`] and [`ClusterNode::handle_link_down`].
     pub fn handle_accepted(&mut self, now: Instant) -> LinkId {
-        self.clock = self.clock.max(now.as_millis());
+        self.tick(now);
         self.links.accept()
     }
 
@@ -147,8 +147,7 @@ impl ClusterNode {
     /// The outbound `link` is connected: the first message on it is a MEET for a node still
     /// to meet, else a PING. A link to a node forgotten meanwhile is closed.
     pub fn handle_connected(&mut self, link: LinkId, now: Instant) {
-        let now = now.as_millis();
-        self.clock = self.clock.max(now);
+        let now = self.tick(now);
         let node = self.outbound_node(link);
         if node == Some(self.myself().id) {
             return;
@@ -174,8 +173,7 @@ impl ClusterNode {
     /// `link` closed, or failed to connect. A handle the state machine closed itself, or
     /// does not know, is ignored.
     pub fn handle_link_down(&mut self, link: LinkId, now: Instant) {
-        let now = now.as_millis();
-        self.clock = self.clock.max(now);
+        let now = self.tick(now);
         let id = match self.links.close(link) {
             Closed::Outbound(id) => id,
             Closed::Unknown => return,

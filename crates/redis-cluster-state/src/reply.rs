@@ -294,8 +294,8 @@ impl ClusterNode {
             let _ = write!(out, "{line}\r\n");
         }
         for (direction, counts) in [
-            ("sent", &self.stats_sent),
-            ("received", &self.stats_received),
+            ("sent", &self.stats.sent),
+            ("received", &self.stats.received),
         ] {
             for (name, count) in STAT_NAMES.iter().zip(counts.iter()) {
                 if *count > 0 {
@@ -311,10 +311,23 @@ impl ClusterNode {
 
     /// Counts a bus message of type `kind` (0 to 10) sent or received, for CLUSTER INFO.
     pub fn count_message(&mut self, kind: u16, sent: bool) {
-        let counts = if sent {
-            &mut self.stats_sent
-        } else {
-            &mut self.stats_received
+        self.stats.count(kind, sent);
+    }
+}
+
+/// Bus messages sent and received, by type, for CLUSTER INFO.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Stats {
+    sent: [u64; 11],
+    received: [u64; 11],
+}
+
+impl Stats {
+    /// One more message of type `kind` (0 to 10; others are not counted).
+    fn count(&mut self, kind: u16, sent: bool) {
+        let counts = match sent {
+            true => &mut self.sent,
+            false => &mut self.received,
         };
         if let Some(count) = counts.get_mut(usize::from(kind)) {
             *count += 1;

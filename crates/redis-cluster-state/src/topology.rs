@@ -1,14 +1,15 @@
 //! [`Topology`]: who is in the cluster and who serves what, as pure data: the node table,
-//! the id index over it, the slot table of owners, the open slots (migrating and importing
-//! marks) and the slots whose owner stopped claiming them. It sends nothing and knows no
-//! time; `ClusterNode` reads it and turns what its changes return into outputs.
+//! the id index over it, the ids kept out for a while (CLUSTER FORGET's blacklist), the slot
+//! table of owners, the open slots (migrating and importing marks) and the slots whose owner
+//! stopped claiming them. It sends nothing and reads no clock; `ClusterNode` reads it and
+//! turns what its changes return into outputs.
 
 use alloc::{collections::BTreeMap, vec, vec::Vec};
 
 use redis_cluster_bus::NodeId;
 use redis_hash_slot::{SLOT_COUNT, Slot, SlotSet};
 
-use crate::{index::NodeIndex, node::Node, output::LinkId, table::Table};
+use crate::{index::NodeIndex, node::Node, output::LinkId, table::Table, time::Instant};
 
 /// No owner in the slot table.
 const NONE: u16 = u16::MAX;
@@ -22,6 +23,9 @@ pub(crate) struct Topology {
     /// The node table: a slab indexed by the numbers the slot table holds.
     nodes: Table,
     index: NodeIndex,
+    /// Ids forgotten (`CLUSTER FORGET`, a forgotten-node extension) and until when gossip
+    /// may not bring them back; only known nodes are added, so it stays as short as the table.
+    blacklist: Vec<(NodeId, Instant)>,
     /// The owner of each slot, by table index; [`NONE`] when unassigned.
     owners: Vec<u16>,
     migrating: BTreeMap<u16, NodeId>,
@@ -38,6 +42,7 @@ impl Topology {
             myself: 0,
             nodes: Table::default(),
             index: NodeIndex::new(seed),
+            blacklist: Vec::new(),
             owners: vec![NONE; usize::from(SLOT_COUNT)],
             migrating: BTreeMap::new(),
             importing: BTreeMap::new(),
@@ -170,6 +175,18 @@ impl Topology {
             .and_then(|n| n.outbound_link.map(|link| (link, n.link)));
         self.nodes.remove(usize::from(at));
         Some(Removed { link, owned })
+    }
+
+    /// Keeps `id` out until `until` (a later call for the same id replaces its time); the
+    /// entries whose time is past `now` are dropped.
+    pub(crate) fn blacklist(&mut self, id: NodeId, until: Instant, now: Instant) {
+        self.blacklist.retain(|(f, t)| *f != id && *t > now);
+        self.blacklist.push((id, until));
+    }
+
+    /// Whether `id` is kept out at `now`.
+    pub(crate) fn is_blacklisted(&self, id: &NodeId, now: Instant) -> bool {
+        self.blacklist.iter().any(|(f, t)| f == id && *t > now)
     }
 
     /// Gives the node `from` the id `to`; returns its index.
