@@ -41,7 +41,7 @@ impl ClusterNode {
         let Some(master) = self.node(&master_id) else {
             return;
         };
-        let manual = self.manual_asked() && self.manual.can_start;
+        let manual = self.manual_asked() && self.manual.can_start();
         if (!master.is_failed() && !manual) || !master.has_slots() {
             return;
         }
@@ -66,11 +66,7 @@ impl ClusterNode {
         let asked = self.manual_asked();
         let at = Instant::from_millis(now);
         let retry = Duration::from_millis(auth_retry);
-        if self
-            .election
-            .time
-            .is_none_or(|previous| at - previous > retry)
-        {
+        if self.election.may_retry(at, retry) {
             let rank = if asked {
                 0
             } else {
@@ -84,13 +80,7 @@ impl ClusterNode {
             };
             let start = at + Duration::from_millis(delay);
             self.timers.set(Timer::Election, start);
-            self.election = Election {
-                time: Some(start),
-                sent: false,
-                rank,
-                votes: 0,
-                epoch: 0,
-            };
+            self.election = Election::schedule(start, rank);
             // Siblings learn this node's offset.
             let siblings: Vec<NodeId> = self
                 .replicas_of(&master_id)
@@ -105,36 +95,30 @@ impl ClusterNode {
             }
         }
         // 3. A worse rank before the request: later.
-        if !self.election.sent && !asked {
+        if !self.election.requested() && !asked {
             let rank = self.failover_rank(&master_id);
-            if rank > self.election.rank {
-                let later = Duration::from_secs((rank - self.election.rank) as u64);
-                if let Some(start) = self.election.time.as_mut() {
-                    *start += later;
-                    self.timers.set(Timer::Election, *start);
-                }
-                self.election.rank = rank;
+            if let Some(start) = self.election.rerank(rank) {
+                self.timers.set(Timer::Election, start);
             }
         }
         // 4. Not yet, or expired.
-        let Some(start) = self.election.time else {
+        let Some(start) = self.election.start() else {
             return;
         };
         if at < start || at - start > Duration::from_millis(auth_timeout) {
             return;
         }
         // 5. The request.
-        if !self.election.sent {
+        if !self.election.requested() {
             self.timers.stop(Timer::Election);
             self.current_epoch += 1;
-            self.election.epoch = self.current_epoch;
-            self.election.sent = true;
+            self.election.request(self.current_epoch);
             self.broadcast(MessageType::FAILOVER_AUTH_REQUEST, OwnedBody::Failover);
             self.push(Output::SaveConfig);
             return;
         }
         // 7. Won?
-        if self.election.votes >= self.quorum() {
+        if self.election.votes() >= self.quorum() {
             self.win_election(master_id, now);
         }
     }
@@ -143,7 +127,7 @@ impl ClusterNode {
     /// every slot of the old master, then a PONG to everyone.
     fn win_election(&mut self, old_master: NodeId, now: u64) {
         self.push(Output::Event(crate::output::Event::BecameMaster));
-        let epoch = self.election.epoch;
+        let epoch = self.election.epoch();
         {
             let me = self.topology.myself_mut();
             me.set(NodeFlags::REPLICA, false);
@@ -232,8 +216,7 @@ impl ClusterNode {
         let voter = self
             .node(&header.sender())
             .is_some_and(|n| n.is_master() && n.has_slots());
-        if voter && self.election.sent && header.current_epoch() >= self.election.epoch {
-            self.election.votes += 1;
+        if voter && self.election.vote(header.current_epoch()) {
             self.handle_failover(now);
         }
     }
@@ -261,11 +244,11 @@ impl ClusterNode {
             FailoverMode::Takeover => {
                 // No election: a new config epoch of our own, then the slots.
                 self.bump_epoch();
-                self.election.epoch = self.myself().config_epoch;
+                self.election = Election::take_over(self.myself().config_epoch);
                 self.win_election(master_id, now);
             }
             FailoverMode::Force => {
-                self.manual.can_start = true;
+                self.manual = Manual::forced();
                 self.handle_failover(now);
             }
             FailoverMode::Default => {
@@ -283,7 +266,7 @@ impl ClusterNode {
     pub fn writes_paused(&self, now: Instant) -> bool {
         let end = self.timers.get(Timer::ManualFailover);
         self.myself().is_master()
-            && self.manual.replica.is_some()
+            && self.manual.replica().is_some()
             && end.is_some_and(|end| now < end)
     }
 
@@ -292,7 +275,7 @@ impl ClusterNode {
     pub(crate) fn header_mflags(&self) -> [u8; 3] {
         let me = self.myself();
         let mut flags = 0;
-        if me.is_master() && self.manual.replica.is_some() {
+        if me.is_master() && self.manual.replica().is_some() {
             flags |= redis_cluster_bus::MessageFlags::PAUSED.bits();
         }
         if me.is_replica() && self.manual_asked() {
@@ -310,11 +293,7 @@ impl ClusterNode {
         if !me.is_master() || !own_replica {
             return;
         }
-        let manual = Manual {
-            replica: Some(*from),
-            ..Manual::default()
-        };
-        self.start_manual(manual, Instant::from_millis(now));
+        self.start_manual(Manual::for_replica(*from), Instant::from_millis(now));
         self.ping_node(from, MessageType::PING, now);
     }
 
@@ -327,11 +306,7 @@ impl ClusterNode {
             return;
         }
         let mine = me.repl_offset;
-        if paused && self.manual.master_offset.is_none() {
-            self.manual.master_offset = Some(offset);
-        }
-        if self.manual.master_offset == Some(mine) && !self.manual.can_start {
-            self.manual.can_start = true;
+        if self.manual.progress(paused, offset, mine) {
             self.handle_failover(now);
         }
     }
@@ -366,7 +341,7 @@ impl ClusterNode {
 
     /// The cron's part: a paused master pings its replica every tick.
     pub(crate) fn manual_cron(&mut self, now: u64) {
-        if let Some(replica) = self.manual.replica {
+        if let Some(replica) = self.manual.replica() {
             self.ping_node(&replica, MessageType::PING, now);
         }
     }
