@@ -1,5 +1,6 @@
-//! The data of a failover in progress: a replica's [`Election`], a [`Manual`] failover on
-//! either side, and [`FailoverMode`]. The rules that move them are in `failover.rs`.
+//! A failover in progress: a replica's [`Election`] (its schedule, request and votes), a
+//! [`Manual`] failover on either side, and [`FailoverMode`]. When each step runs, and what
+//! it sends, is `failover.rs`'s.
 
 use redis_cluster_bus::NodeId;
 
