@@ -11,6 +11,14 @@
 //! [`ClusterError::parse`]'s MOVED), and [`sentinel`] reads what a Sentinel says. It does no
 //! I/O, reads no clock, and allocates nothing to route a single-key command.
 //!
+//! It is not a client: connections, retries and the redirect loop are the
+//! `redis-cluster-client` engine's. Nor does it know a node's own state (that is
+//! `redis-cluster-state`'s). The `twemproxy` module (nutcracker's hashes and distributions,
+//! behind the feature of that name, the only one that brings md-5) stays here rather than in
+//! a crate of its own: it answers the same question, which server a key goes to, for the
+//! pools a proxy serves beside cluster ones, and the feature already keeps it out of every
+//! build that does not ask for it.
+//!
 //! ```
 //! use redis_cluster_route::{CommandTable, SlotAnswer};
 //!

@@ -86,18 +86,42 @@
 //! times a [`Node`] records (`ping_sent`, `pong_received`, …) are those same milliseconds,
 //! as the wire and `CLUSTER NODES` show them.
 //!
-//! The source, a sentence per file: `cluster.rs` holds [`ClusterNode`]'s fields and the slot
-//! table's changes; `node.rs`, `table.rs` and `index.rs` one node's entry, the table of them
-//! and the look-up by id; `config.rs` the options; `time.rs` and `timers.rs` time and the
-//! table of deadlines; `output.rs` what the driver is told ([`Output`], [`Event`],
-//! [`LinkId`]); `link.rs` links coming and going; `send.rs` the output queue and the messages
-//! built; `cron.rs` the 100 ms cron; `gossip.rs` the gossip section; `bus.rs` what a message
-//! does to the tables; `failure.rs` PFAIL reports and FAIL; `election.rs` and `failover.rs`
-//! automatic, manual and replica-migration failovers (their data, their rules); `pubsub.rs`
-//! PUBLISH across the cluster; `subcommand.rs` parses the CLUSTER subcommands, `command.rs`
-//! runs them, `reply.rs` writes their replies and `text.rs` CLUSTER NODES and nodes.conf;
-//! `route.rs` the redirect decision; `rebalance.rs` and `migration.rs` a rebalance's plan
-//! and its moves.
+//! [`ClusterNode`] is thin: it takes the inputs, dispatches them, and alone queues outputs.
+//! What it knows is kept in parts with private fields and methods of their own, which
+//! return what changed and send nothing: the topology (nodes, the id index, the blacklist,
+//! slot owners, open slots), the cluster state and when it is due again, the link handles,
+//! the table of deadlines, the election and the manual failover, and the message counters.
+//!
+//! Two departures from `ARCHITECTURE.md`'s contract, each for a reason:
+//! - Time has a known origin (above).
+//! - A message leaves as [`Output::Transmit`]: the typed message and every link it goes
+//!   to. The driver encodes it once into a buffer of its own ([`redis_cluster_bus::OwnedMessage::encode`]
+//!   appends) and writes the same bytes on each link. The node does not write into the
+//!   caller's buffer itself, so that a driver, a test or a tool can still read what is
+//!   sent without decoding it again; a broadcast is still one message, built and encoded
+//!   once.
+//!
+//! The source, a sentence per file: `cluster.rs` holds [`ClusterNode`], its parts, and the
+//! inputs that change slots and epochs; `topology.rs` the nodes and who serves what (pure
+//! data); `node.rs`, `table.rs` and `index.rs` one node's entry, the table of them and the
+//! look-up by id; `health.rs` `cluster_state`; `config.rs` the options; `time.rs` and
+//! `timers.rs` time and the table of deadlines; `output.rs` what the driver is told
+//! ([`Output`], [`Event`], [`LinkId`]); `link.rs` the link handles and links coming and
+//! going; `send.rs` the output queue and the messages built; `cron.rs` the 100 ms cron;
+//! `gossip.rs` the gossip section; `bus.rs` what a message does to the tables; `failure.rs`
+//! PFAIL reports and FAIL; `election.rs` an election's and a manual failover's data and
+//! rules, `failover.rs` when their steps run (and replica migration); `pubsub.rs` PUBLISH
+//! across the cluster; `subcommand.rs` parses the CLUSTER subcommands, `command.rs` runs
+//! them, `reply.rs` writes their replies (and counts messages for CLUSTER INFO) and
+//! `text.rs` CLUSTER NODES and nodes.conf; `route.rs` the redirect decision;
+//! `rebalance.rs` and `migration.rs` a rebalance's plan and its moves.
+//!
+//! What it is not: a server, a client or an operator's tool. The rebalance planner and
+//! [`migration::SlotMove`] are the operator's side of the slot-ownership protocol this crate
+//! implements (SETSLOT's marks, the steps a half-done move leaves, [`rebalance::Closing`]'s
+//! reading of open slots), and they stay beside it: like the rest they do no I/O and take
+//! no dependency, so a crate of their own would take nothing off anyone's build and add one
+//! more version to keep in step with the commands they drive.
 //!
 //! The table alone answers a router's question, no bus needed:
 //!
