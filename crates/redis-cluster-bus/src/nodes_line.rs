@@ -5,6 +5,10 @@
 //! the same for every reader (the address, the slot tokens); what a field means, and how
 //! strict to be about it, is the caller's: a node loading its nodes.conf refuses an unknown
 //! flag, a client building a slot map skips failed nodes. Both fold over this one reader.
+//!
+//! The writing side is the same types' `Display`: a [`NodesLine`] writes itself back, and a
+//! node writing its own lines puts a [`NodeAddress`] and [`SlotToken`]s (with the flags'
+//! own `Display`) between the plain fields.
 
 use core::fmt;
 
@@ -225,11 +229,61 @@ impl<'a> NodesLine<'a> {
 }
 
 impl fmt::Display for NodeAddress<'_> {
-    /// As `CLUSTER NODES` writes it: `ip:port@cport[,hostname]` (aux fields left out).
+    /// As the servers write it: `ip:port`, `@cport` when there is one, then `,hostname`
+    /// when there is one or aux fields follow (which nodes.conf of newer servers keeps, and
+    /// `CLUSTER NODES` leaves out: a caller writing that clears `aux`).
+    ///
+    /// ```
+    /// use redis_cluster_bus::NodeAddress;
+    ///
+    /// for text in ["127.0.0.1:7000@17000", "10.0.0.1:7001@17001,,shard-id=ab", ":7002"] {
+    ///     assert_eq!(NodeAddress::parse(text).map(|a| a.to_string()).as_deref(), Some(text));
+    /// }
+    /// ```
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}@{}", self.ip, self.port, self.bus_port())?;
-        if let Some(host) = self.hostname {
-            write!(f, ",{host}")?;
+        write!(f, "{}:{}", self.ip, self.port)?;
+        if let Some(cport) = self.cport {
+            write!(f, "@{cport}")?;
+        }
+        if self.hostname.is_some() || !self.aux.is_empty() {
+            write!(f, ",{}", self.hostname.unwrap_or_default())?;
+        }
+        if !self.aux.is_empty() {
+            write!(f, ",{}", self.aux)?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Display for SlotToken<'_> {
+    /// `5`, `0-5460`, `[93->-id]` or `[93-<-id]`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Range(range) => write!(f, "{range}"),
+            Self::Migrating(slot, to) => write!(f, "[{slot}->-{to}]"),
+            Self::Importing(slot, from) => write!(f, "[{slot}-<-{from}]"),
+        }
+    }
+}
+
+impl fmt::Display for NodesLine<'_> {
+    /// The line again: its fields as read, one space apart, then its slot tokens as
+    /// written (a run of spaces between fields is written as one).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} {} {} {} {} {} {} {}",
+            self.id,
+            self.address,
+            self.flags,
+            self.master.unwrap_or("-"),
+            self.ping_sent,
+            self.pong_received,
+            self.config_epoch,
+            self.link_state
+        )?;
+        for token in self.rest.split(' ').filter(|t| !t.is_empty()) {
+            write!(f, " {token}")?;
         }
         Ok(())
     }

@@ -14,23 +14,13 @@ const SERVERS: [&str; 4] = [
     "valkey-9.1.2",
 ];
 
-/// The line again from its parsed fields: the address as parsed (with its aux fields), the
-/// slot tokens as `SlotRange`'s and the marks' text.
+/// The line again from its parsed parts: the address as `NodeAddress` writes it and each slot
+/// token as `SlotToken` writes it, between the plain fields.
 fn write_back(line: &NodesLine<'_>) -> String {
-    let a = &line.address;
-    let mut address = format!("{}:{}", a.ip, a.port);
-    if let Some(cport) = a.cport {
-        address.push_str(&format!("@{cport}"));
-    }
-    if a.hostname.is_some() || !a.aux.is_empty() {
-        address.push_str(&format!(",{}", a.hostname.unwrap_or_default()));
-    }
-    if !a.aux.is_empty() {
-        address.push_str(&format!(",{}", a.aux));
-    }
     let mut out = format!(
-        "{} {address} {} {} {} {} {} {}",
+        "{} {} {} {} {} {} {} {}",
         line.id,
+        line.address,
         line.flags,
         line.master.unwrap_or("-"),
         line.ping_sent,
@@ -39,18 +29,8 @@ fn write_back(line: &NodesLine<'_>) -> String {
         line.link_state
     );
     for token in line.slots() {
-        match token.expect("a slot token") {
-            SlotToken::Range(range) if range.start() == range.end() => {
-                out.push_str(&format!(" {}", range.start().get()));
-            }
-            SlotToken::Range(range) => {
-                out.push_str(&format!(" {}-{}", range.start().get(), range.end().get()))
-            }
-            SlotToken::Migrating(slot, to) => out.push_str(&format!(" [{}->-{to}]", slot.get())),
-            SlotToken::Importing(slot, from) => {
-                out.push_str(&format!(" [{}-<-{from}]", slot.get()))
-            }
-        }
+        let token: SlotToken<'_> = token.expect("a slot token");
+        out.push_str(&format!(" {token}"));
     }
     out
 }
@@ -75,6 +55,7 @@ fn every_captured_line_reads_and_writes_back() {
                     assert!(line.master_id().is_some(), "{raw}");
                     assert!(line.address.cport.is_some(), "{raw}");
                     assert_eq!(write_back(&line), raw, "{}", path.display());
+                    assert_eq!(line.to_string(), raw, "{}", path.display());
                     lines += 1;
                 }
             }

@@ -1,9 +1,12 @@
 //! The node table as text: `CLUSTER NODES` lines and the nodes.conf file (semantics 6.1, 6.2).
 
-use alloc::{string::String, vec::Vec};
+use alloc::{
+    string::{String, ToString},
+    vec::Vec,
+};
 use core::fmt::Write as _;
 
-use redis_cluster_bus::{NodeFlags, NodeId, NodesLine, SlotToken};
+use redis_cluster_bus::{NodeAddress, NodeFlags, NodeId, NodesLine, SlotToken};
 use redis_hash_slot::Slot;
 
 use crate::{
@@ -64,20 +67,19 @@ impl ClusterNode {
     }
 
     fn write_line(&self, out: &mut String, node: &Node, conf: bool) {
-        let _ = write!(out, "{} {}:{}@{}", node.id, node.ip, node.port, node.cport);
-        let hostname = node.hostname.as_deref().unwrap_or_default();
-        if conf && !node.aux.is_empty() {
-            let _ = write!(out, ",{hostname},{}", node.aux);
-        } else if !hostname.is_empty() {
-            let _ = write!(out, ",{hostname}");
-        }
-        let _ = write!(out, " {}", node.flags);
-        match &node.master {
-            Some(master) if node.is_replica() => {
-                let _ = write!(out, " {master}");
-            }
-            _ => out.push_str(" -"),
-        }
+        // The address and the slot tokens are written by the bus crate's line types, the
+        // ones the loader reads them with.
+        let address = NodeAddress {
+            ip: node.ip.as_str(),
+            port: node.port,
+            cport: Some(node.cport),
+            hostname: node.hostname.as_deref().filter(|h| !h.is_empty()),
+            aux: if conf { &node.aux } else { "" },
+        };
+        let master = match &node.master {
+            Some(master) if node.is_replica() => master.to_string(),
+            _ => String::from("-"),
+        };
         let myself = node.flags.contains(NodeFlags::MYSELF);
         let link = if node.link || myself {
             "connected"
@@ -86,31 +88,39 @@ impl ClusterNode {
         };
         let _ = write!(
             out,
-            " {} {} {} {link}",
+            "{} {address} {} {master} {} {} {} {link}",
+            node.id,
+            node.flags,
             node.ping_sent,
             node.pong_received,
             self.node_epoch(node)
         );
         for range in node.slots.ranges() {
-            if range.start() == range.end() {
-                let _ = write!(out, " {}", u16::from(range.start()));
-            } else {
-                let _ = write!(
-                    out,
-                    " {}-{}",
-                    u16::from(range.start()),
-                    u16::from(range.end())
-                );
-            }
+            let _ = write!(out, " {}", SlotToken::Range(range));
         }
         if myself {
             // Open slots, in slot order, on the myself line only.
-            let mut marks: Vec<(u16, &str, &NodeId)> = Vec::new();
-            marks.extend(self.topology.migrating().map(|(s, id)| (s, "->-", id)));
-            marks.extend(self.topology.importing().map(|(s, id)| (s, "-<-", id)));
+            let mut marks: Vec<(u16, bool, String)> = Vec::new();
+            marks.extend(
+                self.topology
+                    .migrating()
+                    .map(|(s, id)| (s, true, id.to_string())),
+            );
+            marks.extend(
+                self.topology
+                    .importing()
+                    .map(|(s, id)| (s, false, id.to_string())),
+            );
             marks.sort_by_key(|(slot, _, _)| *slot);
-            for (slot, arrow, id) in marks {
-                let _ = write!(out, " [{slot}{arrow}{id}]");
+            for (slot, migrating, id) in marks {
+                let Some(slot) = Slot::new(slot) else {
+                    continue;
+                };
+                let token = match migrating {
+                    true => SlotToken::Migrating(slot, &id),
+                    false => SlotToken::Importing(slot, &id),
+                };
+                let _ = write!(out, " {token}");
             }
         }
         out.push('\n');
