@@ -46,23 +46,14 @@ pub struct ClusterNode {
     pub(crate) links: crate::link::Links,
     /// The deadlines: the cron, a manual failover's end, the election's request.
     pub(crate) timers: crate::timers::Timers,
-    pub(crate) cron_runs: u64,
-    /// The table's version when the cron last walked it, and the first time after that
-    /// walk at which a node becomes due for something (a ping, PFAIL, a handshake's end).
-    pub(crate) walked: (u64, u64),
-    /// The table's version and the cluster state when replica migration last found no
-    /// orphaned master: until either changes it would find none again.
-    pub(crate) no_orphans: Option<(u64, bool)>,
-    /// Walk on every tick regardless (see [`ClusterNode::set_walk_every_tick`]).
-    pub(crate) walk_every_tick: bool,
+    /// What the cron remembers to skip walks that would change nothing.
+    pub(crate) walks: crate::cron::Walks,
     /// This replica's election, when one is under way.
     pub(crate) election: crate::election::Election,
     /// A manual failover under way, on either side.
     pub(crate) manual: crate::election::Manual,
     /// The time of the latest input (ms).
     pub(crate) clock: u64,
-    /// PFAIL nodes as the last cron counted them: gossip sections carry them all.
-    pub(crate) pfail_nodes: usize,
     /// DEBUG DROP-CLUSTER-PACKET-FILTER: incoming messages of this type are ignored.
     pub(crate) drop_filter: Option<u16>,
     /// Which table entries the gossip section being built holds, a bit each (kept between
@@ -199,14 +190,10 @@ impl ClusterNode {
             outputs: VecDeque::new(),
             links: crate::link::Links::default(),
             timers: crate::timers::Timers::default(),
-            cron_runs: 0,
-            walked: (u64::MAX, 0),
-            no_orphans: None,
-            walk_every_tick: false,
+            walks: crate::cron::Walks::default(),
             election: crate::election::Election::default(),
             manual: crate::election::Manual::default(),
             clock: 0,
-            pfail_nodes: 0,
             drop_filter: None,
             gossip_marks: Vec::new(),
         };

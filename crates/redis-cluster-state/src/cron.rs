@@ -16,6 +16,78 @@ use crate::{
 /// The cron period: `clusterCron` runs ten times a second.
 pub const CRON_MS: u64 = 100;
 
+/// What the cron remembers between ticks to skip work that would change nothing: its tick
+/// count, when the table was last walked and when a node is next due, whether the last
+/// look for orphaned masters found none, and the PFAIL count gossip sections are sized by.
+#[derive(Clone, Debug)]
+pub(crate) struct Walks {
+    ticks: u64,
+    /// The table's version when the cron last walked it, and the first time after that
+    /// walk at which a node becomes due for something (a ping, PFAIL, a handshake's end).
+    walked: (u64, u64),
+    /// The table's version and the cluster state when replica migration last found no
+    /// orphaned master: until either changes it would find none again.
+    no_orphans: Option<(u64, bool)>,
+    /// Walk on every tick regardless (see [`ClusterNode::set_walk_every_tick`]).
+    every_tick: bool,
+    /// PFAIL nodes as the last walk counted them.
+    pfail_nodes: usize,
+}
+
+impl Default for Walks {
+    fn default() -> Self {
+        Self {
+            ticks: 0,
+            walked: (u64::MAX, 0),
+            no_orphans: None,
+            every_tick: false,
+            pfail_nodes: 0,
+        }
+    }
+}
+
+impl Walks {
+    /// One more tick; whether it is a once-a-second one.
+    fn tick(&mut self) -> bool {
+        self.ticks += 1;
+        self.ticks % 10 == 0
+    }
+
+    /// Whether the table at `version` needs a walk at `now`.
+    fn due(&self, version: u64, now: u64) -> bool {
+        let (walked, due) = self.walked;
+        self.every_tick || walked != version || now >= due
+    }
+
+    /// A walk of the table at `version` found `pfail_nodes` PFAIL nodes and the next node
+    /// due at `due`.
+    fn walked(&mut self, version: u64, due: u64, pfail_nodes: usize) {
+        self.walked = (version, due);
+        self.pfail_nodes = pfail_nodes;
+    }
+
+    /// A node's ping or pong time changed without a new table version: it is due at `due`.
+    fn fold_due(&mut self, due: u64) {
+        self.walked.1 = self.walked.1.min(due);
+    }
+
+    /// Whether replica migration may skip its look: it found no orphan at this `version`
+    /// and cluster state.
+    pub(crate) fn no_orphans(&self, version: u64, ok: bool) -> bool {
+        !self.every_tick && self.no_orphans == Some((version, ok))
+    }
+
+    /// What replica migration's look found: no orphan at this `version` and state, or one.
+    pub(crate) fn orphans_looked(&mut self, none: Option<(u64, bool)>) {
+        self.no_orphans = none;
+    }
+
+    /// PFAIL nodes as the last walk counted them: gossip sections carry them all.
+    pub(crate) fn pfail_nodes(&self) -> usize {
+        self.pfail_nodes
+    }
+}
+
 impl ClusterNode {
     /// When [`ClusterNode::handle_timeout`] wants to run next (calling it earlier is
     /// harmless).
@@ -49,22 +121,21 @@ impl ClusterNode {
     /// PFAIL, and the cluster state.
     fn cron(&mut self, now: u64) {
         self.health.cron_ran(Instant::from_millis(now));
-        self.cron_runs += 1;
+        let once_a_second = self.walks.tick();
         // Once a second: of five random linked nodes without a ping in flight, the one with
         // the oldest PONG. Drawn before the walk below, which cannot change what it looks
         // at (the walk only removes handshake nodes and connects unlinked ones: neither is
         // ever chosen), so this is the server's order of effects.
-        if self.cron_runs % 10 == 0 {
+        if once_a_second {
             self.random_ping(now);
         }
         // The walk acts on a node only when its time comes (its PONG older than half the
         // timeout, its ping older than the timeout, its handshake expired) or when
         // something in the table changed since the last walk (a mutable access): otherwise
         // it would do nothing, and at a thousand nodes it is most of a quiet second's cost.
-        let (version, due) = self.walked;
-        if self.walk_every_tick || version != self.topology.version() || now >= due {
-            let due = self.walk(now);
-            self.walked = (self.topology.version(), due);
+        if self.walks.due(self.topology.version(), now) {
+            let (due, pfail_nodes) = self.walk(now);
+            self.walks.walked(self.topology.version(), due, pfail_nodes);
         }
         self.manual_cron(now);
         self.handle_failover(now);
@@ -82,7 +153,7 @@ impl ClusterNode {
     /// orphans on every tick too). The outputs are the same either way — the simulator's
     /// tests run both and compare — so this is for such comparisons; it costs the walks.
     pub fn set_walk_every_tick(&mut self, on: bool) {
-        self.walk_every_tick = on;
+        self.walks.every_tick = on;
     }
 
     /// The cron's walk of the table, by index (no id look-ups), doing what the server's two
@@ -90,8 +161,8 @@ impl ClusterNode {
     /// older than half the node timeout, PFAIL for pings older than the timeout from nodes
     /// not heard from for as long, resets of stuck links, and the count of PFAIL nodes.
     /// Returns the first time at which a node will be due for one of those if nothing
-    /// changes meanwhile.
-    fn walk(&mut self, now: u64) -> u64 {
+    /// changes meanwhile, and the PFAIL nodes counted.
+    fn walk(&mut self, now: u64) -> (u64, usize) {
         let timeout = self.config.node_timeout.as_millis();
         let handshake_ttl = timeout.max(1000);
         let me = self.topology.me();
@@ -154,8 +225,7 @@ impl ClusterNode {
             pfail_nodes += usize::from(node.is_pfailed());
             due = due.min(due_time(node, timeout));
         }
-        self.pfail_nodes = pfail_nodes;
-        due
+        (due, pfail_nodes)
     }
 
     /// Brings the cron's next walk forward to the due time of the node at `at`, after a
@@ -166,7 +236,7 @@ impl ClusterNode {
         }
         if let Some(node) = self.topology.at(at) {
             let due = due_time(node, self.config.node_timeout.as_millis());
-            self.walked.1 = self.walked.1.min(due);
+            self.walks.fold_due(due);
         }
     }
 

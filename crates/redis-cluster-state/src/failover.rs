@@ -360,8 +360,9 @@ impl ClusterNode {
     /// walk that found no orphaned master is not repeated until the table or the cluster
     /// state changes: it would find none again (only an orphan's wait depends on time).
     pub(crate) fn handle_replica_migration(&mut self, now: u64) {
-        if !self.walk_every_tick
-            && self.no_orphans == Some((self.topology.version(), self.health.ok()))
+        if self
+            .walks
+            .no_orphans(self.topology.version(), self.health.ok())
         {
             return;
         }
@@ -401,9 +402,10 @@ impl ClusterNode {
                 }
             }
         }
-        self.no_orphans = orphan
+        let none = orphan
             .is_none()
             .then(|| (self.topology.version(), self.health.ok()));
+        self.walks.orphans_looked(none);
         let mine = self
             .topology
             .index_of(&my_master)

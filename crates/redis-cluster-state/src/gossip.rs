@@ -21,7 +21,7 @@ impl ClusterNode {
         let table = self.topology.capacity() as u64;
         let wanted = (known / 10).max(3).min(known.saturating_sub(2));
         let mut ping = OwnedPing::default();
-        ping.reserve_gossip(wanted + self.pfail_nodes);
+        ping.reserve_gossip(wanted + self.walks.pfail_nodes());
         let mut chosen = 0;
         // Which table entries this section holds, a bit each (a linear `contains` would
         // cost N²/200 comparisons per message). Cleared per section: at a thousand nodes
@@ -55,7 +55,7 @@ impl ClusterNode {
             chosen += 1;
         }
         // Every PFAIL node, counted by the last cron: no walk of the table when there is none.
-        if self.pfail_nodes > 0 {
+        if self.walks.pfail_nodes() > 0 {
             for (at, node) in self.topology.enumerate() {
                 let pfail = node.is_pfailed();
                 if pfail && at != me && !marked(&marks, at) {
