@@ -38,16 +38,16 @@ pub struct ClusterNode {
     /// `cluster_state`, and whether it is due for a new evaluation.
     pub(crate) health: Health,
     /// Bus messages sent and received, by type, for CLUSTER INFO.
-    pub(crate) stats: crate::reply::Stats,
+    pub(crate) stats: crate::stats::Stats,
     /// The generator every random choice draws from, seeded by the config.
     pub(crate) rng: u64,
     pub(crate) outputs: VecDeque<Output>,
     /// The bus links handed out and not yet closed.
-    pub(crate) links: crate::link::Links,
+    pub(crate) links: crate::handles::Links,
     /// The deadlines: the cron, a manual failover's end, the election's request.
     pub(crate) timers: crate::timers::Timers,
     /// What the cron remembers to skip walks that would change nothing.
-    pub(crate) walks: crate::cron::Walks,
+    pub(crate) walks: crate::timers::Walks,
     /// This replica's election, when one is under way.
     pub(crate) election: crate::election::Election,
     /// A manual failover under way, on either side.
@@ -185,12 +185,12 @@ impl ClusterNode {
             current_epoch: 0,
             last_vote_epoch: 0,
             health: Health::default(),
-            stats: crate::reply::Stats::default(),
+            stats: crate::stats::Stats::default(),
             rng,
             outputs: VecDeque::new(),
-            links: crate::link::Links::default(),
+            links: crate::handles::Links::default(),
             timers: crate::timers::Timers::default(),
-            walks: crate::cron::Walks::default(),
+            walks: crate::timers::Walks::default(),
             election: crate::election::Election::default(),
             manual: crate::election::Manual::default(),
             clock: 0,

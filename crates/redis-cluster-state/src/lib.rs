@@ -104,17 +104,20 @@
 //! The source, a sentence per file: `cluster.rs` holds [`ClusterNode`], its parts, and the
 //! inputs that change slots and epochs; `topology.rs` the nodes and who serves what (pure
 //! data); `node.rs`, `table.rs` and `index.rs` one node's entry, the table of them and the
-//! look-up by id; `health.rs` `cluster_state`; `config.rs` the options; `time.rs` and
-//! `timers.rs` time and the table of deadlines; `output.rs` what the driver is told
-//! ([`Output`], [`Event`], [`LinkId`]); `link.rs` the link handles and links coming and
-//! going; `send.rs` the output queue and the messages built; `cron.rs` the 100 ms cron;
-//! `gossip.rs` the gossip section; `bus.rs` what a message does to the tables; `failure.rs`
-//! PFAIL reports and FAIL; `election.rs` an election's and a manual failover's data and
-//! rules, `failover.rs` when their steps run (and replica migration); `pubsub.rs` PUBLISH
-//! across the cluster; `subcommand.rs` parses the CLUSTER subcommands, `command.rs` runs
-//! them, `reply.rs` writes their replies (and counts messages for CLUSTER INFO) and
-//! `text.rs` CLUSTER NODES and nodes.conf; `route.rs` the redirect decision;
-//! `rebalance.rs` and `migration.rs` a rebalance's plan and its moves.
+//! look-up by id; `health.rs` `cluster_state`; `config.rs` the options; `time.rs` time;
+//! `timers.rs` when things are due (the table of deadlines, the cron's walks);
+//! `output.rs` what the driver is told ([`Output`], [`Event`], [`LinkId`]); `handles.rs`
+//! the link handles given out, `link.rs` links coming and going; `send.rs` the output
+//! queue and the messages built; `cron.rs` the 100 ms cron; `gossip.rs` the gossip
+//! section; `bus.rs` what a message does to the tables; `failure.rs` PFAIL reports and
+//! FAIL; `election.rs` an election's and a manual failover's data and rules, `failover.rs`
+//! when their steps run (and replica migration); `pubsub.rs` PUBLISH across the cluster;
+//! `subcommand.rs` parses the CLUSTER subcommands, `command.rs` runs them, `reply.rs`
+//! writes their replies, `stats.rs` counts messages for CLUSTER INFO, and `text.rs` writes
+//! and loads CLUSTER NODES and nodes.conf; `route.rs` the redirect decision;
+//! `rebalance.rs` and `migration.rs` a rebalance's plan and its moves. The parts live in
+//! files that use no other part of the crate's node, so the modules import each other in
+//! no cycle.
 //!
 //! What it is not: a server, a client or an operator's tool. The rebalance planner and
 //! [`migration::SlotMove`] are the operator's side of the slot-ownership protocol this crate
@@ -149,6 +152,7 @@ mod election;
 mod failover;
 mod failure;
 mod gossip;
+mod handles;
 mod health;
 mod index;
 mod link;
@@ -160,6 +164,7 @@ pub mod rebalance;
 mod reply;
 mod route;
 mod send;
+mod stats;
 mod subcommand;
 mod table;
 mod text;

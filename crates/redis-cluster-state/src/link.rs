@@ -4,78 +4,14 @@
 //! reused, so a driver keys its sockets by it and keeps no table of node ids: a handshake
 //! node's link keeps its handle when the node's real id replaces the temporary one.
 
-use alloc::collections::{BTreeMap, BTreeSet};
-use core::num::NonZeroU64;
-
 use redis_cluster_bus::{MessageType, NodeFlags, NodeId};
 
 use crate::{
     cluster::ClusterNode,
+    handles::Closed,
     output::{LinkId, Output},
     time::Instant,
 };
-
-/// The handles given out and not yet closed: each outbound link with its node, and the
-/// inbound links.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct Links {
-    /// The last handle given out.
-    last: u64,
-    /// Each outbound link's node (a handshake node's link follows its rename).
-    outbound: BTreeMap<LinkId, NodeId>,
-    inbound: BTreeSet<LinkId>,
-}
-
-impl Links {
-    /// A new handle, never given out before.
-    fn next(&mut self) -> LinkId {
-        self.last = self.last.saturating_add(1);
-        LinkId::new(NonZeroU64::new(self.last).unwrap_or(NonZeroU64::MAX))
-    }
-
-    /// A new outbound link to `node`.
-    fn open(&mut self, node: NodeId) -> LinkId {
-        let link = self.next();
-        self.outbound.insert(link, node);
-        link
-    }
-
-    /// A new inbound link.
-    fn accept(&mut self) -> LinkId {
-        let link = self.next();
-        self.inbound.insert(link);
-        link
-    }
-
-    /// Whether `link` is open, either way.
-    pub(crate) fn is_open(&self, link: LinkId) -> bool {
-        self.outbound.contains_key(&link) || self.inbound.contains(&link)
-    }
-
-    /// The node an outbound link goes to.
-    fn node(&self, link: LinkId) -> Option<NodeId> {
-        self.outbound.get(&link).copied()
-    }
-
-    /// Forgets `link`; for an outbound one, returns its node.
-    pub(crate) fn close(&mut self, link: LinkId) -> Closed {
-        match self.outbound.remove(&link) {
-            Some(node) => Closed::Outbound(node),
-            None if self.inbound.remove(&link) => Closed::Inbound,
-            None => Closed::Unknown,
-        }
-    }
-}
-
-/// What [`Links::close`] closed.
-pub(crate) enum Closed {
-    /// An outbound link, to this node.
-    Outbound(NodeId),
-    /// An inbound link.
-    Inbound,
-    /// No link it knew.
-    Unknown,
-}
 
 impl ClusterNode {
     /// A connection a peer opened to this node: its handle, for
@@ -119,9 +55,7 @@ impl ClusterNode {
 
     /// A handshake node's link now goes to the node's real id.
     pub(crate) fn relink(&mut self, link: LinkId, to: NodeId) {
-        if let Some(id) = self.links.outbound.get_mut(&link) {
-            *id = to;
-        }
+        self.links.relink(link, to);
     }
 
     /// Closes `id`'s outbound link (connected or connecting) and forgets its handle; tells

@@ -315,26 +315,6 @@ impl ClusterNode {
     }
 }
 
-/// Bus messages sent and received, by type, for CLUSTER INFO.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct Stats {
-    sent: [u64; 11],
-    received: [u64; 11],
-}
-
-impl Stats {
-    /// One more message of type `kind` (0 to 10; others are not counted).
-    fn count(&mut self, kind: u16, sent: bool) {
-        let counts = match sent {
-            true => &mut self.sent,
-            false => &mut self.received,
-        };
-        if let Some(count) = counts.get_mut(usize::from(kind)) {
-            *count += 1;
-        }
-    }
-}
-
 /// The names CLUSTER INFO gives the message types, by type number.
 const STAT_NAMES: [&str; 11] = [
     "ping",

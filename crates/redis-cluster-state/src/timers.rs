@@ -1,5 +1,6 @@
-//! The node's timers: one deadline per [`Timer`], in a table. [`Timers::next`] is what
-//! `poll_timeout` reports; an input at or after a deadline fires that timer once.
+//! When things are due: the node's timers, one deadline per [`Timer`], in a table
+//! ([`Timers::next`] is what `poll_timeout` reports; an input at or after a deadline fires
+//! that timer once), and [`Walks`], what the cron remembers of when its walks are due.
 
 use crate::time::Instant;
 
@@ -94,5 +95,77 @@ mod tests {
         timers.stop(Timer::Cron);
         assert!(!timers.is_set(Timer::Cron));
         assert_eq!(timers.next(), None);
+    }
+}
+
+/// What the cron remembers between ticks to skip work that would change nothing: its tick
+/// count, when the table was last walked and when a node is next due, whether the last
+/// look for orphaned masters found none, and the PFAIL count gossip sections are sized by.
+#[derive(Clone, Debug)]
+pub(crate) struct Walks {
+    ticks: u64,
+    /// The table's version when the cron last walked it, and the first time after that
+    /// walk at which a node becomes due for something (a ping, PFAIL, a handshake's end).
+    walked: (u64, u64),
+    /// The table's version and the cluster state when replica migration last found no
+    /// orphaned master: until either changes it would find none again.
+    no_orphans: Option<(u64, bool)>,
+    /// Walk on every tick regardless (`ClusterNode::set_walk_every_tick`).
+    pub(crate) every_tick: bool,
+    /// PFAIL nodes as the last walk counted them.
+    pfail_nodes: usize,
+}
+
+impl Default for Walks {
+    fn default() -> Self {
+        Self {
+            ticks: 0,
+            walked: (u64::MAX, 0),
+            no_orphans: None,
+            every_tick: false,
+            pfail_nodes: 0,
+        }
+    }
+}
+
+impl Walks {
+    /// One more tick; whether it is a once-a-second one.
+    pub(crate) fn tick(&mut self) -> bool {
+        self.ticks += 1;
+        self.ticks % 10 == 0
+    }
+
+    /// Whether the table at `version` needs a walk at `now`.
+    pub(crate) fn due(&self, version: u64, now: u64) -> bool {
+        let (walked, due) = self.walked;
+        self.every_tick || walked != version || now >= due
+    }
+
+    /// A walk of the table at `version` found `pfail_nodes` PFAIL nodes and the next node
+    /// due at `due`.
+    pub(crate) fn walked(&mut self, version: u64, due: u64, pfail_nodes: usize) {
+        self.walked = (version, due);
+        self.pfail_nodes = pfail_nodes;
+    }
+
+    /// A node's ping or pong time changed without a new table version: it is due at `due`.
+    pub(crate) fn fold_due(&mut self, due: u64) {
+        self.walked.1 = self.walked.1.min(due);
+    }
+
+    /// Whether replica migration may skip its look: it found no orphan at this `version`
+    /// and cluster state.
+    pub(crate) fn no_orphans(&self, version: u64, ok: bool) -> bool {
+        !self.every_tick && self.no_orphans == Some((version, ok))
+    }
+
+    /// What replica migration's look found: no orphan at this `version` and state, or one.
+    pub(crate) fn orphans_looked(&mut self, none: Option<(u64, bool)>) {
+        self.no_orphans = none;
+    }
+
+    /// PFAIL nodes as the last walk counted them: gossip sections carry them all.
+    pub(crate) fn pfail_nodes(&self) -> usize {
+        self.pfail_nodes
     }
 }
