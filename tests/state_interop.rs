@@ -29,7 +29,7 @@ fn ours(port: u16, bus_port: u16) -> ClusterNode {
         Instant::ZERO,
     )
     .expect("free");
-    node.set_config_epoch(5).expect("alone");
+    node.set_config_epoch(5, Instant::ZERO).expect("alone");
     let text = format!(
         "{}{other}",
         node.nodes_conf()

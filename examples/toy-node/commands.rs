@@ -572,12 +572,14 @@ pub(crate) fn execute(
         }
         ("publish", [channel, message]) => {
             let got = node.pubsub.deliver(channel, message, false);
-            node.cluster.publish(channel, message);
+            node.cluster
+                .publish(channel, message, Instant::from_unix_millis(now));
             Frame::Integer(got as i64)
         }
         ("spublish", [channel, message]) => {
             let got = node.pubsub.deliver(channel, message, true);
-            node.cluster.publish_shard(channel, message);
+            node.cluster
+                .publish_shard(channel, message, Instant::from_unix_millis(now));
             Frame::Integer(got as i64)
         }
         ("pubsub", [sub, rest @ ..]) => pubsub_command(node, sub, rest),
@@ -913,7 +915,8 @@ fn apply(node: &mut Node, changed: &[String]) {
     if changed.iter().any(|name| name.starts_with("cluster-")) {
         let config = node.cluster.config().clone();
         let config = crate::node::cluster_config(&node.settings, config);
-        node.cluster.set_config(config);
+        let now = Instant::from_unix_millis(crate::node::now());
+        node.cluster.set_config(config, now);
     }
     if changed.iter().any(|name| name == "loglevel") {
         let level = node.settings.get("loglevel").and_then(Level::parse);

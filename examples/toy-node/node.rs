@@ -152,7 +152,7 @@ impl LinkWriter {
 }
 
 /// The wall clock in ms, the state machine's time.
-fn now() -> u64 {
+pub(crate) fn now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)
@@ -1041,7 +1041,8 @@ async fn replicate(shared: &Shared, mut stream: TcpStream) {
         let mut node = lock(shared);
         node.replication.offset = 0;
         let id = node.cluster.myself().id;
-        node.cluster.set_replication_offset(&id, 0);
+        node.cluster
+            .set_replication_offset(&id, 0, Instant::from_unix_millis(now()));
     }
     loop {
         loop {
@@ -1116,7 +1117,8 @@ fn apply_frame(shared: &Shared, frame: Frame<Bytes>, used: u64, synced: &mut boo
         }
     }
     let (id, offset) = (node.cluster.myself().id, node.replication.offset);
-    node.cluster.set_replication_offset(&id, offset);
+    node.cluster
+        .set_replication_offset(&id, offset, Instant::from_unix_millis(now()));
     if node.blocked > 0 {
         shared.changed.notify_waiters();
     }

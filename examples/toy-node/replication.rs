@@ -16,6 +16,7 @@
 
 use bytes::Bytes;
 use redis_cluster_proto::resp::encode_command;
+use redis_cluster_proto::state::Instant;
 use tokio::sync::broadcast;
 
 use crate::db::{Db, Entry};
@@ -145,7 +146,8 @@ pub(crate) fn propagate(node: &mut Node, keys: &[Vec<u8>], flushall: bool, now: 
     node.replication.offset += out.len() as u64;
     let _ = node.replication.stream.send(Bytes::from(out));
     let (id, offset) = (node.cluster.myself().id, node.replication.offset);
-    node.cluster.set_replication_offset(&id, offset);
+    node.cluster
+        .set_replication_offset(&id, offset, Instant::from_unix_millis(now));
 }
 
 /// Every `repl-ping-replica-period` seconds a master sends its replicas a PING in the
@@ -162,7 +164,8 @@ pub(crate) fn ping_replicas(node: &mut Node, now: u64) {
     node.replication.offset += out.len() as u64;
     let _ = node.replication.stream.send(Bytes::from(out));
     let (id, offset) = (node.cluster.myself().id, node.replication.offset);
-    node.cluster.set_replication_offset(&id, offset);
+    node.cluster
+        .set_replication_offset(&id, offset, Instant::from_unix_millis(now));
 }
 
 /// The whole keyspace as stream records (RESTORE per key), with no FLUSHALL: an AOF

@@ -260,7 +260,7 @@ impl Sim {
         }
         for i in 0..n {
             sim.nodes[i]
-                .set_config_epoch(i as u64 + 1)
+                .set_config_epoch(i as u64 + 1, Instant::ZERO)
                 .expect("a fresh node knows no other node");
         }
         for i in 1..n {

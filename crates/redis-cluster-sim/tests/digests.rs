@@ -31,14 +31,17 @@ fn failover(seed: u64) -> Sim {
 fn manual_failover(seed: u64) -> Sim {
     let mut sim = Sim::create(3, 1, seed, |_, _| {});
     let (master, replica) = (sim.nodes()[1].myself().id, sim.nodes()[4].myself().id);
-    sim.node_mut(1).set_replication_offset(&master, 100);
-    sim.node_mut(4).set_replication_offset(&replica, 60);
+    sim.node_mut(1)
+        .set_replication_offset(&master, 100, Instant::ZERO);
+    sim.node_mut(4)
+        .set_replication_offset(&replica, 60, Instant::ZERO);
     let now = sim.now();
     let _ = sim
         .node_mut(4)
         .failover(FailoverMode::Default, Instant::from_millis(now));
     sim.run_for(1_000);
-    sim.node_mut(4).set_replication_offset(&replica, 100);
+    let now = Instant::from_millis(sim.now());
+    sim.node_mut(4).set_replication_offset(&replica, 100, now);
     sim.run_for(3_000);
     sim.crash(2);
     sim.run_for(200);

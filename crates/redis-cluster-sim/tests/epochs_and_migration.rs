@@ -59,7 +59,7 @@ fn a_slot_migrates_with_the_redirects_of_the_table() {
             .add_slots(range(start, end), Instant::ZERO)
             .expect("free");
         sim.node_mut(i)
-            .set_config_epoch(i as u64 + 1)
+            .set_config_epoch(i as u64 + 1, Instant::ZERO)
             .expect("alone");
     }
     sim.meet(1, 0);

@@ -24,8 +24,10 @@ fn default_waits_for_the_offset_and_the_old_master_stops_writing() {
     for seed in 0..5 {
         let mut sim = cluster(seed);
         let (master, replica) = (sim.nodes()[1].myself().id, sim.nodes()[4].myself().id);
-        sim.node_mut(1).set_replication_offset(&master, 100);
-        sim.node_mut(4).set_replication_offset(&replica, 60);
+        sim.node_mut(1)
+            .set_replication_offset(&master, 100, Instant::ZERO);
+        sim.node_mut(4)
+            .set_replication_offset(&replica, 60, Instant::ZERO);
         let now = sim.now();
         sim.node_mut(4)
             .failover(FailoverMode::Default, Instant::from_millis(now))
@@ -40,7 +42,8 @@ fn default_waits_for_the_offset_and_the_old_master_stops_writing() {
             "seed {seed}: offset not reached"
         );
         // Replication catches up.
-        sim.node_mut(4).set_replication_offset(&replica, 100);
+        let now = Instant::from_millis(sim.now());
+        sim.node_mut(4).set_replication_offset(&replica, 100, now);
         sim.run_for(2_000);
         assert!(sim.nodes()[4].myself().is_master(), "seed {seed}: promoted");
         let old = &sim.nodes()[1];

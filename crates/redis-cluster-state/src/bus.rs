@@ -85,7 +85,7 @@ impl ClusterNode {
         if let Some(master) = self.topology.node_mut(&master) {
             master.set(NodeFlags::MIGRATE_TO, true);
         }
-        self.update_state();
+        self.refresh_state();
     }
 
     pub(crate) fn remove_node(&mut self, id: &NodeId) {
@@ -317,7 +317,7 @@ impl ClusterNode {
         }
         self.process_gossip(ping, now);
         if self.health.is_stale() {
-            self.update_state();
+            self.refresh_state();
         }
     }
 
@@ -385,7 +385,7 @@ impl ClusterNode {
             forgot = true;
         }
         if forgot {
-            self.update_state();
+            self.refresh_state();
             self.push(Output::SaveConfig);
         }
     }
@@ -503,7 +503,7 @@ impl ClusterNode {
         }
         self.claim_slots(id, epoch, slots);
         self.push(Output::SaveConfig);
-        self.update_state();
+        self.refresh_state();
     }
 
     /// Semantics 2.2: bind each slot the master `sender` claims when it is unassigned or its

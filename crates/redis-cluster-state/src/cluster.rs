@@ -198,7 +198,7 @@ impl ClusterNode {
             gossip_marks: Vec::new(),
         };
         node.timers.set(crate::timers::Timer::Cron, Instant::ZERO);
-        node.update_state();
+        node.refresh_state();
         node
     }
 
@@ -214,17 +214,18 @@ impl ClusterNode {
     /// kept as they were.
     ///
     /// ```
-    /// use redis_cluster_state::{ClusterNode, Config, Duration};
+    /// use redis_cluster_state::{ClusterNode, Config, Duration, Instant};
     ///
     /// let mut node = ClusterNode::new(Config::new("127.0.0.1", 7000));
     /// let mut config = node.config().clone();
     /// config.node_timeout = Duration::from_millis(500);
     /// config.hostname = Some("a.example".into());
-    /// node.set_config(config);
+    /// node.set_config(config, Instant::ZERO);
     /// assert_eq!(node.config().node_timeout, Duration::from_millis(500));
     /// assert_eq!(node.myself().hostname.as_deref(), Some("a.example"));
     /// ```
-    pub fn set_config(&mut self, mut config: Config) {
+    pub fn set_config(&mut self, mut config: Config, now: Instant) {
+        self.tick(now);
         config.id = self.config.id;
         config.seed = self.config.seed;
         config.ip = core::mem::take(&mut self.config.ip);
@@ -316,7 +317,7 @@ impl ClusterNode {
             self.topology.set_importing(slot, None);
             self.bind(slot, Some(self.topology.me()));
         }
-        self.update_state();
+        self.refresh_state();
         Ok(())
     }
 
@@ -334,7 +335,7 @@ impl ClusterNode {
         for slot in slots {
             self.bind(slot, None);
         }
-        self.update_state();
+        self.refresh_state();
         Ok(())
     }
 
@@ -351,7 +352,8 @@ impl ClusterNode {
     }
 
     /// `CLUSTER SET-CONFIG-EPOCH`: only alone and at config epoch 0; raises the current epoch.
-    pub fn set_config_epoch(&mut self, epoch: u64) -> Result<(), CommandError> {
+    pub fn set_config_epoch(&mut self, epoch: u64, now: Instant) -> Result<(), CommandError> {
+        self.tick(now);
         if self.topology.known() > 1 {
             return Err(CommandError::NotAlone);
         }
@@ -365,7 +367,8 @@ impl ClusterNode {
 
     /// Bump without consensus (`CLUSTER BUMPEPOCH`): when this node's config epoch is 0 or not
     /// the largest known, takes currentEpoch + 1. Returns whether it bumped, and the epoch.
-    pub fn bump_epoch(&mut self) -> (bool, u64) {
+    pub fn bump_epoch(&mut self, now: Instant) -> (bool, u64) {
+        self.tick(now);
         let mine = self.myself().config_epoch;
         let largest = self
             .nodes()
@@ -391,7 +394,13 @@ impl ClusterNode {
     /// delay (the node timeout clamped to 0.5–5 s) after it was last in a minority; before
     /// the first cron the state is computed at once, so that a table built and queried
     /// without running the node (a tool, a test) has its plain answer.
-    pub fn update_state(&mut self) -> bool {
+    pub fn update_state(&mut self, now: Instant) -> bool {
+        self.tick(now);
+        self.refresh_state()
+    }
+
+    /// [`Self::update_state`] at the latest input's time.
+    pub(crate) fn refresh_state(&mut self) -> bool {
         let now = Instant::from_millis(self.clock);
         if let Some(ok) = self.health.evaluate(&self.topology, &self.config, now) {
             self.outputs

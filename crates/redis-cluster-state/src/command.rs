@@ -92,7 +92,9 @@ impl ClusterNode {
             ClusterCommand::AddSlots(slots) => self.add_slots(slots, now).map(|()| ok()),
             ClusterCommand::DelSlots(slots) => self.del_slots(slots, now).map(|()| ok()),
             ClusterCommand::SetSlot(parsed) => self.setslot_command(parsed, &keys_in_slot, now),
-            ClusterCommand::SetConfigEpoch(epoch) => self.set_config_epoch(epoch).map(|()| ok()),
+            ClusterCommand::SetConfigEpoch(epoch) => {
+                self.set_config_epoch(epoch, now).map(|()| ok())
+            }
             ClusterCommand::Failover(mode) => self.failover(mode, now).map(|()| ok()),
             ClusterCommand::Meet { given, address } => {
                 let Some((ip, port, cport)) = address else {
@@ -110,7 +112,7 @@ impl ClusterNode {
                 if self.myself().is_master() && keys > 0 {
                     return Err(CommandError::ResetWithKeys);
                 }
-                self.reset(hard);
+                self.reset(hard, now);
                 Ok(ok())
             }
             ClusterCommand::SaveConfig => {
@@ -126,12 +128,12 @@ impl ClusterNode {
                 for slot in mine {
                     self.bind(slot, None);
                 }
-                self.update_state();
+                self.refresh_state();
                 self.push(Output::SaveConfig);
                 Ok(ok())
             }
             ClusterCommand::BumpEpoch => {
-                let (bumped, epoch) = self.bump_epoch();
+                let (bumped, epoch) = self.bump_epoch(now);
                 let word = if bumped { "BUMPED" } else { "STILL" };
                 Ok(Frame::SimpleString(format!("{word} {epoch}").into_bytes()))
             }
@@ -154,7 +156,7 @@ impl ClusterNode {
         let now = Instant::from_millis(now);
         self.topology.blacklist(id, now + FORGET_TTL, now);
         self.remove_node(&id);
-        self.update_state();
+        self.refresh_state();
         self.push(Output::SaveConfig);
         Ok(ok())
     }
@@ -162,7 +164,8 @@ impl ClusterNode {
     /// `CLUSTER RESET [SOFT|HARD]` (`clusterReset`): a replica becomes a master (the driver
     /// empties its keyspace on [`crate::Event::BecameMaster`]), every slot and open slot is
     /// dropped, every other node forgotten; HARD also zeroes the epochs and draws a new id.
-    pub fn reset(&mut self, hard: bool) {
+    pub fn reset(&mut self, hard: bool, now: Instant) {
+        self.tick(now);
         if self.myself().is_replica() {
             let me = self.topology.myself_mut();
             me.set(NodeFlags::REPLICA, false);
@@ -188,7 +191,7 @@ impl ClusterNode {
             let id = crate::cluster::random_id(&mut self.rng);
             self.topology.rename(&me, id);
         }
-        self.update_state();
+        self.refresh_state();
         self.push(Output::SaveConfig);
     }
 
@@ -243,11 +246,11 @@ impl ClusterNode {
             }
             SetSlot::Migrating(slot, id) => {
                 let id = known(self, id, CommandError::UnknownAbout)?;
-                self.set_migrating(slot, id)?;
+                self.set_migrating(slot, id, now)?;
             }
             SetSlot::Importing(slot, id) => {
                 let id = known(self, id, CommandError::UnknownAbout)?;
-                self.set_importing(slot, id)?;
+                self.set_importing(slot, id, now)?;
             }
             SetSlot::Node(slot, id) => {
                 let id = known(self, id, CommandError::UnknownNode)?;
@@ -258,7 +261,13 @@ impl ClusterNode {
     }
 
     /// `CLUSTER SETSLOT <slot> MIGRATING <id>` on the owner.
-    pub fn set_migrating(&mut self, slot: Slot, to: NodeId) -> Result<(), CommandError> {
+    pub fn set_migrating(
+        &mut self,
+        slot: Slot,
+        to: NodeId,
+        now: Instant,
+    ) -> Result<(), CommandError> {
+        self.tick(now);
         if self.owner(slot).map(|n| n.id) != Some(self.myself().id) {
             return Err(CommandError::NotOwner(slot));
         }
@@ -270,7 +279,13 @@ impl ClusterNode {
     }
 
     /// `CLUSTER SETSLOT <slot> IMPORTING <id>` on the new owner.
-    pub fn set_importing(&mut self, slot: Slot, from: NodeId) -> Result<(), CommandError> {
+    pub fn set_importing(
+        &mut self,
+        slot: Slot,
+        from: NodeId,
+        now: Instant,
+    ) -> Result<(), CommandError> {
+        self.tick(now);
         if self.owner(slot).map(|n| n.id) == Some(self.myself().id) {
             return Err(CommandError::AlreadyOwner(slot));
         }
@@ -318,9 +333,9 @@ impl ClusterNode {
         }
         if to == me && self.topology.set_importing(slot, None).is_some() {
             // Bump without consensus, so that the new claim wins over the old owner's.
-            self.bump_epoch();
+            self.bump_epoch(now);
         }
-        self.update_state();
+        self.refresh_state();
         Ok(())
     }
 }

@@ -72,7 +72,7 @@ impl ClusterNode {
         // PFAIL mark here; slot owners, FAIL marks and roles flag it where they change),
         // and on every tick while the cluster is down (its delays run out with time).
         if self.health.due() {
-            self.update_state();
+            self.refresh_state();
         }
     }
 

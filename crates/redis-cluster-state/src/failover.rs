@@ -147,7 +147,7 @@ impl ClusterNode {
         }
         self.reset_election();
         self.end_manual();
-        self.update_state();
+        self.refresh_state();
         self.push(Output::SaveConfig);
         let linked: Vec<NodeId> = self
             .nodes()
@@ -243,7 +243,7 @@ impl ClusterNode {
         match mode {
             FailoverMode::Takeover => {
                 // No election: a new config epoch of our own, then the slots.
-                self.bump_epoch();
+                self.bump_epoch(Instant::from_millis(now));
                 self.election = Election::take_over(self.myself().config_epoch);
                 self.win_election(master_id, now);
             }

@@ -90,7 +90,7 @@ impl ClusterNode {
         }
         self.push(Output::Event(Event::NodeFailed { node: *id }));
         self.broadcast(MessageType::FAIL, OwnedFail { node: *id }.into());
-        self.update_state();
+        self.refresh_state();
         self.push(Output::SaveConfig);
     }
 
@@ -110,7 +110,7 @@ impl ClusterNode {
         node.set(NodeFlags::FAIL, true);
         node.fail_time = now;
         self.push(Output::Event(Event::NodeFailed { node: *id }));
-        self.update_state();
+        self.refresh_state();
         self.push(Output::SaveConfig);
     }
 
@@ -130,7 +130,7 @@ impl ClusterNode {
         if !serving || now.saturating_sub(node.fail_time) > undo {
             node.set(NodeFlags::FAIL, false);
             self.push(Output::Event(Event::NodeRecovered { node: *id }));
-            self.update_state();
+            self.refresh_state();
             self.push(Output::SaveConfig);
         }
     }

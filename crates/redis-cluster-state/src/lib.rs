@@ -84,7 +84,9 @@
 //! that the receiver compares with its own clock, and `CLUSTER NODES` prints them. A real
 //! node's driver therefore passes Unix milliseconds ([`Instant::from_unix_millis`]); the
 //! times a [`Node`] records (`ping_sent`, `pong_received`, …) are those same milliseconds,
-//! as the wire and `CLUSTER NODES` show them.
+//! as the wire and `CLUSTER NODES` show them. Every input takes `now`, and the node's clock
+//! never goes back; the exceptions change no state that time bears on: the debugging
+//! switches (`set_drop_filter`, `set_walk_every_tick`), `set_hostname` and `count_message`.
 //!
 //! [`ClusterNode`] is thin: it takes the inputs, dispatches them, and alone queues outputs.
 //! What it knows is kept in parts with private fields and methods of their own, which

@@ -8,7 +8,7 @@ use redis_cluster_bus::{MessageType, NodeId, OwnedBody, OwnedMessage, OwnedPubli
 
 use redis_hash_slot::Slot;
 
-use crate::{ClusterNode, Output};
+use crate::{cluster::ClusterNode, output::Output, time::Instant};
 
 impl ClusterNode {
     /// PUBLISH on this node: the message goes to every node this node has a link to
@@ -16,14 +16,15 @@ impl ClusterNode {
     /// driver delivers it to this node's subscribers itself.
     ///
     /// ```
-    /// use redis_cluster_state::{ClusterNode, Config, Output};
+    /// use redis_cluster_state::{ClusterNode, Config, Instant, Output};
     ///
     /// let mut node = ClusterNode::new(Config::new("127.0.0.1", 7000));
-    /// node.publish(b"news", b"hello");
+    /// node.publish(b"news", b"hello", Instant::ZERO);
     /// // A node alone sends it nowhere.
     /// assert!(!core::iter::from_fn(|| node.poll_output()).any(|o| matches!(o, Output::Transmit { .. })));
     /// ```
-    pub fn publish(&mut self, channel: &[u8], message: &[u8]) {
+    pub fn publish(&mut self, channel: &[u8], message: &[u8], now: Instant) {
+        self.tick(now);
         let body = OwnedBody::Publish(OwnedPublish {
             channel: channel.to_vec(),
             message: message.to_vec(),
@@ -33,7 +34,8 @@ impl ClusterNode {
 
     /// SPUBLISH on this node (which serves the channel's slot): the message goes to the
     /// other nodes of its shard, its master or its replicas (`clusterPropagatePublishShard`).
-    pub fn publish_shard(&mut self, channel: &[u8], message: &[u8]) {
+    pub fn publish_shard(&mut self, channel: &[u8], message: &[u8], now: Instant) {
+        self.tick(now);
         let Some(master) = self.shard_master() else {
             return;
         };

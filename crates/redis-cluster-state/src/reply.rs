@@ -8,7 +8,9 @@ use redis_cluster_bus::NodeId;
 use redis_hash_slot::Slot;
 use redis_resp::Frame;
 
-use crate::{cluster::ClusterNode, config::EndpointType, node::Node, output::LinkId};
+use crate::{
+    cluster::ClusterNode, config::EndpointType, node::Node, output::LinkId, time::Instant,
+};
 
 /// A reply frame: owned bytes.
 pub type Reply = Frame<Vec<u8>>;
@@ -109,7 +111,8 @@ impl ClusterNode {
     /// Records a node's replication offset: this node's own from the driver's replication
     /// layer, another's from the `offset` of its bus headers. CLUSTER SLOTS lists a replica
     /// only once it has one.
-    pub fn set_replication_offset(&mut self, id: &NodeId, offset: u64) -> bool {
+    pub fn set_replication_offset(&mut self, id: &NodeId, offset: u64, now: Instant) -> bool {
+        self.tick(now);
         match self.topology.node_mut(id) {
             Some(node) => {
                 node.repl_offset = offset;

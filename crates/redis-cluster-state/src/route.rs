@@ -154,7 +154,7 @@ impl ClusterNode {
     /// # use redis_hash_slot::Slot;
     /// node.add_slots((0..16384).filter_map(Slot::new), Instant::ZERO)
     ///     .expect("free slots");
-    /// node.update_state();
+    /// node.update_state(Instant::ZERO);
     /// assert!(node.route_blocked(&Request::new(&[b"queue"])).is_served());
     /// ```
     pub fn route_blocked<K: AsRef<[u8]>>(&self, request: &Request<'_, K>) -> Decision<'_> {

@@ -268,7 +268,7 @@ impl ClusterNode {
         let largest = cluster.nodes().map(|n| n.config_epoch).max().unwrap_or(0);
         cluster.current_epoch = current.max(largest);
         cluster.last_vote_epoch = vote;
-        cluster.update_state();
+        cluster.refresh_state();
         Ok(cluster)
     }
 }

@@ -40,7 +40,11 @@ fn load(dir: &std::path::Path, port: u16) -> ClusterNode {
                 panic!("id and offset")
             };
             let id = redis_cluster_bus::NodeId(id.try_into().expect("40 bytes"));
-            assert!(node.set_replication_offset(&id, offset as u64));
+            assert!(node.set_replication_offset(
+                &id,
+                offset as u64,
+                redis_cluster_state::Instant::ZERO
+            ));
         }
     }
     node

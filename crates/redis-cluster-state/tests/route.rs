@@ -267,7 +267,7 @@ fn a_blocked_client_moves_only_when_its_slot_has_left() {
         Instant::ZERO,
     )
     .expect("a slot of Y's");
-    down.update_state();
+    down.update_state(Instant::ZERO);
     assert!(!down.state_ok());
     assert_eq!(blocked(&down, b"bar"), "CLUSTERDOWN The cluster is down");
 }
