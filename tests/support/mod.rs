@@ -181,11 +181,10 @@ impl RedisServer {
                 let log = std::fs::read_to_string(self.dir.join("redis.log")).unwrap_or_default();
                 return Err(format!("exited with {status}: {stderr}{log}"));
             }
-            if let Ok(stream) = TcpStream::connect(("127.0.0.1", self.port)) {
-                let mut client = Client::from_stream(stream);
-                if client.command(&[b"PING"]) == Frame::SimpleString("PONG".into()) {
-                    return Ok(());
-                }
+            // A connection reset or a wrong answer is not ready yet (or another process's
+            // listener on a port this one failed to bind: then the child exits, seen above).
+            if TcpStream::connect(("127.0.0.1", self.port)).is_ok_and(answers_ping) {
+                return Ok(());
             }
             std::thread::sleep(Duration::from_millis(20));
         }
@@ -224,6 +223,15 @@ fn bounded(stream: TcpStream) -> TcpStream {
         .set_write_timeout(Some(READ_TIMEOUT))
         .expect("set write timeout");
     stream
+}
+
+/// Whether `stream` answers PING with PONG; any I/O error is a no.
+fn answers_ping(stream: TcpStream) -> bool {
+    let mut stream = bounded(stream);
+    let mut reply = [0u8; 7];
+    stream.write_all(b"*1\r\n$4\r\nPING\r\n").is_ok()
+        && stream.read_exact(&mut reply).is_ok()
+        && &reply == b"+PONG\r\n"
 }
 
 /// `n` different ports that were free a moment ago (separate calls to [`free_port`] can
