@@ -10,6 +10,7 @@
 
 use std::collections::VecDeque;
 
+use redis_cluster_proto::bus::MessageType;
 use redis_cluster_proto::hash_slot::Slot;
 use redis_cluster_proto::resp::errors::{NOT_INTEGER, SYNTAX};
 use redis_cluster_proto::resp::{Frame, errors};
@@ -964,7 +965,8 @@ fn debug(node: &mut Node, sub: &[u8], args: &[&[u8]], now: u64) -> Reply {
         },
         [kind] if eq(sub, "drop-cluster-packet-filter") => match integer(kind) {
             Some(kind) => {
-                node.cluster.set_drop_filter(u16::try_from(kind).ok());
+                node.cluster
+                    .set_drop_filter(u16::try_from(kind).ok().map(MessageType));
                 ok()
             }
             None => error(NOT_INTEGER),

@@ -124,10 +124,10 @@ impl ClusterNode {
             return; // nothing for the tables
         };
         let kind = message.kind();
-        self.count_message(kind.base().0, false);
+        self.count_message(kind.base(), false);
         // DEBUG DROP-CLUSTER-PACKET-FILTER: counted as received, then ignored, as the
         // server does.
-        if self.drop_filter == Some(kind.0) {
+        if self.drop_filter == Some(kind) {
             return;
         }
         let sender_id = header.sender();
@@ -330,15 +330,15 @@ impl ClusterNode {
     /// use redis_cluster_state::{ClusterNode, Config};
     ///
     /// let mut node = ClusterNode::new(Config::new("127.0.0.1", 7000));
-    /// node.set_drop_filter(Some(MessageType::PONG.0));
-    /// assert_eq!(node.drop_filter(), Some(MessageType::PONG.0));
+    /// node.set_drop_filter(Some(MessageType::PONG));
+    /// assert_eq!(node.drop_filter(), Some(MessageType::PONG));
     /// ```
-    pub fn set_drop_filter(&mut self, kind: Option<u16>) {
+    pub fn set_drop_filter(&mut self, kind: Option<MessageType>) {
         self.drop_filter = kind;
     }
 
     /// The type [`ClusterNode::set_drop_filter`] set.
-    pub fn drop_filter(&self) -> Option<u16> {
+    pub fn drop_filter(&self) -> Option<MessageType> {
         self.drop_filter
     }
 
@@ -484,7 +484,7 @@ impl ClusterNode {
                 slots,
             },
         );
-        self.count_message(MessageType::UPDATE.0, true);
+        self.count_message(MessageType::UPDATE, true);
         self.send_to(sender, message);
     }
 

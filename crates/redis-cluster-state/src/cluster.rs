@@ -55,7 +55,7 @@ pub struct ClusterNode {
     /// The time of the latest input (ms).
     pub(crate) clock: u64,
     /// DEBUG DROP-CLUSTER-PACKET-FILTER: incoming messages of this type are ignored.
-    pub(crate) drop_filter: Option<u16>,
+    pub(crate) drop_filter: Option<redis_cluster_bus::MessageType>,
     /// Which table entries the gossip section being built holds, a bit each (kept between
     /// sections only to save its allocation).
     pub(crate) gossip_marks: Vec<u64>,

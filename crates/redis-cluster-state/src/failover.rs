@@ -206,7 +206,7 @@ impl ClusterNode {
             self.header(),
             OwnedBody::Failover,
         );
-        self.count_message(MessageType::FAILOVER_AUTH_ACK.0, true);
+        self.count_message(MessageType::FAILOVER_AUTH_ACK, true);
         self.send_to(&requester, message);
     }
 
@@ -254,7 +254,7 @@ impl ClusterNode {
             FailoverMode::Default => {
                 let message =
                     OwnedMessage::new(MessageType::MFSTART, self.header(), OwnedBody::Failover);
-                self.count_message(MessageType::MFSTART.0, true);
+                self.count_message(MessageType::MFSTART, true);
                 self.send_to(&master_id, message);
             }
         }

@@ -52,7 +52,7 @@ impl ClusterNode {
         });
         for to in shard {
             let message = OwnedMessage::new(MessageType::PUBLISHSHARD, self.header(), body.clone());
-            self.count_message(MessageType::PUBLISHSHARD.0, true);
+            self.count_message(MessageType::PUBLISHSHARD, true);
             self.send_to(&to, message);
         }
     }

@@ -4,7 +4,7 @@
 use alloc::{format, string::String, vec, vec::Vec};
 use core::fmt::Write as _;
 
-use redis_cluster_bus::NodeId;
+use redis_cluster_bus::{MessageType, NodeId};
 use redis_hash_slot::Slot;
 use redis_resp::Frame;
 
@@ -313,8 +313,8 @@ impl ClusterNode {
     }
 
     /// Counts a bus message of type `kind` (0 to 10) sent or received, for CLUSTER INFO.
-    pub fn count_message(&mut self, kind: u16, sent: bool) {
-        self.stats.count(kind, sent);
+    pub fn count_message(&mut self, kind: MessageType, sent: bool) {
+        self.stats.count(kind.0, sent);
     }
 }
 

@@ -39,7 +39,7 @@ impl ClusterNode {
             .collect();
         let mut links = Vec::with_capacity(linked.len());
         for to in linked {
-            self.count_message(kind.0, true);
+            self.count_message(kind, true);
             links.extend(self.link_to(&to));
         }
         if !links.is_empty() {
@@ -80,7 +80,7 @@ impl ClusterNode {
         }
         let ping = self.gossip_body();
         let message = OwnedMessage::new(kind, self.header(), ping);
-        self.count_message(kind.0, true);
+        self.count_message(kind, true);
         self.push(Output::Transmit {
             links: alloc::vec![link],
             message: Box::new(message),

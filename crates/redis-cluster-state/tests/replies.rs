@@ -4,6 +4,7 @@
 
 mod support;
 
+use redis_cluster_bus::MessageType;
 use redis_cluster_state::{ClusterNode, Protocol};
 use redis_resp::{Frame, Status};
 use support::dirs;
@@ -159,8 +160,8 @@ fn cluster_info_matches_up_to_the_counters() {
         ));
     }
     let mut node = load(&dirs()[0].0, 7000);
-    node.count_message(0, true);
-    node.count_message(2, false);
+    node.count_message(MessageType::PING, true);
+    node.count_message(MessageType::MEET, false);
     let info = node.cluster_info();
     assert!(info.contains(
         "cluster_stats_messages_ping_sent:6\r\ncluster_stats_messages_sent:6\r\n\
