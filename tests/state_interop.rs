@@ -157,7 +157,7 @@ fn cluster_links_match_a_real_server() {
     let b_id = NodeId(b_id.as_bytes().try_into().unwrap());
     // The cron asks for links to every node it knows (B only: A is itself).
     ours.handle_timeout(Instant::from_millis(2));
-    let to_b = std::iter::from_fn(|| ours.poll_output())
+    let to_b = std::iter::from_fn(|| ours.poll_output(&mut Vec::new()))
         .find_map(|o| match o {
             Output::Connect { link, node, .. } if node == b_id => Some(link),
             _ => None,

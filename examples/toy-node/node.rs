@@ -274,18 +274,18 @@ fn pump(shared: &Shared, node: &mut Node) {
 fn drain(shared: &Shared, node: &mut Node) {
     // Links whose peer stopped reading: closed, and reported down, after the outputs.
     let mut stuck = Vec::new();
+    // Where the state machine writes each message, once.
+    let mut encoded = Vec::new();
     loop {
-        while let Some(output) = node.cluster.poll_output() {
+        while let Some(output) = node.cluster.poll_output(&mut encoded) {
             match output {
                 Output::Connect {
                     link, ip, cport, ..
                 } => {
                     tokio::spawn(connect(shared.clone(), link, ip, cport));
                 }
-                Output::Transmit { links, message } => {
-                    let mut encoded = Vec::with_capacity(message.encoded_len());
-                    message.encode(&mut encoded);
-                    let bytes = Bytes::from(encoded);
+                Output::Transmit { links } => {
+                    let bytes = Bytes::copy_from_slice(&encoded);
                     for link in links {
                         let full = node.links.get(&link).is_some_and(|writer| {
                             let sent = writer.queue.try_send(bytes.clone());

@@ -667,7 +667,10 @@ impl Sim {
 
     /// Carries out node `i`'s outputs.
     fn drain(&mut self, i: usize) {
-        while let Some(output) = self.nodes[i].poll_output() {
+        // Where the node writes each message, once; each link's delivery copies it into a
+        // spare buffer.
+        let mut encoded = self.spare.pop().unwrap_or_default();
+        while let Some(output) = self.nodes[i].poll_output(&mut encoded) {
             match output {
                 Output::Connect {
                     link, ip, cport, ..
@@ -686,16 +689,10 @@ impl Sim {
                         }
                     }
                 }
-                Output::Transmit { links, message } => {
-                    // Encoded once; each link's delivery takes a copy from the spare buffers.
-                    let mut encoded = self.spare.pop().unwrap_or_default();
-                    encoded.clear();
-                    encoded.reserve(message.encoded_len());
-                    message.encode(&mut encoded);
+                Output::Transmit { links } => {
                     for link in links {
                         self.transmit(i, link, &encoded);
                     }
-                    self.recycle(encoded);
                 }
                 Output::Close(link) => {
                     let peer = self.peer_of(i, link);
@@ -726,6 +723,7 @@ impl Sim {
                 }
             }
         }
+        self.recycle(encoded);
         self.schedule_cron(i);
     }
 }

@@ -41,7 +41,7 @@ pub struct ClusterNode {
     pub(crate) stats: crate::stats::Stats,
     /// The generator every random choice draws from, seeded by the config.
     pub(crate) rng: u64,
-    pub(crate) outputs: VecDeque<Output>,
+    pub(crate) outputs: VecDeque<crate::output::Queued>,
     /// The bus links handed out and not yet closed.
     pub(crate) links: crate::handles::Links,
     /// The deadlines: the cron, a manual failover's end, the election's request.
@@ -403,8 +403,7 @@ impl ClusterNode {
     pub(crate) fn refresh_state(&mut self) -> bool {
         let now = Instant::from_millis(self.clock);
         if let Some(ok) = self.health.evaluate(&self.topology, &self.config, now) {
-            self.outputs
-                .push_back(Output::Event(crate::output::Event::StateChanged { ok }));
+            self.push(Output::Event(crate::output::Event::StateChanged { ok }));
         }
         self.health.ok()
     }

@@ -32,7 +32,7 @@
 //! // Each connection as (node, its handle) at both ends; bytes on their way.
 //! let mut conns: Vec<[(usize, LinkId); 2]> = Vec::new();
 //! let mut wire: VecDeque<(usize, LinkId, Vec<u8>)> = VecDeque::new();
-//! let mut buf = Vec::new(); // where each message is encoded, once
+//! let mut buf = Vec::new(); // where the node writes each message, once
 //! let mut now = Instant::ZERO;
 //! while now < Instant::from_millis(3_000) {
 //!     for node in &mut nodes {
@@ -40,7 +40,7 @@
 //!     }
 //!     loop {
 //!         for i in 0..2 {
-//!             while let Some(output) = nodes[i].poll_output() {
+//!             while let Some(output) = nodes[i].poll_output(&mut buf) {
 //!                 match output {
 //!                     Output::Connect { link, cport, .. } => {
 //!                         let peer = usize::from(cport - 17000);
@@ -48,9 +48,7 @@
 //!                         conns.push([(i, link), (peer, accepted)]);
 //!                         nodes[i].handle_connected(link, now);
 //!                     }
-//!                     Output::Transmit { links, message } => {
-//!                         buf.clear();
-//!                         message.encode(&mut buf);
+//!                     Output::Transmit { links } => {
 //!                         for link in links {
 //!                             let conn = conns.iter().find(|c| c.contains(&(i, link)));
 //!                             let to = conn.and_then(|c| c.iter().find(|end| end.0 != i));
@@ -94,14 +92,10 @@
 //! slot owners, open slots), the cluster state and when it is due again, the link handles,
 //! the table of deadlines, the election and the manual failover, and the message counters.
 //!
-//! Two departures from `ARCHITECTURE.md`'s contract, each for a reason:
-//! - Time has a known origin (above).
-//! - A message leaves as [`Output::Transmit`]: the typed message and every link it goes
-//!   to. The driver encodes it once into a buffer of its own ([`redis_cluster_bus::OwnedMessage::encode`]
-//!   appends) and writes the same bytes on each link. The node does not write into the
-//!   caller's buffer itself, so that a driver, a test or a tool can still read what is
-//!   sent without decoding it again; a broadcast is still one message, built and encoded
-//!   once.
+//! Messages leave as bytes: [`ClusterNode::poll_output`] writes each into a buffer the
+//! caller passes and reuses, and [`Output::Transmit`] names every link those bytes go to,
+//! so a broadcast is built and encoded once. Where `ARCHITECTURE.md` has messages go to a
+//! node (or to an address, for MEET), they go to links, which the node names itself.
 //!
 //! The source, a sentence per file: `cluster.rs` holds [`ClusterNode`], its parts, and the
 //! inputs that change slots and epochs; `topology.rs` the nodes and who serves what (pure

@@ -24,14 +24,12 @@ pub enum Output {
         /// Its bus port.
         cport: u16,
     },
-    /// Encode `message` once (into a buffer of the driver's, with
-    /// [`OwnedMessage::encode`]) and write the bytes on each of `links`: a broadcast is one
-    /// `Transmit` to every linked node, in id order.
+    /// Write the message [`ClusterNode::poll_output`] encoded into the caller's buffer on
+    /// each of `links`: a broadcast is one `Transmit` to every linked node, in id order,
+    /// encoded once.
     Transmit {
         /// Where, never empty.
         links: Vec<LinkId>,
-        /// What.
-        message: Box<OwnedMessage>,
     },
     /// Close `link` (its node was forgotten, left the handshake as a duplicate, moved, or
     /// stopped answering on it). No [`ClusterNode::handle_link_down`] is due for it.
@@ -50,6 +48,19 @@ pub enum Output {
         message: Vec<u8>,
         /// SPUBLISH's (to SSUBSCRIBE clients) rather than PUBLISH's.
         sharded: bool,
+    },
+}
+
+/// An output as the node keeps it until it is polled: a message stays typed until it is
+/// encoded into the caller's buffer.
+#[derive(Clone, Debug)]
+pub(crate) enum Queued {
+    /// Anything but a message.
+    Output(Output),
+    /// A message for `links`.
+    Message {
+        links: Vec<LinkId>,
+        message: Box<OwnedMessage>,
     },
 }
 

@@ -21,7 +21,7 @@ impl ClusterNode {
     /// let mut node = ClusterNode::new(Config::new("127.0.0.1", 7000));
     /// node.publish(b"news", b"hello", Instant::ZERO);
     /// // A node alone sends it nowhere.
-    /// assert!(!core::iter::from_fn(|| node.poll_output()).any(|o| matches!(o, Output::Transmit { .. })));
+    /// assert!(!core::iter::from_fn(|| node.poll_output(&mut Vec::new())).any(|o| matches!(o, Output::Transmit { .. })));
     /// ```
     pub fn publish(&mut self, channel: &[u8], message: &[u8], now: Instant) {
         self.tick(now);

@@ -8,24 +8,66 @@ use redis_hash_slot::SlotSet;
 
 use crate::{
     cluster::ClusterNode,
-    output::{LinkId, Output},
+    output::{LinkId, Output, Queued},
 };
 
 impl ClusterNode {
-    /// The next output, in the order they were produced.
-    pub fn poll_output(&mut self) -> Option<Output> {
-        self.outputs.pop_front()
+    /// The next output, in the order they were produced. `buf` is cleared; for an
+    /// [`Output::Transmit`] it then holds the message's bytes, to be written on each of its
+    /// links.
+    ///
+    /// ```
+    /// use redis_cluster_bus::{Message, MessageType};
+    /// use redis_cluster_state::{ClusterNode, Config, Instant, Output};
+    ///
+    /// let mut node = ClusterNode::new(Config::new("127.0.0.1", 7000));
+    /// node.meet("127.0.0.1", 7001, 17001, Instant::ZERO)?;
+    /// node.handle_timeout(Instant::ZERO); // the cron asks for a link to the node met
+    /// let mut buf = Vec::new();
+    /// let link = std::iter::from_fn(|| node.poll_output(&mut buf))
+    ///     .find_map(|o| match o {
+    ///         Output::Connect { link, .. } => Some(link),
+    ///         _ => None,
+    ///     })
+    ///     .ok_or("a connect")?;
+    /// node.handle_connected(link, Instant::ZERO);
+    /// let Some(Output::Transmit { links }) = node.poll_output(&mut buf) else {
+    ///     return Err("a message".into());
+    /// };
+    /// assert_eq!(links, [link]);
+    /// assert_eq!(Message::decode(&buf)?.kind(), MessageType::MEET);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn poll_output(&mut self, buf: &mut Vec<u8>) -> Option<Output> {
+        buf.clear();
+        match self.outputs.pop_front()? {
+            Queued::Output(output) => Some(output),
+            Queued::Message { links, message } => {
+                buf.reserve(message.encoded_len());
+                message.encode(buf);
+                Some(Output::Transmit { links })
+            }
+        }
     }
 
     pub(crate) fn push(&mut self, output: Output) {
         // One save waiting is enough: the driver writes nodes.conf as it is when it gets
         // there, after every change of the same input.
-        if matches!(output, Output::SaveConfig)
-            && self.outputs.iter().any(|o| matches!(o, Output::SaveConfig))
-        {
+        let save = |q: &Queued| matches!(q, Queued::Output(Output::SaveConfig));
+        if matches!(output, Output::SaveConfig) && self.outputs.iter().any(save) {
             return;
         }
-        self.outputs.push_back(output);
+        self.outputs.push_back(Queued::Output(output));
+    }
+
+    /// Queues `message` for `links` (none: nothing is queued).
+    fn push_message(&mut self, links: Vec<LinkId>, message: OwnedMessage) {
+        if !links.is_empty() {
+            self.outputs.push_back(Queued::Message {
+                links,
+                message: Box::new(message),
+            });
+        }
     }
 
     /// A message of type `kind` with this node's header and `body`, to every linked node
@@ -43,10 +85,8 @@ impl ClusterNode {
             links.extend(self.link_to(&to));
         }
         if !links.is_empty() {
-            self.push(Output::Transmit {
-                links,
-                message: Box::new(OwnedMessage::new(kind, self.header(), body)),
-            });
+            let message = OwnedMessage::new(kind, self.header(), body);
+            self.push_message(links, message);
         }
     }
 
@@ -54,10 +94,7 @@ impl ClusterNode {
     /// dropped, as the server sends nothing on a missing link).
     pub(crate) fn send_to(&mut self, id: &NodeId, message: OwnedMessage) {
         if let Some(link) = self.link_to(id) {
-            self.push(Output::Transmit {
-                links: alloc::vec![link],
-                message: Box::new(message),
-            });
+            self.push_message(alloc::vec![link], message);
         }
     }
 
@@ -81,10 +118,7 @@ impl ClusterNode {
         let ping = self.gossip_body();
         let message = OwnedMessage::new(kind, self.header(), ping);
         self.count_message(kind, true);
-        self.push(Output::Transmit {
-            links: alloc::vec![link],
-            message: Box::new(message),
-        });
+        self.push_message(alloc::vec![link], message);
     }
 
     /// Records a PING sent to `id` at `now` unless one is in flight. Written quietly, the

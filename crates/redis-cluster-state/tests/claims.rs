@@ -45,12 +45,12 @@ fn ping(node: &mut ClusterNode, sender: &str, port: u16, epoch: u64, slots: &[u1
 /// The UPDATE messages among the outputs, as (to, about, slots described).
 fn updates(node: &mut ClusterNode) -> Vec<(LinkId, NodeId, Vec<u16>)> {
     let mut out = Vec::new();
-    while let Some(output) = node.poll_output() {
-        if let Output::Transmit { links, message } = output {
-            if message.kind == MessageType::UPDATE {
-                let mut wire = Vec::new();
-                message.encode(&mut wire);
-                let Ok(Message::Update(update)) = Message::decode(&wire) else {
+    let mut wire = Vec::new();
+    while let Some(output) = node.poll_output(&mut wire) {
+        if let Output::Transmit { links } = output {
+            let message = Message::decode(&wire).expect("a message");
+            if message.kind() == MessageType::UPDATE {
+                let Message::Update(update) = message else {
                     panic!("an UPDATE")
                 };
                 let slots: Vec<u16> = SlotSet::from(update.slots())

@@ -300,7 +300,7 @@ fn reset_forgets_everything() {
 /// Whether the outputs since the last call ask for nodes.conf to be saved, and how often.
 fn saves(node: &mut ClusterNode) -> usize {
     let mut saves = 0;
-    while let Some(output) = node.poll_output() {
+    while let Some(output) = node.poll_output(&mut Vec::new()) {
         saves += usize::from(matches!(output, redis_cluster_state::Output::SaveConfig));
     }
     saves

@@ -40,7 +40,7 @@ fn fixture(d_flags: &str) -> ClusterNode {
         let link = support::link_to(&node, &id(peer));
         node.handle_message(link, "127.0.0.1", &decode(&pong), Instant::from_millis(2));
     }
-    while node.poll_output().is_some() {}
+    while node.poll_output(&mut Vec::new()).is_some() {}
     node
 }
 
@@ -86,7 +86,7 @@ fn gossip(node: &mut ClusterNode, entry: OwnedGossip, now: u64) -> Vec<Output> {
     let wire = message(B, MessageType::PING, vec![entry]);
     let link = node.handle_accepted(Instant::from_millis(now));
     node.handle_message(link, "127.0.0.1", &decode(&wire), Instant::from_millis(now));
-    std::iter::from_fn(|| node.poll_output()).collect()
+    std::iter::from_fn(|| node.poll_output(&mut Vec::new())).collect()
 }
 
 fn pong_of(node: &ClusterNode, who: &str) -> u64 {
@@ -192,7 +192,7 @@ fn a_failing_node_seen_healthy_elsewhere_moves_to_the_address_gossiped() {
     );
     // The next cron connects to the new address.
     node.handle_timeout(Instant::from_millis(150_800));
-    let connect = std::iter::from_fn(|| node.poll_output()).find_map(|o| match o {
+    let connect = std::iter::from_fn(|| node.poll_output(&mut Vec::new())).find_map(|o| match o {
         Output::Connect {
             node: n, ip, cport, ..
         } if n == id(D) => Some((ip, cport)),
@@ -229,10 +229,12 @@ fn an_unknown_node_from_a_known_sender_is_added_under_its_id_and_pinged_not_met(
     assert_eq!((e.port, e.cport), (7004, 17004));
     // The cron connects to it; the first message on the link is a PING, not a MEET.
     support::connect(&mut node, Instant::from_millis(101));
-    let first = std::iter::from_fn(|| node.poll_output()).find_map(|o| match o {
-        Output::Transmit { message, .. } => Some(message.kind),
-        _ => None,
-    });
+    let mut wire = Vec::new();
+    let first = std::iter::from_fn(|| node.poll_output(&mut wire).map(|o| (o, wire.clone())))
+        .find_map(|(o, wire)| match o {
+            Output::Transmit { .. } => Message::decode(&wire).ok().map(|m| m.kind()),
+            _ => None,
+        });
     assert_eq!(first, Some(MessageType::PING));
 }
 

@@ -45,7 +45,7 @@ fn ping(
     }
     support::ping_from(node, header);
     let mut saved = false;
-    while let Some(output) = node.poll_output() {
+    while let Some(output) = node.poll_output(&mut Vec::new()) {
         saved |= matches!(output, Output::SaveConfig);
     }
     saved
@@ -152,7 +152,7 @@ fn ping_from_b(node: &mut ClusterNode, forget: &[&str], gossip: &[(&str, u16)], 
     let link = node.handle_accepted(Instant::from_millis(now));
     node.handle_message(link, "127.0.0.1", &message, Instant::from_millis(now));
     let mut saved = false;
-    while let Some(output) = node.poll_output() {
+    while let Some(output) = node.poll_output(&mut Vec::new()) {
         saved |= matches!(output, Output::SaveConfig);
     }
     saved

@@ -76,7 +76,7 @@ pub fn id(text: &str) -> NodeId {
 #[allow(dead_code)] // not every test file links
 pub fn connect(node: &mut ClusterNode, now: Instant) {
     node.handle_timeout(now);
-    let links: Vec<LinkId> = std::iter::from_fn(|| node.poll_output())
+    let links: Vec<LinkId> = std::iter::from_fn(|| node.poll_output(&mut Vec::new()))
         .filter_map(|output| match output {
             Output::Connect { link, .. } => Some(link),
             _ => None,
@@ -102,7 +102,7 @@ pub fn linked(text: &str) -> ClusterNode {
         ClusterNode::from_nodes_conf(Config::new("127.0.0.1", 7000), text, Instant::ZERO)
             .expect("loads");
     connect(&mut node, Instant::from_millis(1));
-    while node.poll_output().is_some() {}
+    while node.poll_output(&mut Vec::new()).is_some() {}
     node
 }
 
@@ -162,6 +162,6 @@ pub fn load(dir: &Path, port: u16) -> ClusterNode {
         // Hostnames travel in a ping extension this PONG does not carry: put it back.
         node.set_hostname(id, hostname);
     }
-    while node.poll_output().is_some() {}
+    while node.poll_output(&mut Vec::new()).is_some() {}
     node
 }
