@@ -9,7 +9,8 @@ use redis_cluster_bus::{ExtensionType, Message, MessageType, NodeFlags, NodeId, 
 use redis_hash_slot::{Slot, SlotSet};
 
 use crate::{
-    cluster::{ClusterNode, CommandError, random_id},
+    cluster::{ClusterNode, random_id},
+    error::CommandError,
     node::{Node, NodeIp},
     output::{Event, LinkId, Output},
     time::Instant,

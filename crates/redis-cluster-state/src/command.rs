@@ -8,7 +8,8 @@ use redis_hash_slot::{Slot, key_slot};
 use redis_resp::Frame;
 
 use crate::{
-    cluster::{ClusterNode, CommandError},
+    cluster::ClusterNode,
+    error::CommandError,
     output::Output,
     reply::{Protocol, Reply, text_reply},
     subcommand::{ClusterCommand, SetSlot},

@@ -8,8 +8,9 @@ use redis_cluster_bus::{Failover, MessageType, NodeFlags, NodeId, OwnedBody, Own
 use redis_hash_slot::Slot;
 
 use crate::{
-    cluster::{ClusterNode, CommandError},
+    cluster::ClusterNode,
     election::{Election, FailoverMode, Manual},
+    error::CommandError,
     output::Output,
     time::{Duration, Instant},
     timers::Timer,

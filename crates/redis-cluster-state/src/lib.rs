@@ -100,20 +100,19 @@
 //! The source, a sentence per file: `cluster.rs` holds [`ClusterNode`], its parts, and the
 //! inputs that change slots and epochs; `topology.rs` the nodes and who serves what (pure
 //! data); `node.rs`, `table.rs` and `index.rs` one node's entry, the table of them and the
-//! look-up by id; `health.rs` `cluster_state`; `config.rs` the options; `time.rs` time;
-//! `timers.rs` when things are due (the table of deadlines, the cron's walks);
-//! `output.rs` what the driver is told ([`Output`], [`Event`], [`LinkId`]); `handles.rs`
-//! the link handles given out, `link.rs` links coming and going; `send.rs` the output
-//! queue and the messages built; `cron.rs` the 100 ms cron; `gossip.rs` the gossip
-//! section; `bus.rs` what a message does to the tables; `failure.rs` PFAIL reports and
-//! FAIL; `election.rs` an election's and a manual failover's data and rules, `failover.rs`
-//! when their steps run (and replica migration); `pubsub.rs` PUBLISH across the cluster;
-//! `subcommand.rs` parses the CLUSTER subcommands, `command.rs` runs them, `reply.rs`
-//! writes their replies, `stats.rs` counts messages for CLUSTER INFO, and `text.rs` writes
-//! and loads CLUSTER NODES and nodes.conf; `route.rs` the redirect decision;
-//! `rebalance.rs` and `migration.rs` a rebalance's plan and its moves. The parts live in
-//! files that use no other part of the crate's node, so the modules import each other in
-//! no cycle.
+//! look-up by id; `health.rs` `cluster_state`; `config.rs` the options; `error.rs` why a
+//! command is refused; `time.rs` time; `timers.rs` when things are due (the table of deadlines,
+//! the cron's walks); `output.rs` what the driver is told ([`Output`], [`Event`], [`LinkId`]);
+//! `handles.rs` the link handles given out, `link.rs` links coming and going; `send.rs` the
+//! output queue and the messages built; `cron.rs` the 100 ms cron; `gossip.rs` the gossip
+//! section; `bus.rs` what a message does to the tables; `failure.rs` PFAIL reports and FAIL;
+//! `election.rs` an election's and a manual failover's data and rules, `failover.rs` when their
+//! steps run (and replica migration); `pubsub.rs` PUBLISH across the cluster; `subcommand.rs`
+//! parses the CLUSTER subcommands, `command.rs` runs them, `reply.rs` writes their replies,
+//! `stats.rs` counts messages for CLUSTER INFO, and `text.rs` writes and loads CLUSTER NODES
+//! and nodes.conf; `route.rs` the redirect decision; `rebalance.rs` and `migration.rs` a
+//! rebalance's plan and its moves. The parts' files import nothing of `ClusterNode`, and
+//! `tests/modules.rs` keeps the modules free of import cycles.
 //!
 //! What it is not: a server, a client or an operator's tool. The rebalance planner and
 //! [`migration::SlotMove`] are the operator's side of the slot-ownership protocol this crate
@@ -145,6 +144,7 @@ mod command;
 mod config;
 mod cron;
 mod election;
+mod error;
 mod failover;
 mod failure;
 mod gossip;
@@ -168,10 +168,11 @@ mod time;
 mod timers;
 mod topology;
 
-pub use cluster::{ClusterNode, CommandError};
+pub use cluster::ClusterNode;
 pub use config::{Config, EndpointType};
 pub use cron::CRON_MS;
 pub use election::FailoverMode;
+pub use error::CommandError;
 pub use node::{Node, NodeIp};
 pub use output::{Event, LinkId, Output};
 pub use reply::{LinkStats, Protocol, Reply};

@@ -7,7 +7,7 @@ use alloc::{string::String, vec::Vec};
 
 use redis_hash_slot::Slot;
 
-use crate::{cluster::CommandError, election::FailoverMode};
+use crate::{election::FailoverMode, error::CommandError};
 
 /// A `CLUSTER` subcommand, its arguments parsed. Node ids stay as given: an id that is not
 /// one is answered as an unknown node, with the text as it came.
