@@ -69,7 +69,10 @@ fuzz_target!(|input: &[u8]| {
         // Every message the node writes is one it can read back.
         while let Some(output) = node.poll_output(&mut out) {
             if matches!(output, Output::Transmit { .. }) {
-                assert!(Message::decode(&out).is_ok(), "an unreadable message: {out:?}");
+                assert!(
+                    Message::decode(&out).is_ok(),
+                    "an unreadable message: {out:?}"
+                );
             }
         }
     }
