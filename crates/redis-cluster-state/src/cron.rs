@@ -81,7 +81,7 @@ impl ClusterNode {
     /// orphans on every tick too). The outputs are the same either way — the simulator's
     /// tests run both and compare — so this is for such comparisons; it costs the walks.
     pub fn set_walk_every_tick(&mut self, on: bool) {
-        self.walks.every_tick = on;
+        self.walks.set_every_tick(on);
     }
 
     /// The cron's walk of the table, by index (no id look-ups), doing what the server's two

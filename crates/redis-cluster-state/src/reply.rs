@@ -297,8 +297,8 @@ impl ClusterNode {
             let _ = write!(out, "{line}\r\n");
         }
         for (direction, counts) in [
-            ("sent", &self.stats.sent),
-            ("received", &self.stats.received),
+            ("sent", self.stats.counts(true)),
+            ("received", self.stats.counts(false)),
         ] {
             for (name, count) in STAT_NAMES.iter().zip(counts.iter()) {
                 if *count > 0 {

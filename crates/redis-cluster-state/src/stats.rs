@@ -4,11 +4,19 @@
 /// Bus messages sent and received, by type, for CLUSTER INFO.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Stats {
-    pub(crate) sent: [u64; 11],
-    pub(crate) received: [u64; 11],
+    sent: [u64; 11],
+    received: [u64; 11],
 }
 
 impl Stats {
+    /// The counts of messages sent (`true`) or received, by type number.
+    pub(crate) fn counts(&self, sent: bool) -> &[u64; 11] {
+        match sent {
+            true => &self.sent,
+            false => &self.received,
+        }
+    }
+
     /// One more message of type `kind` (0 to 10; others are not counted).
     pub(crate) fn count(&mut self, kind: u16, sent: bool) {
         let counts = match sent {

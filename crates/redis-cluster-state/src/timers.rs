@@ -111,7 +111,7 @@ pub(crate) struct Walks {
     /// orphaned master: until either changes it would find none again.
     no_orphans: Option<(u64, bool)>,
     /// Walk on every tick regardless (`ClusterNode::set_walk_every_tick`).
-    pub(crate) every_tick: bool,
+    every_tick: bool,
     /// PFAIL nodes as the last walk counted them.
     pfail_nodes: usize,
 }
@@ -129,6 +129,11 @@ impl Default for Walks {
 }
 
 impl Walks {
+    /// Walk on every tick, or only when due.
+    pub(crate) fn set_every_tick(&mut self, on: bool) {
+        self.every_tick = on;
+    }
+
     /// One more tick; whether it is a once-a-second one.
     pub(crate) fn tick(&mut self) -> bool {
         self.ticks += 1;
