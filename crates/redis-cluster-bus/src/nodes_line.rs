@@ -191,20 +191,20 @@ impl<'a> NodesLine<'a> {
 
     /// The id, when it is 40 hex digits.
     pub fn node_id(&self) -> Option<NodeId> {
-        parse_id(self.id)
+        self.id.parse().ok()
     }
 
     /// A node id written in a line (the master field, an open-slot mark), when it is 40 hex
     /// digits.
     pub fn id_of(text: &str) -> Option<NodeId> {
-        parse_id(text)
+        text.parse().ok()
     }
 
     /// The master's id, when given and 40 hex digits; `Some(None)` for `-`.
     pub fn master_id(&self) -> Option<Option<NodeId>> {
         match self.master {
             None => Some(None),
-            Some(master) => parse_id(master).map(Some),
+            Some(master) => master.parse().ok().map(Some),
         }
     }
 
@@ -287,11 +287,6 @@ impl fmt::Display for NodesLine<'_> {
         }
         Ok(())
     }
-}
-
-/// 40 hex digits.
-fn parse_id(text: &str) -> Option<NodeId> {
-    text.parse().ok()
 }
 
 fn slot_token(token: &str) -> Result<SlotToken<'_>, NodesLineError> {
