@@ -2,12 +2,14 @@
 //!
 //! Run with `cargo bench --bench resp`. Corpora (built in memory, the same bytes for every
 //! contender): (a) 100 000 pipelined `SET` commands, 16-byte keys, 64-byte values; (b) 10 000
-//! replies of 1 KiB bulk strings; (c) 10 000 arrays of 100 integers; (d) 10 000 RESP3 maps with
-//! nested arrays, doubles, booleans and verbatim strings; (e) one 1 MiB array reply, whole and
+//! replies of 1 KiB bulk strings; (c) 10 000 arrays of 100 integers; (c2) the same with integers
+//! of 1 to 18 digits, half negative; (d) 10 000 RESP3 maps with nested arrays, doubles,
+//! booleans, verbatim strings, nulls and big numbers; (e) one 1 MiB array reply, whole and
 //! in 4 KiB reads. Contenders: `redis-resp` (borrowed slice path, `BytesMut` frame path, argv
-//! paths for commands, into `Bytes` and borrowed), `redis-protocol` 6 (`decode_range`, `decode_bytes_mut`) and the `redis`
-//! crate's `Parser`. Every iteration checks the number of values decoded and that all input
-//! was used, so a broken decoder cannot look fast.
+//! paths for commands, into `Bytes` and borrowed), `redis-protocol` 6 (`decode_range`,
+//! `decode_bytes_mut`), `resp-rs` 0.3 (`parse_frame`) and the `redis` crate's `Parser`. Every
+//! iteration checks the number of values decoded and that all input was used, so a broken
+//! decoder cannot look fast.
 
 use std::hint::black_box;
 
@@ -41,12 +43,25 @@ fn corpora() -> Vec<Corpus> {
             encode_integer(i * 1000 + j, &mut ints);
         }
     }
+    // Integers of every width from 1 to 19 digits, half of them negative.
+    let mut mixed = Vec::new();
+    let mut seed = 0x2545_f491_4f6c_dd1d_u64;
+    for _ in 0..10_000 {
+        mixed.extend_from_slice(b"*100\r\n");
+        for j in 0..100u32 {
+            seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+            let width = 10i64.pow(j % 18 + 1);
+            let value = (seed >> 1) as i64 % width;
+            encode_integer(if j % 2 == 0 { value } else { -value }, &mut mixed);
+        }
+    }
     let mut maps = Vec::new();
     for i in 0..10_000 {
         maps.extend_from_slice(
             format!(
-                "%4\r\n+name\r\n$12\r\nobject-{i:05}\r\n+scores\r\n*3\r\n,1.5\r\n,-2.25\r\n,{i}e10\r\n\
-                 +active\r\n#t\r\n+doc\r\n=15\r\ntxt:Some string\r\n"
+                "%6\r\n+name\r\n$12\r\nobject-{i:05}\r\n+scores\r\n*3\r\n,1.5\r\n,-2.25\r\n,{i}e10\r\n\
+                 +active\r\n#t\r\n+doc\r\n=15\r\ntxt:Some string\r\n+none\r\n_\r\n\
+                 +big\r\n(3492890328409238509324850943850943825024385\r\n"
             )
             .as_bytes(),
         );
@@ -67,6 +82,12 @@ fn corpora() -> Vec<Corpus> {
         Corpus {
             name: "c_int_arrays",
             bytes: ints,
+            values: 10_000,
+            resp3: false,
+        },
+        Corpus {
+            name: "c2_mixed_int_arrays",
+            bytes: mixed,
             values: 10_000,
             resp3: false,
         },
@@ -156,6 +177,23 @@ fn rp_range(input: &[u8], resp3: bool) -> usize {
     n
 }
 
+fn resp_rs(input: &bytes::Bytes, resp3: bool) -> usize {
+    let (mut rest, mut n) = (input.clone(), 0);
+    while !rest.is_empty() {
+        rest = if resp3 {
+            let (frame, rest) = resp_rs::resp3::parse_frame(rest).expect("valid");
+            black_box(&frame);
+            rest
+        } else {
+            let (frame, rest) = resp_rs::resp2::parse_frame(rest).expect("valid");
+            black_box(&frame);
+            rest
+        };
+        n += 1;
+    }
+    n
+}
+
 fn rp_bytes_mut(mut buf: BytesMut, resp3: bool) -> usize {
     let mut n = 0;
     loop {
@@ -225,6 +263,10 @@ fn decode_groups(c: &mut Criterion) {
                 |buf| assert_eq!(rp_bytes_mut(buf, resp3), values),
                 BatchSize::LargeInput,
             )
+        });
+        let shared = bytes::Bytes::copy_from_slice(input);
+        group.bench_function("resp-rs parse_frame", |b| {
+            b.iter(|| assert_eq!(resp_rs(&shared, resp3), values))
         });
         group.bench_function("redis crate", |b| {
             b.iter(|| assert_eq!(redis_crate(input, values), values))
