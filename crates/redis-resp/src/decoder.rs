@@ -2,12 +2,13 @@
 
 use alloc::vec::Vec;
 
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 
 use crate::{
     build::{FrameSink, replay},
     command::{BorrowedCommand, Command, CommandScanner},
     error::DecodeError,
+    fast::{self, Frames, Validate},
     frame::{Frame, Kind},
     limits::Config,
     scan::{Event, Scanned, Scanner},
@@ -96,12 +97,38 @@ impl Decoder {
     /// After an error the decoder starts afresh at the next call; `buf` is untouched, and the
     /// error's offset says where in it the bad byte is.
     pub fn decode(&mut self, buf: &mut BytesMut) -> Result<Option<Frame>, DecodeError> {
+        // A frame that is all here is read twice by the fast path, once to find its end and
+        // once, split off and frozen, to build it; anything else goes to the scanner.
+        if self.scanner.is_fresh() {
+            if let Some(((), len)) = fast::read(&Validate, buf, &self.config) {
+                let bytes = buf.split_to(len).freeze();
+                if let Some((frame, _)) = fast::read(&Frames(&bytes), &bytes, &self.config) {
+                    return Ok(Some(frame));
+                }
+                // The same bytes read the same way: not reached, but never lose them.
+                return self.decode_whole(&bytes);
+            }
+        }
         let scanned = self.scanner.scan(buf, &self.config, &mut self.events);
         let Scanned::Complete { len } = self.settle(scanned)? else {
             return Ok(None);
         };
         let bytes = buf.split_to(len).freeze();
         let frame = replay(&self.events, &bytes);
+        self.events.clear();
+        Ok(frame)
+    }
+
+    /// Builds the frame that is the whole of `bytes` with the scanner.
+    fn decode_whole(&mut self, bytes: &Bytes) -> Result<Option<Frame>, DecodeError> {
+        self.scanner.reset();
+        self.events.clear();
+        let scanned = self.scanner.scan(bytes, &self.config, &mut self.events);
+        let frame = match self.settle(scanned)? {
+            Scanned::Complete { .. } => replay(&self.events, bytes),
+            Scanned::Incomplete { .. } => None,
+        };
+        self.scanner.reset();
         self.events.clear();
         Ok(frame)
     }
@@ -120,6 +147,12 @@ impl Decoder {
     /// # Ok::<(), redis_resp::DecodeError>(())
     /// ```
     pub fn decode_span(&mut self, buf: &[u8]) -> Result<Status<Span>, DecodeError> {
+        if self.scanner.is_fresh() {
+            if let Some(((), len)) = fast::read(&Validate, buf, &self.config) {
+                let kind = Kind(buf.first().copied().unwrap_or_default());
+                return Ok(Status::Complete(Span { len, kind }));
+            }
+        }
         let scanned = self.scanner.scan(buf, &self.config, &mut ());
         match self.settle(scanned)? {
             Scanned::Complete { len } => Ok(Status::Complete(Span {
@@ -138,6 +171,25 @@ impl Decoder {
         &mut self,
         input: &'a [u8],
     ) -> Result<Status<Borrowed<'a>>, DecodeError> {
+        // Built where it is returned (see `fast::read_into`): one local, returned on every
+        // path, so that the compiler can make it the return slot.
+        let mut done = Ok(Status::Complete((Frame::Null, 0)));
+        let fast = match &mut done {
+            Ok(Status::Complete((frame, used))) => {
+                fast::read_into(&Frames(&input), input, &self.config, frame).map(|len| *used = len)
+            }
+            _ => None,
+        };
+        if fast.is_none() {
+            done = self.scan_slice(input);
+        }
+        self.scanner.reset();
+        done
+    }
+
+    /// [`Decoder::decode_slice`] by the scanner.
+    #[inline(never)]
+    fn scan_slice<'a>(&mut self, input: &'a [u8]) -> Result<Status<Borrowed<'a>>, DecodeError> {
         self.scanner.reset();
         let mut sink = FrameSink::new(&input);
         let scanned = self.scanner.scan(input, &self.config, &mut sink);

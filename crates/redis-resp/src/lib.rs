@@ -59,6 +59,7 @@ mod decoder;
 mod encode;
 mod error;
 pub mod errors;
+mod fast;
 mod frame;
 mod limits;
 mod parse;

@@ -137,6 +137,13 @@ const fn error(offset: usize, kind: ErrorKind) -> DecodeError {
 }
 
 impl Scanner {
+    /// Whether no frame is under way: nothing has been scanned since the last reset. A
+    /// caller that reads a whole frame some other way tries that only then, so that a frame
+    /// arriving in pieces costs one pass over its bytes, not one per piece.
+    pub(crate) fn is_fresh(&self) -> bool {
+        self.pos == 0 && self.line_searched == 0 && self.pending.is_none() && self.stack.is_empty()
+    }
+
     pub(crate) fn reset(&mut self) {
         self.pos = 0;
         self.line_searched = 0;
