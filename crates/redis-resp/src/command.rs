@@ -43,6 +43,7 @@ enum Args {
 }
 
 impl<B: AsRef<[u8]>> Command<B> {
+    #[inline]
     fn new(bytes: B, spans: &[(usize, usize)]) -> Self {
         let small = spans.len() <= INLINE_ARGS && u32::try_from(bytes.as_ref().len()).is_ok();
         let args = if small {
@@ -140,6 +141,7 @@ impl CommandScanner {
     }
 
     /// The next command of `buf`, split off it; resumable.
+    #[inline]
     pub(crate) fn decode(
         &mut self,
         buf: &mut BytesMut,

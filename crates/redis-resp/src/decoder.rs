@@ -146,6 +146,7 @@ impl Decoder {
     /// assert_eq!(status, Status::Complete(Span { len: 12, kind: Kind::MAP }));
     /// # Ok::<(), redis_resp::DecodeError>(())
     /// ```
+    #[inline]
     pub fn decode_span(&mut self, buf: &[u8]) -> Result<Status<Span>, DecodeError> {
         if self.scanner.is_fresh() {
             if let Some(((), len)) = fast::read(&Validate, buf, &self.config) {
@@ -219,6 +220,7 @@ impl Decoder {
     /// assert_eq!(ping.arg(0), Some(&b"PING"[..]));
     /// # Ok::<(), redis_resp::DecodeError>(())
     /// ```
+    #[inline]
     pub fn decode_command(&mut self, buf: &mut BytesMut) -> Result<Option<Command>, DecodeError> {
         self.command.decode(buf, &self.config)
     }
@@ -239,6 +241,7 @@ impl Decoder {
     /// assert_eq!((get.arg(1), used), (Some(&b"k"[..]), input.len()));
     /// # Ok::<(), redis_resp::DecodeError>(())
     /// ```
+    #[inline]
     pub fn decode_command_slice<'a>(
         &mut self,
         input: &'a [u8],
