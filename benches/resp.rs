@@ -225,8 +225,25 @@ fn redis_crate(input: &[u8], values: usize) -> usize {
     values
 }
 
+/// With `RESP_BENCH_CORPORA=DIR`, writes each corpus to `DIR/NAME.resp` and its number of
+/// values to `DIR/NAME.values`, for `benches/hiredis.sh` to feed the same bytes to hiredis.
+fn write_corpora(corpora: &[Corpus]) {
+    let Some(dir) = std::env::var_os("RESP_BENCH_CORPORA") else {
+        return;
+    };
+    let dir = std::path::PathBuf::from(dir);
+    std::fs::create_dir_all(&dir).expect("corpus directory");
+    for corpus in corpora {
+        std::fs::write(dir.join(format!("{}.resp", corpus.name)), &corpus.bytes).expect("write");
+        let values = corpus.values.to_string();
+        std::fs::write(dir.join(format!("{}.values", corpus.name)), values).expect("write");
+    }
+}
+
 fn decode_groups(c: &mut Criterion) {
-    for corpus in corpora() {
+    let corpora = corpora();
+    write_corpora(&corpora);
+    for corpus in corpora {
         let mut group = c.benchmark_group(corpus.name);
         group.throughput(Throughput::Bytes(corpus.bytes.len() as u64));
         group.sample_size(20);
