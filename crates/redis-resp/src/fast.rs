@@ -156,7 +156,7 @@ impl<B: Build> Reader<'_, B> {
             return self.aggregate(kind, pos, depth, slot);
         }
         let (event, next) = self.leaf(kind, pos)?;
-        *slot = self.build.leaf(event);
+        overwrite_placeholder(slot, self.build.leaf(event));
         Some(next)
     }
 
@@ -294,6 +294,15 @@ impl<B: Build> Reader<'_, B> {
             Some(at)
         }
     }
+}
+
+/// Writes `value` over `slot`, which holds a placeholder leaf (a null, nothing on the heap):
+/// its drop is skipped, because running the frame's drop glue on it, a call per element, cost
+/// 10–15 % on arrays of integers (`c_int_arrays` bench). Were `slot` ever a real value, it
+/// would leak, never be freed twice.
+#[inline(always)]
+fn overwrite_placeholder<T>(slot: &mut T, value: T) {
+    core::mem::forget(core::mem::replace(slot, value));
 }
 
 fn is_aggregate(kind: Kind) -> bool {
