@@ -38,10 +38,13 @@
 //! bytes it came from.
 //!
 //! # Speed
-//! One scanner validates each byte once, even across reads; the borrowed path builds the frame
-//! while scanning. Two small hand-written steps exist because `benches/resp.rs` showed them
-//! faster: integers read eight digits at a time (SWAR), and leaf frames are built in place
-//! rather than moved. The measured table is in the crate's README.
+//! A frame whose bytes have all arrived is read by a plain recursive descent, which answers
+//! only when it is sure; anything else (an incomplete or invalid frame, attributes, streamed
+//! parts, great depth) goes to the scanner, which validates each byte once even across reads
+//! and is the one authority on errors. Small hand-written steps exist because
+//! `benches/resp.rs` showed them faster: integers read eight digits at a time (SWAR) and one
+//! or two without it, and values built where they are kept rather than moved. The measured
+//! table, with the peers and hiredis, is in the crate's README.
 //!
 //! # Features
 //! - `std` (default): `std` support in `bytes`. Without it the crate needs only `alloc`.
