@@ -775,6 +775,28 @@ fn a_static_pool_shards_by_slot_range() {
         client.command(&argv("MGET foo bar nope")),
         Frame::Array(vec![bulk("2"), bulk("1"), Frame::Null])
     );
+    // Keys of four slots that one server serves reach it as one MGET ("b" 3300, "c" 7365,
+    // "f" 3168), as a standalone server takes them; per slot it would be four.
+    let mget_calls = |server: &RedisServer| {
+        let info = server.client().command(&argv("INFO commandstats"));
+        let text = String::from_utf8_lossy(info.as_bytes().unwrap_or_default()).into_owned();
+        text.lines()
+            .find_map(|l| l.strip_prefix("cmdstat_mget:calls="))
+            .and_then(|rest| rest.split(',').next()?.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    let before = mget_calls(&low);
+    assert_eq!(
+        client.command(&argv("MGET bar b c f foo")),
+        Frame::Array(vec![
+            bulk("1"),
+            Frame::Null,
+            Frame::Null,
+            Frame::Null,
+            bulk("2")
+        ])
+    );
+    assert_eq!(mget_calls(&low), before + 1);
     // The same pool as an extra kind in a nutcracker YAML file, beside a nutcracker pool.
     let yaml = format!(
         "twem:\n  listen: 127.0.0.1:0\n  redis: true\n  servers:\n   - 127.0.0.1:{}:1\n\

@@ -5,8 +5,8 @@ use std::borrow::Cow;
 use std::time::Instant;
 
 use bytes::Bytes;
-use redis_cluster_route::{CommandFlags, ReadFrom, Route};
-use redis_hash_slot::Slot;
+use redis_cluster_route::{CommandFlags, ReadFrom, Route, SlotMap, Split};
+use redis_hash_slot::{Slot, key_slot};
 use redis_resp::{Frame, errors};
 
 use crate::conn::{Conn, Expect};
@@ -68,6 +68,7 @@ impl Engine {
                 return;
             }
             Ok(Route::Split(split)) => {
+                let split = self.by_master(map, &argv).unwrap_or(split);
                 let calls = (0..split.parts().len())
                     .map(|i| {
                         let part = &split.parts()[i];
@@ -130,6 +131,19 @@ impl Engine {
             self.enqueue(key);
             self.dispatch(now, key);
         }
+    }
+
+    /// Standalone masters ([`Config::fixed_map`](crate::Config)) check no slots: the keys one
+    /// master serves go to it as one command, as predixy and nutcracker send them, where a
+    /// cluster needs one command per slot. A 10-key MGET through one server was ten calls.
+    /// While a range is held (a failover), the split stays by slot: holds are by range.
+    fn by_master(&self, map: &SlotMap, argv: &[Bytes]) -> Option<Split> {
+        if self.config.fixed_map.is_none() || !self.holds.is_empty() {
+            return None;
+        }
+        self.table.split_by(argv, |key| {
+            map.shard_index(key_slot(key)).unwrap_or(usize::MAX)
+        })
     }
 
     /// Commands the engine answers itself (HELLO), with the reply.

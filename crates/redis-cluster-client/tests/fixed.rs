@@ -74,6 +74,8 @@ fn promote(h: &mut Harness, n: usize) {
 #[test]
 fn a_given_map_is_used_as_is_and_nothing_asks_the_nodes_for_one() {
     let (mut h, client) = given();
+    // The MGET below goes to node 0 whole: as a standalone server, it checks no slot.
+    h.cluster.standalone = true;
     for k in ["a", "b", "c"] {
         h.engine
             .handle_request(h.now, client, argv(&format!("SET {k} 1")));
@@ -95,6 +97,44 @@ fn a_given_map_is_used_as_is_and_nothing_asks_the_nodes_for_one() {
     assert_eq!(asked.first().map(String::as_str), Some("INFO server"));
     assert!(ran(&h, 1).is_empty());
     assert_eq!(h.engine.poll_timeout(), None, "no reload is ever due");
+}
+
+#[test]
+fn keys_one_master_serves_go_to_it_as_one_command() {
+    // Two standalone servers, half the slots each: nodes that check no slot.
+    let mut map = SlotMap::default();
+    map.assign_range("0-8191".parse().expect("range"), node(0));
+    map.assign_range("8192-16383".parse().expect("range"), node(1));
+    let mut h = Harness::new(2, |c| {
+        c.seeds.clear();
+        c.fixed_map = Some(map);
+    });
+    h.cluster.standalone = true;
+    h.start();
+    let client = h.engine.open_client();
+    // Slots: a 15495, b 3300, c 7365, d 11298, e 15363, f 3168: three keys on each server,
+    // each in a slot of its own.
+    let keys = ["a", "b", "c", "d", "e", "f"];
+    let slots: Vec<u16> = keys
+        .iter()
+        .map(|k| u16::from(redis_hash_slot::key_slot(k.as_bytes())))
+        .collect();
+    assert_eq!(slots, [15495, 3300, 7365, 11298, 15363, 3168]);
+    h.engine
+        .handle_request(h.now, client, argv("MSET a 1 b 2 c 3 d 4 e 5 f 6"));
+    h.engine
+        .handle_request(h.now, client, argv("MGET a b c d e f"));
+    h.settle(10);
+    let values: Vec<Frame> = (1..=6).map(|n| bulk(&n.to_string())).collect();
+    assert_eq!(h.replies_of(client), [ok(), Frame::Array(values)]);
+    let keyed = |n| -> Vec<String> {
+        ran(&h, n)
+            .into_iter()
+            .filter(|c| c.starts_with("M"))
+            .collect()
+    };
+    assert_eq!(keyed(0), ["MSET b 2 c 3 f 6", "MGET b c f"]);
+    assert_eq!(keyed(1), ["MSET a 1 d 4 e 5", "MGET a d e"]);
 }
 
 #[test]

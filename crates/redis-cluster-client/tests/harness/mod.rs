@@ -66,6 +66,8 @@ pub struct Cluster {
     pub views: HashMap<usize, Vec<usize>>,
     /// `CLUSTER GETKEYSINSLOT` commands run, all nodes together.
     pub scans: usize,
+    /// The nodes are standalone servers: they run any keys, checking no slot.
+    pub standalone: bool,
 }
 
 pub fn addr(node: usize) -> String {
@@ -104,6 +106,7 @@ impl Cluster {
             epochs: Vec::new(),
             views: HashMap::new(),
             scans: 0,
+            standalone: false,
         }
     }
 
@@ -358,6 +361,9 @@ impl Cluster {
     fn refuse_keys(&mut self, node: usize, asking: bool, keys: &[Bytes]) -> Option<Frame> {
         if self.down[node] {
             return Some(err(errors::CLUSTERDOWN));
+        }
+        if self.standalone {
+            return None;
         }
         let first = keys.first()?;
         let slot = key_slot(first);
