@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# Our proxy's cluster pool (the redis-cluster-client engine) beside predixy
-# (../shared/peers/predixy, one worker thread) in front of the same real 3-master Redis
-# Cluster: redis-benchmark -P 16 -c 50 -n N -t set,get, the two proxies run alternately,
-# ROUNDS times. Not a test: a measurement, printed as a Markdown table of medians of
-# requests per second and of the proxy's own CPU time per request (utime + stime from
-# /proc/PID/stat over the run, divided by the requests).
+# Our proxy (the redis-cluster-client engine) beside predixy (../shared/peers/predixy, one
+# worker thread) in two set-ups: in front of the same real 3-master Redis Cluster (our
+# cluster pool, predixy's ClusterServerPool), and in front of one standalone redis-server
+# (our static pool with every slot, predixy's StandaloneServerPool with RefreshMethod fixed).
+# redis-benchmark -P 16 -c 50 -n N: SET, GET and a 10-key MGET (random keys, so that in the
+# cluster it is split over the masters), the proxies run alternately, ROUNDS times. Not a
+# test: a measurement, printed as a Markdown table of medians of requests per second and of
+# the proxy's own CPU time per request (utime + stime from /proc/PID/stat over the run,
+# divided by the requests).
 #
 #   bash benches/cluster_proxy.sh            # N = 300000, ROUNDS = 3
 #   N=100000 ROUNDS=1 bash benches/cluster_proxy.sh
@@ -68,23 +71,63 @@ ClusterServerPool {
 CONF
 "$predixy" "$dir/predixy.conf" >"$dir/predixy.log" 2>&1 &
 theirs_pid=$!; pids+=($theirs_pid)
+
+# The one-server set-up.
+single=$(free_port)
+mkdir -p "$dir/$single"
+redis-server --port "$single" --bind 127.0.0.1 --save '' --appendonly no --dir "$dir/$single" \
+    --logfile "$dir/$single/log" &
+pids+=($!)
+ours_one=$(free_port); theirs_one=$(free_port)
+printf '[[pool]]\nname = "one"\nkind = "static"\nlisten = "127.0.0.1:%s"\n' "$ours_one" \
+    >"$dir/ours_one.toml"
+printf 'servers = [{ address = "127.0.0.1:%s", slots = "0-16383" }]\n' "$single" \
+    >>"$dir/ours_one.toml"
+target/release/redis-cluster-proxy "$dir/ours_one.toml" >"$dir/ours_one.log" 2>&1 &
+ours_one_pid=$!; pids+=($ours_one_pid)
+sed -e "s/^Bind .*/Bind 127.0.0.1:$theirs_one/" -e '/^ClusterServerPool/,$d' \
+    "$dir/predixy.conf" >"$dir/predixy_one.conf"
+cat >>"$dir/predixy_one.conf" <<CONF
+StandaloneServerPool {
+    Databases 1
+    Hash crc16
+    HashTag "{}"
+    Distribution modula
+    RefreshMethod fixed
+    ServerTimeout 1
+    Group g1 {
+        + 127.0.0.1:$single
+    }
+}
+CONF
+"$predixy" "$dir/predixy_one.conf" >"$dir/predixy_one.log" 2>&1 &
+theirs_one_pid=$!; pids+=($theirs_one_pid)
 sleep 1
 
 # CPU ticks (utime + stime) of a process.
 ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 hz=$(getconf CLK_TCK)
 
+mget=(mget)
+for _ in $(seq 10); do mget+=(key:__rand_int__); done
+
 results="$dir/results"
 for round in $(seq "$ROUNDS"); do
-    for target in predixy ours; do
+    for target in predixy ours predixy-one ours-one; do
         case $target in
             predixy) port=$theirs; pid=$theirs_pid ;;
             ours) port=$ours; pid=$ours_pid ;;
+            predixy-one) port=$theirs_one; pid=$theirs_one_pid ;;
+            ours-one) port=$ours_one; pid=$ours_one_pid ;;
         esac
-        for test in set get; do
+        for test in set get mget10; do
+            case $test in
+                mget10) what=("${mget[@]}") ;;
+                *) what=(-t "$test") ;;
+            esac
             before=$(ticks "$pid")
-            rps=$(redis-benchmark -h 127.0.0.1 -p "$port" -P 16 -c 50 -n "$N" -t "$test" -q \
-                -r 100000 | tr '\r' '\n' | grep -o '[0-9.]* requests per second' | tail -1 \
+            rps=$(redis-benchmark -h 127.0.0.1 -p "$port" -P 16 -c 50 -n "$N" -q -r 100000 \
+                "${what[@]}" | tr '\r' '\n' | grep -o '[0-9.]* requests per second' | tail -1 \
                 | cut -d' ' -f1)
             after=$(ticks "$pid")
             us=$(python3 -c "print(round(($after - $before) / $hz * 1e6 / $N, 2))")
@@ -100,7 +143,7 @@ rows = {}
 for line in open(sys.argv[1]):
     target, test, rps, us = line.split()
     rows.setdefault((target, test), []).append((float(rps), float(us)))
-print("| proxy | test | requests/s | proxy CPU µs per request |")
+print("| proxy (-one: in front of one server) | test | requests/s | proxy CPU µs per request |")
 print("|---|---|---:|---:|")
 for (target, test), runs in sorted(rows.items()):
     rps = statistics.median(r for r, _ in runs)
