@@ -15,6 +15,8 @@ pub(crate) trait Source {
     /// Bytes `start..end` of the frame; empty if the range is not in it (which the scanner
     /// never reports).
     fn slice(&self, start: usize, end: usize) -> Self::Slice;
+    /// How many bytes there are.
+    fn len(&self) -> usize;
 }
 
 impl<'a> Source for &'a [u8] {
@@ -24,6 +26,10 @@ impl<'a> Source for &'a [u8] {
     fn slice(&self, start: usize, end: usize) -> &'a [u8] {
         self.get(start..end).unwrap_or_default()
     }
+
+    fn len(&self) -> usize {
+        <[u8]>::len(self)
+    }
 }
 
 impl Source for Bytes {
@@ -31,11 +37,15 @@ impl Source for Bytes {
 
     #[inline]
     fn slice(&self, start: usize, end: usize) -> Self {
-        if start <= end && end <= self.len() {
+        if start <= end && end <= Self::len(self) {
             Self::slice(self, start..end)
         } else {
             Self::new()
         }
+    }
+
+    fn len(&self) -> usize {
+        Self::len(self)
     }
 }
 
@@ -66,6 +76,11 @@ pub(crate) struct FrameSink<'s, S: Source> {
     source: &'s S,
     stack: Vec<Open<S::Slice>>,
     root: Option<Frame<S::Slice>>,
+    /// Elements the aggregates may still reserve room for, all levels together: a third of
+    /// the input's bytes, as each value takes at least three. The scanner's hint bounds one
+    /// level by the bytes at hand; without this, nested declared lengths would each reserve
+    /// that much.
+    budget: usize,
 }
 
 impl<'s, S: Source> FrameSink<'s, S> {
@@ -74,6 +89,7 @@ impl<'s, S: Source> FrameSink<'s, S> {
             source,
             stack: Vec::new(),
             root: None,
+            budget: source.len() / 3,
         }
     }
 
@@ -178,6 +194,8 @@ impl<S: Source> Sink for FrameSink<'_, S> {
                 streamed,
                 hint,
             } => {
+                let hint = hint.min(self.budget);
+                self.budget -= hint;
                 let open = open(kind, streamed, len, hint);
                 if !streamed && len == 0 && kind != Kind::ATTRIBUTE {
                     if let Some(frame) = finish(open) {

@@ -14,6 +14,7 @@
 //! [`Scanner`]: crate::scan::Scanner
 
 use alloc::vec::Vec;
+use core::cell::Cell;
 
 use crate::{
     build::Source,
@@ -132,6 +133,7 @@ pub(crate) fn read_into<B: Build>(
         buf,
         config,
         max_depth: config.limits.depth().min(FAST_DEPTH),
+        budget: Cell::new(buf.len() / 3),
     };
     let len = reader.fill(0, 0, slot)?;
     // Every value started and every payload ended within the limit, as the scanner requires.
@@ -143,6 +145,8 @@ struct Reader<'a, B> {
     buf: &'a [u8],
     config: &'a Config,
     max_depth: usize,
+    /// Values the aggregates read so far may still declare, all levels together.
+    budget: Cell<usize>,
 }
 
 impl<B: Build> Reader<'_, B> {
@@ -265,12 +269,16 @@ impl<B: Build> Reader<'_, B> {
         if len > self.config.limits.max_elements || depth >= self.max_depth {
             return None;
         }
-        // Each value takes at least 3 bytes (`_\r\n`): a declared length the bytes cannot
-        // hold reserves nothing.
+        // Each value takes at least 3 bytes (`_\r\n`), so a whole frame declares at most a
+        // third of its length in values, all levels together. Counting them against that
+        // budget bounds what is reserved (and written: the placeholders) by the bytes at
+        // hand; checked level by level, nested declared lengths could each reserve it anew.
         let values = if kind == Kind::MAP { len * 2 } else { len };
-        if values > (self.buf.len().saturating_sub(next) / 3) as u64 {
+        let left = self.budget.get();
+        if values > left as u64 {
             return None;
         }
+        self.budget.set(left - values as usize); // values <= left
         let len = len as usize; // bounded by the bytes at hand just above
         let mut at = next;
         if kind == Kind::MAP {

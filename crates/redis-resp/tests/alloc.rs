@@ -4,7 +4,7 @@
 mod counting;
 
 use bytes::BytesMut;
-use counting::allocations_during;
+use counting::{allocations_during, bytes_allocated_during};
 use redis_resp::{Decoder, Frame, Status, encode_bulk, encode_command};
 
 #[test]
@@ -90,4 +90,33 @@ fn zero_allocations_per_frame() {
         assert!(matches!(frame, Status::Complete((Frame::Array(_), 12))));
     });
     assert!(allocations >= 1);
+}
+
+/// Nested aggregates that each declare as many elements as the bytes at hand could hold: what
+/// a decoder reserves stays within a small multiple of the input, all levels together (each
+/// level reserving the bytes' worth anew took 100 times the input here).
+#[test]
+fn nested_declared_lengths_reserve_a_bounded_total() {
+    let mut wire = Vec::new();
+    for _ in 0..100 {
+        wire.extend_from_slice(b"*100000\r\n");
+    }
+    for _ in 0..100_000 {
+        wire.extend_from_slice(b"_\r\n");
+    }
+    // Counted as asked for, never subtracting what is freed: the fast path's placeholders
+    // (a 32-byte frame per three bytes), then the scanner's reservation and the growth of the
+    // array that really holds the values. Here 14.8 MB; reserving per level took 422 MB.
+    let bound = wire.len() * 64;
+    let mut decoder = Decoder::new();
+    let bytes = bytes_allocated_during(|| {
+        let status = decoder.decode_slice(&wire).expect("valid so far");
+        assert!(matches!(status, Status::Incomplete { .. }), "{status:?}");
+    });
+    assert!(bytes <= bound, "{bytes} bytes for {} of input", wire.len());
+    let mut buf = BytesMut::from(&wire[..]);
+    let bytes = bytes_allocated_during(|| {
+        assert_eq!(decoder.decode(&mut buf).expect("valid so far"), None);
+    });
+    assert!(bytes <= bound, "{bytes} bytes for {} of input", wire.len());
 }

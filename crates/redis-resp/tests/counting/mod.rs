@@ -11,6 +11,7 @@ struct Counting;
 
 thread_local! {
     static ALLOCATIONS: Cell<usize> = const { Cell::new(0) };
+    static BYTES: Cell<usize> = const { Cell::new(0) };
 }
 
 // SAFETY: every call is forwarded to the system allocator unchanged; the counter is a
@@ -18,6 +19,7 @@ thread_local! {
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         ALLOCATIONS.with(|n| n.set(n.get() + 1));
+        BYTES.with(|n| n.set(n.get() + layout.size()));
         // SAFETY: the caller's contract for `alloc` is passed on as it is.
         unsafe { System.alloc(layout) }
     }
@@ -29,6 +31,7 @@ unsafe impl GlobalAlloc for Counting {
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         ALLOCATIONS.with(|n| n.set(n.get() + 1));
+        BYTES.with(|n| n.set(n.get() + new_size));
         // SAFETY: the caller's contract for `realloc` is passed on as it is.
         unsafe { System.realloc(ptr, layout, new_size) }
     }
@@ -41,4 +44,12 @@ pub(crate) fn allocations_during(f: impl FnOnce()) -> usize {
     let before = ALLOCATIONS.with(Cell::get);
     f();
     ALLOCATIONS.with(Cell::get) - before
+}
+
+/// The bytes asked for (by every allocation and reallocation, never subtracting what is freed)
+/// while `f` runs.
+pub(crate) fn bytes_allocated_during(f: impl FnOnce()) -> usize {
+    let before = BYTES.with(Cell::get);
+    f();
+    BYTES.with(Cell::get) - before
 }
