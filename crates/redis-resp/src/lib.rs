@@ -48,7 +48,14 @@
 //!
 //! # Features
 //! - `std` (default): `std` support in `bytes`. Without it the crate needs only `alloc`.
-//! - `codec`: [`codec::RespCodec`], a `tokio-util` decoder and encoder of frames.
+#![cfg_attr(
+    feature = "codec",
+    doc = "- `codec`: [`codec::RespCodec`], a `tokio-util` decoder and encoder of frames."
+)]
+#![cfg_attr(
+    not(feature = "codec"),
+    doc = "- `codec`: `codec::RespCodec`, a `tokio-util` decoder and encoder of frames."
+)]
 #![no_std]
 #![forbid(unsafe_code)]
 
