@@ -25,7 +25,8 @@ use crate::{
 };
 
 /// Deeper frames go to the scanner, which keeps its stack on the heap; this bounds the
-/// recursion here to a few kilobytes of stack.
+/// recursion here to about ten kilobytes of stack (a level takes at most 300 bytes in the
+/// release build).
 pub(crate) const FAST_DEPTH: usize = 32;
 
 /// What the descent makes of the values it reads.
