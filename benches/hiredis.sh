@@ -7,8 +7,8 @@
 #
 # benches/hiredis/reader.c feeds a corpus to one hiredis redisReader in 16 KiB pieces (its own
 # read size) and prints the median of 20 passes, twice: building hiredis's reply objects, and
-# framing only (no reply functions: it finds where each reply ends, as our argv path does). It is built here against
-# Debian's libhiredis-dev (installed when missing and run as root). Each round runs hiredis on
+# framing only (no reply functions: it finds where each reply ends, as our argv path does).
+# It is built here against Debian's libhiredis-dev (installed when missing and run as root). Each round runs hiredis on
 # every RESP2 corpus, then criterion on ours for corpus (a), so the two alternate.
 set -euo pipefail
 cd "$(dirname "$0")/.."

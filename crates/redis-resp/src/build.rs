@@ -151,32 +151,14 @@ impl<S: Source> Sink for FrameSink<'_, S> {
     #[inline]
     fn event(&mut self, event: Event) {
         match event {
-            Event::Integer(n) => self.leaf(|_| Frame::Integer(n)),
-            Event::Bulk { kind, start, end } => self.leaf(|source| {
-                let payload = source.slice(start, end);
-                if kind == Kind::BULK_ERROR {
-                    Frame::BulkError(payload)
-                } else {
-                    Frame::BulkString(payload)
-                }
-            }),
-            Event::Line { kind, start, end } => self.leaf(|source| {
-                let text = source.slice(start, end);
-                match kind {
-                    Kind::SIMPLE_ERROR => Frame::SimpleError(text),
-                    Kind::DOUBLE => Frame::Double(text),
-                    Kind::BIG_NUMBER => Frame::BigNumber(text),
-                    _ => Frame::SimpleString(text),
-                }
-            }),
-            Event::Boolean(b) => self.leaf(|_| Frame::Boolean(b)),
-            Event::Null => self.leaf(|_| Frame::Null),
-            Event::NullBulkString => self.leaf(|_| Frame::NullBulkString),
-            Event::NullArray => self.leaf(|_| Frame::NullArray),
-            Event::Verbatim { format, start, end } => self.leaf(|source| Frame::VerbatimString {
-                format,
-                text: source.slice(start, end),
-            }),
+            Event::Integer(_)
+            | Event::Bulk { .. }
+            | Event::Line { .. }
+            | Event::Boolean(_)
+            | Event::Null
+            | Event::NullBulkString
+            | Event::NullArray
+            | Event::Verbatim { .. } => self.leaf(|source| leaf_frame(source, event)),
             Event::Chunk { start, end } => {
                 let chunk = self.source.slice(start, end);
                 if let Some(Open::Chunks(chunks)) = self.stack.last_mut() {
@@ -206,6 +188,40 @@ impl<S: Source> Sink for FrameSink<'_, S> {
                 }
             }
         }
+    }
+}
+
+/// The frame of a leaf event, its strings sliced out of `source`; a null for the structural
+/// events (`Open`, `Chunk`, `Close`), which callers never pass.
+#[inline(always)]
+pub(crate) fn leaf_frame<S: Source>(source: &S, event: Event) -> Frame<S::Slice> {
+    match event {
+        Event::Integer(n) => Frame::Integer(n),
+        Event::Bulk { kind, start, end } => {
+            let payload = source.slice(start, end);
+            if kind == Kind::BULK_ERROR {
+                Frame::BulkError(payload)
+            } else {
+                Frame::BulkString(payload)
+            }
+        }
+        Event::Line { kind, start, end } => {
+            let text = source.slice(start, end);
+            match kind {
+                Kind::SIMPLE_ERROR => Frame::SimpleError(text),
+                Kind::DOUBLE => Frame::Double(text),
+                Kind::BIG_NUMBER => Frame::BigNumber(text),
+                _ => Frame::SimpleString(text),
+            }
+        }
+        Event::Verbatim { format, start, end } => Frame::VerbatimString {
+            format,
+            text: source.slice(start, end),
+        },
+        Event::Boolean(b) => Frame::Boolean(b),
+        Event::NullBulkString => Frame::NullBulkString,
+        Event::NullArray => Frame::NullArray,
+        Event::Null | Event::Open { .. } | Event::Chunk { .. } | Event::Close => Frame::Null,
     }
 }
 

@@ -17,7 +17,7 @@ use alloc::vec::Vec;
 use core::cell::Cell;
 
 use crate::{
-    build::Source,
+    build::{Source, leaf_frame},
     frame::{Frame, Kind},
     limits::Config,
     parse::{LineEnd, int_line, is_big_number, is_strict_double, line_end, parse_double},
@@ -64,35 +64,7 @@ impl<S: Source> Build for Frames<'_, S> {
 
     #[inline(always)]
     fn leaf(&self, event: Event) -> Self::Value {
-        match event {
-            Event::Integer(n) => Frame::Integer(n),
-            Event::Bulk { kind, start, end } => {
-                let payload = self.0.slice(start, end);
-                if kind == Kind::BULK_ERROR {
-                    Frame::BulkError(payload)
-                } else {
-                    Frame::BulkString(payload)
-                }
-            }
-            Event::Line { kind, start, end } => {
-                let text = self.0.slice(start, end);
-                match kind {
-                    Kind::SIMPLE_ERROR => Frame::SimpleError(text),
-                    Kind::DOUBLE => Frame::Double(text),
-                    Kind::BIG_NUMBER => Frame::BigNumber(text),
-                    _ => Frame::SimpleString(text),
-                }
-            }
-            Event::Verbatim { format, start, end } => Frame::VerbatimString {
-                format,
-                text: self.0.slice(start, end),
-            },
-            Event::Boolean(b) => Frame::Boolean(b),
-            Event::NullBulkString => Frame::NullBulkString,
-            Event::NullArray => Frame::NullArray,
-            // `Null`, and the structural events, which are never passed as leaves.
-            _ => Frame::Null,
-        }
+        leaf_frame(self.0, event)
     }
 
     #[inline(always)]
