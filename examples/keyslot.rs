@@ -9,7 +9,7 @@
 //! `-h` / `--help` and `-V` / `--version` as the first argument answer instead; after `--`
 //! every argument is a key. A closed stdout (`keyslot | head`) ends it quietly.
 
-#[path = "common/exit.rs"]
+#[path = "../crates/redis-cluster-tools/src/exit.rs"]
 mod exit;
 
 use std::io::{self, BufRead, Write};

@@ -14,7 +14,7 @@
 //! [...]}`, or `{"error": "..."}` with the text `COMMAND GETKEYS` answers, for scripted
 //! comparisons with a server.
 
-#[path = "common/exit.rs"]
+#[path = "../crates/redis-cluster-tools/src/exit.rs"]
 mod exit;
 
 use std::io::{self, BufRead, Write};

@@ -5,8 +5,8 @@
 //! is read in its sender's dialect): real TCP segmentation, not just whole messages one per
 //! file.
 
-// The example's pcap reader, so that what the test proves is what `bus-dump` runs.
-#[path = "../examples/bus-dump/pcap.rs"]
+// The tool's pcap reader, so that what the test proves is what `bus-dump` runs.
+#[path = "../crates/redis-cluster-tools/src/bin/bus-dump/pcap.rs"]
 mod pcap;
 mod support;
 
@@ -91,16 +91,7 @@ fn every_captured_message_frames_and_decodes_with_the_manifest_totals() {
 /// `internal_secret` there, which `--dialect valkey` reads as a `client_ipv4` instead.
 #[test]
 fn bus_dump_reads_extensions_in_the_dialect_it_is_told() {
-    let binary = support::example_binary(
-        "bus-dump",
-        &[
-            "examples/bus-dump",
-            "examples/common",
-            "src",
-            "crates/redis-cluster-bus/src",
-            "crates/redis-hash-slot/src",
-        ],
-    );
+    let binary = support::tool_binary("bus-dump");
     let file = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/vectors/clusterbus/redis-8.2.3/PING-000.bin");
     let names = |args: &[&str]| -> (Vec<String>, String) {

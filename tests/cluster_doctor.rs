@@ -18,7 +18,7 @@ use std::time::Duration;
 use redis_cluster_proto::hash_slot::key_slot;
 use redis_cluster_proto::resp::Frame;
 use redis_cluster_proto::route::SlotMap;
-use support::{Client, RealCluster, example_binary, redis_cli, run_bounded, text};
+use support::{Client, RealCluster, redis_cli, run_bounded, text};
 
 const EVEN: usize = 150_000;
 const TAGGED: usize = 50_000;
@@ -26,15 +26,7 @@ const BIG: usize = 10 << 20;
 const SPLIT: [usize; 3] = [8000, 4000, 4384];
 
 fn doctor_binary() -> PathBuf {
-    example_binary(
-        "cluster-doctor",
-        &[
-            "examples/cluster-doctor",
-            "crates/redis-cluster-state/src",
-            "crates/redis-resp/src",
-            "crates/redis-hash-slot/src",
-        ],
-    )
+    support::tool_binary("cluster-doctor")
 }
 
 fn doctor(args: &[&str], limit: Duration) -> Output {

@@ -501,41 +501,57 @@ pub fn info(node: &RedisServer, sub: &[u8]) -> String {
     }
 }
 
-/// The proxy's binary (`crates/redis-cluster-proxy`), built with the test's own profile
-/// the first time a test asks (another package's binary is not built for this one's tests).
+/// The proxy's binary (`crates/redis-cluster-proxy`; see [`package_binary`]).
 pub fn proxy_binary() -> PathBuf {
     static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     BUILT
-        .get_or_init(|| {
-            let exe = std::env::current_exe().expect("the test's path");
-            let dir = exe
-                .parent()
-                .and_then(Path::parent)
-                .expect("target/<profile>/deps");
-            let profile = match dir.file_name().and_then(|n| n.to_str()) {
-                Some("debug") | None => "dev",
-                Some(other) => other,
-            };
-            let status = Command::new(env!("CARGO"))
-                .args([
-                    "build",
-                    "-q",
-                    "--locked",
-                    "-p",
-                    "redis-cluster-proxy",
-                    "--profile",
-                    profile,
-                ])
-                .current_dir(env!("CARGO_MANIFEST_DIR"))
-                .status()
-                .expect("cargo runs");
-            assert!(
-                status.success(),
-                "cargo build -p redis-cluster-proxy failed"
-            );
-            dir.join("redis-cluster-proxy")
-        })
+        .get_or_init(|| package_binary("redis-cluster-proxy", "redis-cluster-proxy"))
         .clone()
+}
+
+/// A tool of `crates/redis-cluster-tools` (`bus-dump`, `cluster-doctor`; see
+/// [`package_binary`]), built once per test binary.
+pub fn tool_binary(name: &str) -> PathBuf {
+    // One build gives both tools: the package is built as a whole.
+    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BUILT
+        .get_or_init(|| package_binary("redis-cluster-tools", name))
+        .with_file_name(name)
+}
+
+/// `target/<profile>`, the folder of the test binary's `deps`.
+fn target_profile_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("the test's path");
+    exe.parent()
+        .and_then(Path::parent)
+        .expect("target/<profile>/deps")
+        .to_path_buf()
+}
+
+/// The binary `bin` of the workspace package `package`, built by `cargo build -p` with the
+/// test's own profile (another package's binaries are not built for this one's tests; cargo
+/// rebuilds them when their sources changed).
+pub fn package_binary(package: &str, bin: &str) -> PathBuf {
+    let dir = target_profile_dir();
+    let profile = match dir.file_name().and_then(|n| n.to_str()) {
+        Some("debug") | None => "dev",
+        Some(other) => other,
+    };
+    let status = Command::new(env!("CARGO"))
+        .args([
+            "build",
+            "-q",
+            "--locked",
+            "-p",
+            package,
+            "--profile",
+            profile,
+        ])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .status()
+        .expect("cargo runs");
+    assert!(status.success(), "cargo build -p {package} failed");
+    dir.join(bin)
 }
 
 /// The toy node example's binary (see [`example_binary`]).

@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use redis_cluster_proto::state::rebalance::{Plan, SlotLoad};
+use redis_cluster_state::rebalance::{Plan, SlotLoad};
 use serde_json::{Value, json};
 
 use crate::survey::{BigKey, Master, Survey};

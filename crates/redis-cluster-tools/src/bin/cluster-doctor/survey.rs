@@ -9,9 +9,9 @@ use std::collections::HashMap;
 use std::io::{self, IsTerminal, Write};
 use std::time::{Duration, Instant};
 
-use redis_cluster_proto::hash_slot::{Slot, hash_tag, key_slot};
-use redis_cluster_proto::state::rebalance::OpenSlot as Marks;
-use redis_cluster_proto::state::{ClusterNode, Config};
+use redis_cluster_state::rebalance::OpenSlot as Marks;
+use redis_cluster_state::{ClusterNode, Config};
+use redis_hash_slot::{Slot, hash_tag, key_slot};
 
 use crate::conn::{Conn, bytes, cmd, int, items, text};
 
@@ -89,7 +89,7 @@ pub(crate) struct Survey {
 /// (`cluster-slot-stats-enabled no`: key counts only).
 fn slot_cpu(conn: &mut Conn) -> io::Result<Option<Vec<(u16, u64)>>> {
     let reply = conn.call(&["CLUSTER", "SLOT-STATS", "SLOTSRANGE", "0", "16383"])?;
-    if !matches!(reply, redis_cluster_proto::resp::Frame::Array(_)) {
+    if !matches!(reply, redis_resp::Frame::Array(_)) {
         return Ok(None);
     }
     let mut found = Vec::new();
@@ -216,7 +216,7 @@ fn parse_view(host: &str, port: u16, nodes: &str) -> io::Result<ClusterNode> {
     ClusterNode::from_nodes_conf(
         Config::new(host, port),
         nodes,
-        redis_cluster_proto::state::Instant::ZERO,
+        redis_cluster_state::Instant::ZERO,
     )
     .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("{host}:{port}: {e}")))
 }
@@ -243,7 +243,7 @@ pub(crate) fn open_slots(masters: &[Master], owner: &[Option<usize>]) -> io::Res
         for slot in 0..SLOTS as u16 {
             let Some(s) = Slot::new(slot) else { continue };
             let known = |id: Option<&_>| -> Option<usize> {
-                id.and_then(|id: &redis_cluster_proto::bus::NodeId| {
+                id.and_then(|id: &redis_cluster_bus::NodeId| {
                     index.get(id.to_string().as_str()).copied()
                 })
             };

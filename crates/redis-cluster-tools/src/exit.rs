@@ -1,4 +1,5 @@
-//! How the small tools end: shared by `keyslot`, `route` and `bus-dump`.
+//! How the small tools end: shared by `bus-dump` and, from the examples package, by
+//! `keyslot` and `route`.
 
 use std::io;
 

@@ -9,10 +9,10 @@ use std::collections::HashSet;
 use std::io;
 use std::time::{Duration, Instant};
 
-use redis_cluster_proto::bus::{Address, NodeId};
-use redis_cluster_proto::hash_slot::Slot;
-use redis_cluster_proto::state::migration::{SlotMove, Step, stable};
-use redis_cluster_proto::state::rebalance::Closing;
+use redis_cluster_bus::{Address, NodeId};
+use redis_cluster_state::migration::{SlotMove, Step, stable};
+use redis_cluster_state::rebalance::Closing;
+use redis_hash_slot::Slot;
 
 use crate::conn::{Conn, Reply, int, items, text};
 use crate::survey::{Master, OpenSlot};

@@ -8,7 +8,7 @@
 //! interrupted half way leaves slots open; the next run closes them first, losing no key.
 //!
 //! ```text
-//! cargo run --example cluster-doctor -- 127.0.0.1:7000 [--weight keys|memory|ops|mix]
+//! cluster-doctor 127.0.0.1:7000 [--weight keys|memory|ops|mix]
 //!     [--ratio 1.2] [--capacity ADDR=W]... [--sample SECS] [--scan KEYS] [--top N]
 //!     [--json] [--svg FILE] [--apply [--dry-run]] [--batch KEYS] [--quiet]
 //! ```
@@ -21,7 +21,7 @@ mod survey;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use redis_cluster_proto::state::rebalance::{Closing, Plan, PlanOptions, SlotLoad, plan};
+use redis_cluster_state::rebalance::{Closing, Plan, PlanOptions, SlotLoad, plan};
 
 use crate::survey::{SLOTS, Survey, SurveyOptions};
 

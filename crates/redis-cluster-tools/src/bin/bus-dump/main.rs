@@ -5,19 +5,19 @@
 //! its `time`, `src` and `dst`.
 //!
 //! ```text
-//! cargo run --example bus-dump -- tests/vectors/clusterbus/redis-7.0.15/PING-002.bin
-//! cargo run --example bus-dump -- tests/vectors/clusterbus/redis-7.0.15/capture.pcap.gz
-//! sudo tcpdump -i lo -w bus.pcap 'tcp port 17000' && cargo run --example bus-dump -- bus.pcap
+//! bus-dump tests/vectors/clusterbus/redis-7.0.15/PING-002.bin
+//! bus-dump tests/vectors/clusterbus/redis-7.0.15/capture.pcap.gz
+//! sudo tcpdump -i lo -w bus.pcap 'tcp port 17000' && bus-dump bus.pcap
 //! ```
 
 mod pcap;
 
-#[path = "../common/exit.rs"]
+#[path = "../../exit.rs"]
 mod exit;
 
 use std::io::{self, Read, Write};
 
-use redis_cluster_proto::bus::{Dialect, Framed, Framer, Header, Message, SIGNATURE, VERSION};
+use redis_cluster_bus::{Dialect, Framed, Framer, Header, Message, SIGNATURE, VERSION};
 use serde_json::{Map, Value, json};
 
 const USAGE: &str = "usage: bus-dump [--dialect auto|redis|valkey] [FILE]

@@ -5,7 +5,7 @@ use std::io::{self, Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
-use redis_cluster_proto::resp::{self, Frame, Status};
+use redis_resp::{Frame, Status};
 
 /// A reply with its strings copied out of the read buffer.
 pub(crate) type Reply = Frame<Vec<u8>>;
@@ -40,7 +40,7 @@ impl Conn {
     /// One command and its reply; an error reply is an `Ok` value, for the caller to read.
     pub(crate) fn call<A: AsRef<[u8]>>(&mut self, argv: &[A]) -> io::Result<Reply> {
         let mut out = Vec::new();
-        resp::encode_command(argv, &mut out);
+        redis_resp::encode_command(argv, &mut out);
         self.stream.write_all(&out)?;
         self.read()
     }
@@ -70,7 +70,7 @@ impl Conn {
         for batch in commands.chunks(PIPELINE) {
             let mut out = Vec::new();
             for argv in batch {
-                resp::encode_command(argv, &mut out);
+                redis_resp::encode_command(argv, &mut out);
             }
             self.stream.write_all(&out)?;
             for _ in batch {
@@ -84,7 +84,7 @@ impl Conn {
         loop {
             if self.start < self.buf.len() {
                 let input = &self.buf[self.start..];
-                match resp::decode(input) {
+                match redis_resp::decode(input) {
                     Ok(Status::Complete((frame, used))) => {
                         let frame = frame.map_bytes(&mut |b: &[u8]| b.to_vec());
                         self.start += used;
