@@ -50,15 +50,13 @@ fn run() -> io::Result<()> {
             Some("--server") => {
                 args.remove(0);
                 if args.is_empty() {
-                    eprintln!("route: --server needs a value\n{USAGE}");
-                    std::process::exit(2);
+                    return Err(exit::usage(format!("--server needs a value\n{USAGE}")));
                 }
                 let server = args.remove(0);
                 let Some((name, version)) = server.rsplit_once('-') else {
-                    eprintln!(
-                        "route: --server {server:?}: not NAME-VERSION (redis-8.2.3)\n{USAGE}"
-                    );
-                    std::process::exit(2);
+                    return Err(exit::usage(format!(
+                        "--server {server:?}: not NAME-VERSION (redis-8.2.3)\n{USAGE}"
+                    )));
                 };
                 table = CommandTable::for_server(name, version);
             }
@@ -69,8 +67,7 @@ fn run() -> io::Result<()> {
         return batch(table);
     }
     if args.is_empty() {
-        eprintln!("{USAGE}");
-        std::process::exit(2);
+        return Err(exit::usage(format!("no command given\n{USAGE}")));
     }
     let mut out = io::BufWriter::new(io::stdout().lock());
     explain(&mut out, table, &args)?;

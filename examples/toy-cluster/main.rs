@@ -231,6 +231,16 @@ fn parse(args: &[String]) -> Result<Plan, String> {
             plan.verbose = true;
             continue;
         }
+        const OPTIONS: [&str; 5] = [
+            "--masters",
+            "--replicas",
+            "--port",
+            "--cluster-node-timeout",
+            "--dir",
+        ];
+        if !OPTIONS.contains(&name.as_str()) {
+            return Err(format!("unknown option {name:?}"));
+        }
         let value = args.next().ok_or(format!("{name} needs a value"))?;
         let number = || format!("{name}: not a number: {value:?}");
         match name.as_str() {

@@ -1,8 +1,8 @@
 //! Prints one JSON object per cluster-bus message, with the field names of the shared
 //! vectors' manifest (`type_name`, `sender`, `current_epoch`, `myslots_ranges`, `gossip`,
-//! `extensions`, …). The input is a file (or stdin) of back-to-back messages, or a pcap of a
-//! bus port (gzipped or not): then each TCP stream is reassembled and each message also gets
-//! its `time`, `src` and `dst`.
+//! `extensions`, …). The input is a file (or stdin) of back-to-back messages, or a pcap or
+//! pcapng capture of a bus port (gzipped or not): then each TCP stream is reassembled and each
+//! message also gets its `time`, `src` and `dst`.
 //!
 //! ```text
 //! bus-dump tests/vectors/clusterbus/redis-7.0.15/PING-002.bin
@@ -21,7 +21,8 @@ use redis_cluster_bus::{Dialect, Framed, Framer, Header, Message, SIGNATURE, VER
 use serde_json::{Map, Value, json};
 
 const USAGE: &str = "usage: bus-dump [--dialect auto|redis|valkey] [FILE]
-  FILE       a file of bus messages, or a pcap of a bus port, gzipped or not (default: stdin)
+  FILE       a file of bus messages, or a pcap or pcapng capture of a bus port, gzipped or
+             not (default, or -: stdin)
   --dialect  how ping extensions 4 and 5 read: as the sender's header flags say (auto, the
              default: Valkey when it sets a light-header flag), as Redis numbers them
              (4 = internal_secret), or as Valkey does (4 / 5 = client_ipv4 / client_ipv6).
@@ -36,7 +37,7 @@ fn run() -> io::Result<()> {
     let mut dialect = None;
     let mut path = None;
     let mut args = std::env::args_os().skip(1);
-    let usage = |text: String| io::Error::new(io::ErrorKind::InvalidInput, text);
+    let usage = exit::usage;
     while let Some(arg) = args.next() {
         match arg.to_str() {
             Some("-h" | "--help") => {
@@ -63,7 +64,11 @@ fn run() -> io::Result<()> {
                     }
                 };
             }
-            _ if path.is_none() => path = Some(arg),
+            // `-` is standard input; any other word of a dash is an option it does not know.
+            Some(option) if option.starts_with('-') && option != "-" => {
+                return Err(usage(format!("unknown option {option}\n{USAGE}")));
+            }
+            _ if path.is_none() => path = Some(arg).filter(|arg| arg != "-"),
             _ => return Err(usage(format!("one file at most\n{USAGE}"))),
         }
     }

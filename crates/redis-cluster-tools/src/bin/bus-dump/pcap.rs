@@ -1,7 +1,10 @@
-//! Just enough of the pcap format to get the TCP byte streams out of a capture of a bus port:
-//! classic pcap (either byte order, micro- or nanosecond timestamps) over Ethernet, BSD
-//! loopback, Linux cooked (v1 and v2) or raw IP, carrying IPv4 or IPv6. Malformed records are
-//! skipped, never trusted: every length is checked against the bytes there are.
+//! Just enough of the capture formats to get the TCP byte streams out of a capture of a bus
+//! port: classic pcap (either byte order, micro- or nanosecond timestamps) and pcapng (the
+//! default of dumpcap, Wireshark and recent tcpdump builds: sections of either byte order,
+//! several interfaces, any `if_tsresol`, enhanced, simple and obsolete packet blocks) over
+//! Ethernet, BSD loopback, Linux cooked (v1 and v2) or raw IP, carrying IPv4 or IPv6.
+//! Malformed records are skipped, never trusted: every length is checked against the bytes
+//! there are.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -30,7 +33,10 @@ pub(crate) struct Segment<'a> {
     pub(crate) payload: &'a [u8],
 }
 
-/// Every TCP segment of a pcap file, in capture order.
+/// The first bytes of a pcapng file: a section header block's type.
+pub(crate) const PCAPNG_MAGIC: [u8; 4] = [0x0a, 0x0d, 0x0d, 0x0a];
+
+/// Every TCP segment of a pcap or pcapng file, in capture order.
 pub(crate) fn segments(file: &[u8]) -> Result<Vec<Segment<'_>>, String> {
     let head = file.get(..24).ok_or("too short for a pcap file")?;
     let magic = [head[0], head[1], head[2], head[3]];
@@ -39,17 +45,10 @@ pub(crate) fn segments(file: &[u8]) -> Result<Vec<Segment<'_>>, String> {
         [0x4d, 0x3c, 0xb2, 0xa1] => (true, true),
         [0xa1, 0xb2, 0xc3, 0xd4] => (false, false),
         [0xa1, 0xb2, 0x3c, 0x4d] => (false, true),
-        [0x0a, 0x0d, 0x0d, 0x0a] => return Err("pcapng is not supported: save as pcap".into()),
+        PCAPNG_MAGIC => return pcapng_segments(file),
         _ => return Err(format!("not a pcap file (magic {magic:02x?})")),
     };
-    let u32_at = |bytes: &[u8], at: usize| -> Option<u32> {
-        let b: [u8; 4] = bytes.get(at..at + 4)?.try_into().ok()?;
-        Some(if little {
-            u32::from_le_bytes(b)
-        } else {
-            u32::from_be_bytes(b)
-        })
-    };
+    let u32_at = |bytes: &[u8], at: usize| u32_in(little, bytes, at);
     let link = u32_at(head, 20).ok_or("pcap header")?;
     let mut out = Vec::new();
     let mut rest = file.get(24..).unwrap_or_default();
@@ -73,6 +72,192 @@ pub(crate) fn segments(file: &[u8]) -> Result<Vec<Segment<'_>>, String> {
         }
     }
     Ok(out)
+}
+
+/// The `u32` at `at` of `bytes`, in the file's byte order.
+fn u32_in(little: bool, bytes: &[u8], at: usize) -> Option<u32> {
+    let b: [u8; 4] = bytes.get(at..at.checked_add(4)?)?.try_into().ok()?;
+    Some(if little {
+        u32::from_le_bytes(b)
+    } else {
+        u32::from_be_bytes(b)
+    })
+}
+
+/// The `u16` at `at` of `bytes`, in the file's byte order.
+fn u16_in(little: bool, bytes: &[u8], at: usize) -> Option<u16> {
+    let b: [u8; 2] = bytes.get(at..at.checked_add(2)?)?.try_into().ok()?;
+    Some(if little {
+        u16::from_le_bytes(b)
+    } else {
+        u16::from_be_bytes(b)
+    })
+}
+
+/// What a pcapng interface description block says of the packets that name it.
+#[derive(Clone, Copy, Debug)]
+struct Interface {
+    /// The link type (the same numbers as a pcap header's).
+    link: u32,
+    /// The capture length limit, 0 for none (a simple packet block's data is cut to it).
+    snaplen: u32,
+    /// Timestamp units per second: `if_tsresol`, 10⁶ when absent.
+    units: u128,
+    /// `if_tsoffset`: seconds added to every timestamp.
+    offset: i64,
+}
+
+/// Every TCP segment of a pcapng file, in capture order: each section (a section header
+/// block, in its own byte order) numbers its interfaces from 0 in the order they are
+/// described. Blocks of other types (statistics, name resolution, custom …) are skipped, and
+/// so is a packet of an interface not described; a block whose length cannot be right ends
+/// the file, as a capture cut short does.
+fn pcapng_segments(file: &[u8]) -> Result<Vec<Segment<'_>>, String> {
+    let mut out = Vec::new();
+    let mut little = true;
+    let mut interfaces: Vec<Interface> = Vec::new();
+    let mut rest = file;
+    while rest.len() >= 12 {
+        if rest[..4] == PCAPNG_MAGIC {
+            // The byte-order magic, 0x1A2B3C4D as the section writes it, tells its order.
+            little = match rest[8..12] {
+                [0x4d, 0x3c, 0x2b, 0x1a] => true,
+                [0x1a, 0x2b, 0x3c, 0x4d] => false,
+                _ if rest.len() == file.len() => {
+                    return Err("not a pcapng file: no byte-order magic".into());
+                }
+                _ => break,
+            };
+            interfaces.clear();
+        }
+        let (Some(kind), Some(length)) = (u32_in(little, rest, 0), u32_in(little, rest, 4)) else {
+            break;
+        };
+        let length = length as usize;
+        let Some(block) = rest
+            .get(..length)
+            .filter(|_| length >= 12 && length % 4 == 0)
+        else {
+            break;
+        };
+        rest = &rest[length..];
+        let body = &block[8..length - 4];
+        if kind == 1 {
+            // One that cannot be read still takes its number: its packets are skipped.
+            interfaces.push(interface(little, body).unwrap_or(Interface {
+                link: u32::MAX,
+                snaplen: 0,
+                units: 1_000_000,
+                offset: 0,
+            }));
+        } else if let Some((link, time, frame)) = packet(little, kind, body, &interfaces) {
+            if let Some(segment) = network_layer(link, frame).and_then(|ip| tcp(time, ip)) {
+                out.push(segment);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The link type, time and frame of a packet block of type `kind`, `None` for a block of
+/// another type or one that does not read.
+fn packet<'a>(
+    little: bool,
+    kind: u32,
+    body: &'a [u8],
+    interfaces: &[Interface],
+) -> Option<(u32, (u32, u32), &'a [u8])> {
+    match kind {
+        // Enhanced (6) and obsolete (2) packet blocks: the interface (32 bits, or 16 and a
+        // drop count), the timestamp's two halves, the captured length, the original length.
+        6 | 2 => {
+            let id = if kind == 6 {
+                u32_in(little, body, 0)?
+            } else {
+                u32::from(u16_in(little, body, 0)?)
+            };
+            let interface = interfaces.get(id as usize)?;
+            let ticks =
+                u64::from(u32_in(little, body, 4)?) << 32 | u64::from(u32_in(little, body, 8)?);
+            let caplen = u32_in(little, body, 12)? as usize;
+            let frame = body.get(20..20usize.checked_add(caplen)?)?;
+            Some((interface.link, timestamp(interface, ticks), frame))
+        }
+        // A simple packet block: interface 0, no timestamp, the original length, and the
+        // data cut to the interface's snap length.
+        3 => {
+            let interface = interfaces.first()?;
+            let mut caplen = u32_in(little, body, 0)? as usize;
+            if interface.snaplen != 0 {
+                caplen = caplen.min(interface.snaplen as usize);
+            }
+            let data = body.get(4..)?;
+            Some((interface.link, (0, 0), data.get(..caplen.min(data.len()))?))
+        }
+        _ => None,
+    }
+}
+
+/// An interface description block's body: link type, snap length, and the two options that
+/// change how its packets' timestamps read.
+fn interface(little: bool, body: &[u8]) -> Option<Interface> {
+    let mut interface = Interface {
+        link: u32::from(u16_in(little, body, 0)?),
+        snaplen: u32_in(little, body, 4)?,
+        units: 1_000_000,
+        offset: 0,
+    };
+    let mut options = body.get(8..).unwrap_or_default();
+    while let (Some(code), Some(length)) = (u16_in(little, options, 0), u16_in(little, options, 2))
+    {
+        let length = usize::from(length);
+        let Some(value) = options.get(4..4 + length) else {
+            break;
+        };
+        match (code, value) {
+            (0, _) => break, // opt_endofopt
+            // if_tsresol: 10^-n seconds, or 2^-n when the top bit is set.
+            (9, [resolution]) => {
+                let n = u32::from(resolution & 0x7f);
+                // Beyond what 128 bits hold (no real clock), every timestamp reads as 0.
+                interface.units = if resolution & 0x80 == 0 {
+                    10u128.checked_pow(n)
+                } else {
+                    1u128.checked_shl(n)
+                }
+                .unwrap_or(u128::MAX);
+            }
+            // if_tsoffset: a signed count of seconds.
+            (14, value) => {
+                if let Ok(b) = <[u8; 8]>::try_from(value) {
+                    interface.offset = if little {
+                        i64::from_le_bytes(b)
+                    } else {
+                        i64::from_be_bytes(b)
+                    };
+                }
+            }
+            _ => {}
+        }
+        // Each option's value is padded to 32 bits.
+        options = options
+            .get(4 + length.next_multiple_of(4)..)
+            .unwrap_or_default();
+    }
+    Some(interface)
+}
+
+/// A pcapng timestamp, in its interface's units, as seconds and nanoseconds (seconds beyond
+/// what 32 bits hold saturate, as the classic format cannot say them either).
+fn timestamp(interface: &Interface, ticks: u64) -> (u32, u32) {
+    let ticks = u128::from(ticks);
+    let seconds = (ticks / interface.units) as i128 + i128::from(interface.offset);
+    let nanos = (ticks % interface.units) * 1_000_000_000 / interface.units;
+    (
+        seconds.clamp(0, i128::from(u32::MAX)) as u32,
+        // Below 10⁹ by construction.
+        nanos as u32,
+    )
 }
 
 /// The IP packet inside a link-layer frame.

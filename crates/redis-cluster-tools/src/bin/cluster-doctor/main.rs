@@ -344,7 +344,15 @@ fn main() -> ExitCode {
         println!("cluster-doctor {}", env!("CARGO_PKG_VERSION"));
         return ExitCode::SUCCESS;
     }
-    match parse(args.into_iter()).and_then(|options| run(&options)) {
+    let options = match parse(args.into_iter()) {
+        Ok(options) => options,
+        Err(e) => {
+            // A command line it cannot follow: status 2, as for any tool's usage error.
+            eprintln!("cluster-doctor: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match run(&options) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("cluster-doctor: {e}");
