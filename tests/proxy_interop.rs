@@ -823,7 +823,7 @@ fn a_static_pool_shards_by_slot_range() {
     assert!(
         error
             .as_deref()
-            .is_some_and(|e| e.contains("unknown key `hash`")),
+            .is_some_and(|e| e.contains("unknown key \"hash\" at line 5")),
         "{error:?}"
     );
     // Config errors name what is wrong.

@@ -248,8 +248,9 @@ fn main() {
             "configuration file '{path}' syntax is invalid: {e}"
         )),
     };
-    let yaml = !proxy::Config::is_toml(&text);
-    let mut config = match proxy::Config::load(&text) {
+    let format = proxy::config::Format::of(std::path::Path::new(path), &text);
+    let yaml = format == proxy::config::Format::Yaml;
+    let mut config = match proxy::Config::load_as(format, &text) {
         Ok(config) => config,
         Err(e) => fail(&format!(
             "configuration file '{path}' syntax is invalid: {e}"

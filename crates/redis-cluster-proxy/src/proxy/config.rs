@@ -134,14 +134,48 @@ pub(crate) struct TwemServer {
     pub(crate) name: String,
 }
 
-impl Config {
-    /// Reads a configuration file: nutcracker's YAML (a mapping of pool names) or our TOML
-    /// (`[[pool]]` tables), told apart by which one parses.
-    pub(crate) fn load(text: &str) -> Result<Self, ConfigError> {
-        if Self::is_toml(text) {
-            return Self::parse(text);
+/// The two formats of a configuration file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Format {
+    /// Our `[[pool]]` tables.
+    Toml,
+    /// nutcracker's file: a mapping of pool names.
+    Yaml,
+}
+
+impl Format {
+    /// The format of the file at `path`: told by its extension (`.toml`; `.yml` or `.yaml`),
+    /// and only for a file without one of those by which of the two `text` parses as.
+    pub(crate) fn of(path: &std::path::Path, text: &str) -> Self {
+        match path.extension().and_then(|e| e.to_str()) {
+            Some("toml") => Self::Toml,
+            Some("yml" | "yaml") => Self::Yaml,
+            _ if Config::is_toml(text) => Self::Toml,
+            _ => Self::Yaml,
         }
-        Self::parse_yaml(text)
+    }
+}
+
+impl Config {
+    /// Reads a configuration file's text whose name did not say its format: nutcracker's YAML
+    /// (a mapping of pool names) or our TOML (`[[pool]]` tables), told apart by which one
+    /// parses.
+    #[allow(dead_code)] // the interop tests read texts with it
+    pub(crate) fn load(text: &str) -> Result<Self, ConfigError> {
+        let format = if Self::is_toml(text) {
+            Format::Toml
+        } else {
+            Format::Yaml
+        };
+        Self::load_as(format, text)
+    }
+
+    /// Reads a configuration file's text in `format`.
+    pub(crate) fn load_as(format: Format, text: &str) -> Result<Self, ConfigError> {
+        match format {
+            Format::Toml => Self::parse(text),
+            Format::Yaml => Self::parse_yaml(text),
+        }
     }
 
     /// Whether `text` is our TOML (with `[[pool]]` tables) rather than nutcracker's YAML.
@@ -166,7 +200,7 @@ impl Config {
             let Some(name) = name.as_str() else {
                 return Err(ConfigError("a pool name must be a string".into()));
             };
-            out.push(PoolConfig::parse_yaml(name, pool)?);
+            out.push(PoolConfig::parse_yaml(name, pool, text)?);
         }
         if out.is_empty() {
             return Err(ConfigError("no pool in the file".into()));
@@ -177,26 +211,15 @@ impl Config {
         })
     }
 
-    /// Reads the TOML text of a configuration file.
+    /// Reads the TOML text of a configuration file. A key it does not know, a value of the
+    /// wrong type and a syntax error are named with their line and column.
     pub(crate) fn parse(text: &str) -> Result<Self, ConfigError> {
-        let table: toml::Table = text
-            .parse()
-            .map_err(|e: toml::de::Error| ConfigError(format!("not TOML: {e}")))?;
-        let pools = match table.get("pool") {
-            Some(toml::Value::Array(pools)) => pools,
-            Some(_) => return Err(ConfigError("`pool` must be an array of tables".into())),
-            None => return Err(ConfigError("no [[pool]] in the file".into())),
-        };
-        if let Some(key) = table.keys().find(|k| *k != "pool") {
-            return Err(ConfigError(format!("unknown top-level key `{key}`")));
-        }
-        let pools = pools
-            .iter()
+        let file: TomlFile = toml::from_str(text).map_err(|e| ConfigError(toml_error(&e, text)))?;
+        let pools = file
+            .pool
+            .into_iter()
             .enumerate()
-            .map(|(i, pool)| match pool {
-                toml::Value::Table(pool) => PoolConfig::parse(i, pool),
-                _ => Err(ConfigError(format!("pool {i}: not a table"))),
-            })
+            .map(|(i, pool)| PoolConfig::from_toml(i, pool))
             .collect::<Result<Vec<_>, _>>()?;
         if pools.is_empty() {
             return Err(ConfigError("no [[pool]] in the file".into()));
@@ -208,81 +231,155 @@ impl Config {
     }
 }
 
+/// A TOML error as one line where it can be: `line L, column C: what`, the key or value it
+/// is about quoted in `what` (the `toml` crate's text draws the line beneath instead).
+fn toml_error(e: &toml::de::Error, text: &str) -> String {
+    let message = e.message().trim_end();
+    match e.span() {
+        Some(span) => format!("{}: {message}", TextPosition::of(text, span.start)),
+        None => message.to_string(),
+    }
+}
+
+/// A line and column (both from 1) of a configuration file's text.
+struct TextPosition {
+    line: usize,
+    column: usize,
+}
+
+impl TextPosition {
+    /// Where byte `at` of `text` is.
+    fn of(text: &str, at: usize) -> Self {
+        let before = text.get(..at).unwrap_or(text);
+        let line_start = before.rfind('\n').map_or(0, |n| n + 1);
+        Self {
+            line: before.matches('\n').count() + 1,
+            column: before[line_start..].chars().count() + 1,
+        }
+    }
+}
+
+impl std::fmt::Display for TextPosition {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "line {}, column {}", self.line, self.column)
+    }
+}
+
+/// The TOML file: `[[pool]]` tables and nothing else.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TomlFile {
+    #[serde(default)]
+    pool: Vec<TomlPool>,
+}
+
+/// One `[[pool]]` table (or a YAML pool with a `kind:`, its keys renamed to these).
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TomlPool {
+    name: Option<String>,
+    listen: String,
+    #[serde(default)]
+    kind: TomlKind,
+    timeout_ms: Option<u64>,
+    seeds: Option<Vec<String>>,
+    read_from: Option<TomlReadFrom>,
+    password: Option<String>,
+    sentinels: Option<Vec<String>>,
+    groups: Option<Vec<TomlGroup>>,
+    servers: Option<Vec<TomlServer>>,
+}
+
+/// `kind = …`.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum TomlKind {
+    #[default]
+    Cluster,
+    Sentinel,
+    Static,
+}
+
+/// `read_from = …`.
+#[derive(Debug, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum TomlReadFrom {
+    Master,
+    Replica,
+}
+
+/// `{ name = "g1", slots = "0-8191" }` of a Sentinel pool's `groups`.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TomlGroup {
+    name: String,
+    slots: String,
+}
+
+/// `{ address = "host:port", slots = "0-8191" }` of a static pool's `servers`.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TomlServer {
+    address: String,
+    slots: String,
+}
+
 impl PoolConfig {
-    fn parse(i: usize, pool: &toml::Table) -> Result<Self, ConfigError> {
-        let name = match pool.get("name") {
-            Some(toml::Value::String(name)) => name.clone(),
-            None => format!("pool{i}"),
-            Some(_) => return Err(ConfigError(format!("pool {i}: `name` must be a string"))),
-        };
+    /// A pool from its table, `i` its place in the file (its name when it has none).
+    fn from_toml(i: usize, pool: TomlPool) -> Result<Self, ConfigError> {
+        let name = pool.name.unwrap_or_else(|| format!("pool{i}"));
         let err = |what: &str| ConfigError(format!("pool {name}: {what}"));
-        let string = |key: &str| match pool.get(key) {
-            Some(toml::Value::String(s)) => Ok(Some(s.clone())),
-            None => Ok(None),
-            Some(_) => Err(err(&format!("`{key}` must be a string"))),
-        };
-        let listen = string("listen")?.ok_or_else(|| err("`listen` is required"))?;
-        let timeout = match pool.get("timeout_ms") {
+        let timeout = match pool.timeout_ms {
             None => Duration::from_millis(1000),
-            Some(toml::Value::Integer(ms)) if *ms > 0 => Duration::from_millis(*ms as u64),
+            Some(ms) if ms > 0 => Duration::from_millis(ms),
             Some(_) => return Err(err("`timeout_ms` must be a positive integer")),
         };
-        let kind = match string("kind")?.as_deref() {
-            Some("cluster") | None => {
-                let seeds = strings(pool, "seeds").map_err(|what| err(&what))?;
-                let read_from = match string("read_from")?.as_deref() {
-                    None | Some("master") => ReadFrom::Master,
-                    Some("replica") => ReadFrom::PreferReplica,
-                    Some(other) => return Err(err(&format!("unknown read_from `{other}`"))),
-                };
-                PoolKind::Cluster { seeds, read_from }
+        let kind = match pool.kind {
+            TomlKind::Cluster => PoolKind::Cluster {
+                seeds: non_empty(pool.seeds, "seeds").map_err(|what| err(&what))?,
+                read_from: match pool.read_from {
+                    None | Some(TomlReadFrom::Master) => ReadFrom::Master,
+                    Some(TomlReadFrom::Replica) => ReadFrom::PreferReplica,
+                },
+            },
+            TomlKind::Sentinel => {
+                let sentinels =
+                    non_empty(pool.sentinels, "sentinels").map_err(|what| err(&what))?;
+                let groups = non_empty(pool.groups, "groups").map_err(|what| err(&what))?;
+                let groups = groups.into_iter().map(|g| (g.name, g.slots));
+                PoolKind::Sentinel {
+                    sentinels,
+                    groups: ranges(groups, "groups").map_err(|what| err(&what))?,
+                }
             }
-            Some("sentinel") => {
-                let sentinels = strings(pool, "sentinels").map_err(|what| err(&what))?;
-                let groups = ranges(pool, "groups", "name").map_err(|what| err(&what))?;
-                PoolKind::Sentinel { sentinels, groups }
+            TomlKind::Static => {
+                let servers = non_empty(pool.servers, "servers").map_err(|what| err(&what))?;
+                let servers = servers.into_iter().map(|s| (s.address, s.slots));
+                PoolKind::Static {
+                    servers: ranges(servers, "servers").map_err(|what| err(&what))?,
+                }
             }
-            Some("static") => {
-                let servers = ranges(pool, "servers", "address").map_err(|what| err(&what))?;
-                PoolKind::Static { servers }
-            }
-            Some(other) => return Err(err(&format!("unknown kind `{other}`"))),
         };
-        let password = string("password")?;
-        let known = [
-            "name",
-            "listen",
-            "kind",
-            "timeout_ms",
-            "seeds",
-            "read_from",
-            "password",
-            "sentinels",
-            "groups",
-            "servers",
-        ];
-        if let Some(key) = pool.keys().find(|k| !known.contains(&k.as_str())) {
-            return Err(err(&format!("unknown key `{key}`")));
-        }
         Ok(Self {
             name,
-            listen,
+            listen: pool.listen,
             kind,
             timeout,
-            password,
+            password: pool.password,
             backlog: DEFAULT_BACKLOG,
         })
     }
 }
 
 impl PoolConfig {
-    fn parse_yaml(name: &str, pool: &Yaml) -> Result<Self, ConfigError> {
+    /// A pool of nutcracker's YAML `text`.
+    fn parse_yaml(name: &str, pool: &Yaml, text: &str) -> Result<Self, ConfigError> {
         let err = |what: &str| ConfigError(format!("{name}: {what}"));
         let Yaml::Hash(keys) = pool else {
             return Err(err("not a mapping"));
         };
         if !matches!(pool["kind"], Yaml::BadValue) {
-            return Self::parse_yaml_kind(name, keys);
+            return Self::parse_yaml_kind(name, keys, text);
         }
         let known = [
             "listen",
@@ -306,7 +403,7 @@ impl PoolConfig {
         for key in keys.keys() {
             let key = key.as_str().unwrap_or("?");
             if !known.contains(&key) {
-                return Err(err(&format!("unknown key \"{key}\"")));
+                return Err(err(&unknown_yaml_key(text, name, key)));
             }
         }
         let get = |key: &str| &pool[key];
@@ -403,7 +500,11 @@ impl PoolConfig {
     /// A YAML pool with our `kind:` (cluster, sentinel, static): the keys of a TOML
     /// `[[pool]]` (`seeds`, `read_from`, `sentinels`, `groups`, `servers`), plus
     /// nutcracker's `listen`, `timeout` (ms) and `redis_auth` (the servers' password).
-    fn parse_yaml_kind(name: &str, keys: &yaml_rust2::yaml::Hash) -> Result<Self, ConfigError> {
+    fn parse_yaml_kind(
+        name: &str,
+        keys: &yaml_rust2::yaml::Hash,
+        text: &str,
+    ) -> Result<Self, ConfigError> {
         let err = |what: &str| ConfigError(format!("{name}: {what}"));
         let mut table = toml::Table::new();
         table.insert("name".into(), toml::Value::String(name.to_string()));
@@ -414,13 +515,81 @@ impl PoolConfig {
             let key = match key {
                 "timeout" => "timeout_ms",
                 "redis_auth" => "password",
-                "name" => return Err(err("unknown key \"name\"")),
+                "name" => return Err(err(&unknown_yaml_key(text, name, "name"))),
                 other => other,
             };
             let value = to_toml(value).ok_or_else(|| err(&format!("\"{key}\": bad value")))?;
             table.insert(key.to_string(), value);
         }
-        Self::parse(0, &table)
+        let pool: TomlPool =
+            toml::Value::Table(table)
+                .try_into()
+                .map_err(|e: toml::de::Error| {
+                    let message = e.message().trim_end();
+                    // serde's own words for a key the struct does not have: named here by its
+                    // YAML name and line.
+                    let unknown = message
+                        .strip_prefix("unknown field `")
+                        .and_then(|rest| rest.split_once('`'))
+                        .map(|(key, _)| key);
+                    match unknown {
+                        Some(key) => err(&unknown_yaml_key(text, name, key)),
+                        None => err(message),
+                    }
+                })?;
+        Self::from_toml(0, pool)
+    }
+}
+
+/// `unknown key "KEY"`, with the line it is on in `text` where it can be found.
+fn unknown_yaml_key(text: &str, pool: &str, key: &str) -> String {
+    match yaml_key_line(text, pool, key) {
+        Some(line) => format!("unknown key \"{key}\" at line {line}"),
+        None => format!("unknown key \"{key}\""),
+    }
+}
+
+/// The line (from 1) of the key `key` of the pool `pool` in nutcracker's YAML `text`: the
+/// second level of the top-level mapping, read from the parser's events, which carry their
+/// place in the text (the loaded values do not).
+fn yaml_key_line(text: &str, pool: &str, key: &str) -> Option<usize> {
+    use yaml_rust2::parser::{Event, Parser};
+    // For each open collection: whether it is a mapping, and whether its next node is a key.
+    let mut open: Vec<(bool, bool)> = Vec::new();
+    let mut current_pool: Option<String> = None;
+    let mut parser = Parser::new_from_str(text);
+    // A node ended: the mapping it was in now waits for the other half of its pair.
+    let ended = |open: &mut Vec<(bool, bool)>| {
+        if let Some((true, next_is_key)) = open.last_mut() {
+            *next_is_key = !*next_is_key;
+        }
+    };
+    loop {
+        let (event, mark) = parser.next_token().ok()?;
+        let is_key = matches!(open.last(), Some((true, true)));
+        match event {
+            Event::StreamEnd => return None,
+            Event::Scalar(value, ..) => {
+                if is_key && open.len() == 1 {
+                    current_pool = Some(value);
+                } else if is_key
+                    && open.len() == 2
+                    && current_pool.as_deref() == Some(pool)
+                    && value == key
+                {
+                    return Some(mark.line());
+                }
+                ended(&mut open);
+            }
+            Event::Alias(_) => ended(&mut open),
+            Event::MappingStart(..) => open.push((true, true)),
+            Event::SequenceStart(..) => open.push((false, false)),
+            Event::MappingEnd | Event::SequenceEnd => {
+                open.pop();
+                ended(&mut open);
+            }
+            _ => {}
+        }
     }
 }
 
@@ -474,31 +643,22 @@ impl TwemServer {
     }
 }
 
-/// `key = ["…", …]`, not empty.
-fn strings(pool: &toml::Table, key: &str) -> Result<Vec<String>, String> {
-    match pool.get(key) {
-        Some(toml::Value::Array(list)) if !list.is_empty() => list
-            .iter()
-            .map(|s| match s {
-                toml::Value::String(s) => Ok(s.clone()),
-                _ => Err(format!("`{key}` must be strings")),
-            })
-            .collect(),
-        _ => Err(format!(
-            "`{key}` (a non-empty array of strings) is required"
-        )),
+/// A list the pool's kind requires, not empty.
+fn non_empty<T>(list: Option<Vec<T>>, key: &str) -> Result<Vec<T>, String> {
+    match list {
+        Some(list) if !list.is_empty() => Ok(list),
+        _ => Err(format!("`{key}` (a non-empty array) is required")),
     }
 }
 
-/// `key = [{ <label> = "…", slots = "first-last" }, …]`, covering every slot exactly once.
-fn ranges(pool: &toml::Table, key: &str, label: &str) -> Result<Vec<(String, u16, u16)>, String> {
-    let list = match pool.get(key) {
-        Some(toml::Value::Array(list)) if !list.is_empty() => list
-            .iter()
-            .map(|g| parse_range(g, label))
-            .collect::<Result<Vec<_>, _>>()?,
-        _ => return Err(format!("`{key}` (a non-empty array) is required")),
-    };
+/// `(name, "first-last")` entries of `key`, covering every slot exactly once.
+fn ranges(
+    list: impl Iterator<Item = (String, String)>,
+    key: &str,
+) -> Result<Vec<(String, u16, u16)>, String> {
+    let list = list
+        .map(|(name, slots)| parse_range(name, &slots))
+        .collect::<Result<Vec<_>, _>>()?;
     for slot in 0..16384u16 {
         let owners = list
             .iter()
@@ -513,17 +673,8 @@ fn ranges(pool: &toml::Table, key: &str, label: &str) -> Result<Vec<(String, u16
     Ok(list)
 }
 
-/// `{ name = "g1", slots = "0-8191" }` (or `address` for a static server).
-fn parse_range(entry: &toml::Value, label: &str) -> Result<(String, u16, u16), String> {
-    let toml::Value::Table(entry) = entry else {
-        return Err("each entry must be a table".into());
-    };
-    let Some(toml::Value::String(name)) = entry.get(label) else {
-        return Err(format!("each entry needs `{label}`"));
-    };
-    let Some(toml::Value::String(slots)) = entry.get("slots") else {
-        return Err(format!("{name} needs `slots` (\"first-last\")"));
-    };
+/// `slots = "0-8191"` of the entry `name`.
+fn parse_range(name: String, slots: &str) -> Result<(String, u16, u16), String> {
     let range = slots
         .split_once('-')
         .and_then(|(a, b)| Some((a.trim().parse::<u16>().ok()?, b.trim().parse::<u16>().ok()?)))
@@ -533,5 +684,87 @@ fn parse_range(entry: &toml::Value, label: &str) -> Result<(String, u16, u16), S
             "{name}: `slots` must be \"first-last\" within 0-16383"
         ));
     };
-    Ok((name.clone(), first, last))
+    Ok((name, first, last))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::{Config, Format};
+
+    fn error(format: Format, text: &str) -> String {
+        match Config::load_as(format, text) {
+            Ok(config) => panic!("accepted: {config:?}"),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    const TOML: &str = "[[pool]]\nname = \"a\"\nlisten = \"127.0.0.1:7400\"\nseeds = [\"x:1\"]\n";
+
+    #[test]
+    fn the_extension_says_the_format_and_the_content_only_without_one() {
+        let yaml = "alpha:\n  listen: 127.0.0.1:1\n  redis: true\n  servers: [\"h:1:1\"]\n";
+        assert_eq!(Format::of(Path::new("p.toml"), yaml), Format::Toml);
+        assert_eq!(Format::of(Path::new("p.yml"), TOML), Format::Yaml);
+        assert_eq!(Format::of(Path::new("p.yaml"), TOML), Format::Yaml);
+        assert_eq!(Format::of(Path::new("p"), TOML), Format::Toml);
+        assert_eq!(Format::of(Path::new("p.conf"), yaml), Format::Yaml);
+        // A TOML file with a syntax error is reported as TOML, where the guess took it for
+        // YAML ("not YAML: …").
+        let broken = TOML.replace("7400\"", "7400");
+        let format = Format::of(Path::new("proxy.toml"), &broken);
+        let e = error(format, &broken);
+        assert!(e.starts_with("line 3, column 25: "), "{e}");
+        assert!(!e.contains("YAML"), "{e}");
+    }
+
+    #[test]
+    fn toml_keys_and_values_it_does_not_know_are_named_with_their_line() {
+        assert!(Config::load_as(Format::Toml, TOML).is_ok());
+        let e = error(Format::Toml, &TOML.replace("seeds", "seed"));
+        assert!(
+            e.starts_with("line 4, column 1: unknown field `seed`"),
+            "{e}"
+        );
+        let e = error(Format::Toml, &format!("{TOML}kind = \"clusterr\"\n"));
+        assert!(
+            e.starts_with("line 5, column 8: unknown variant `clusterr`"),
+            "{e}"
+        );
+        let e = error(Format::Toml, &format!("{TOML}timeout_ms = \"1s\"\n"));
+        assert!(e.starts_with("line 5, column 14: invalid type"), "{e}");
+        let e = error(Format::Toml, &format!("seed = 1\n{TOML}"));
+        assert!(
+            e.starts_with("line 1, column 1: unknown field `seed`"),
+            "{e}"
+        );
+        let e = error(
+            Format::Toml,
+            &format!("{TOML}[[pool]]\nlisten = \"127.0.0.1:1\"\nkind = \"static\"\n"),
+        );
+        assert_eq!(e, "pool pool1: `servers` (a non-empty array) is required");
+    }
+
+    #[test]
+    fn yaml_keys_it_does_not_know_are_named_with_their_line() {
+        let text = "alpha:\n  listen: 127.0.0.1:1\n  redis: true\n  servers:\n   - h:1:1\n\
+                    beta:\n  listen: 127.0.0.1:2\n  redis: true\n  servers: [\"h:1:1\"]\n  \
+                    bogus: {listen: 3}\n";
+        assert_eq!(
+            error(Format::Yaml, text),
+            "beta: unknown key \"bogus\" at line 10"
+        );
+        // One of our kinds in the YAML file: the key is named as the file spells it.
+        let text = "p:\n  kind: cluster\n  listen: 127.0.0.1:0\n  seeds: [\"a:1\"]\n  hash: md5\n";
+        assert_eq!(
+            error(Format::Yaml, text),
+            "p: unknown key \"hash\" at line 5"
+        );
+        let text = "p:\n  kind: static\n  listen: 127.0.0.1:0\n  name: x\n";
+        assert_eq!(
+            error(Format::Yaml, text),
+            "p: unknown key \"name\" at line 4"
+        );
+    }
 }
