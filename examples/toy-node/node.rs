@@ -310,7 +310,7 @@ fn drain(shared: &Shared, node: &mut Node) {
                 } => {
                     node.pubsub.deliver(&channel, &message, sharded);
                 }
-                Output::Event(event) => node.log.write(Level::Notice, &format!("{event:?}")),
+                Output::Event(event) => node.log.write(Level::Notice, &event.to_string()),
             }
         }
         if stuck.is_empty() {

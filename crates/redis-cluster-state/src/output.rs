@@ -93,6 +93,34 @@ pub enum Event {
     },
 }
 
+/// The line a server would log for the event, in its words where it has some
+/// (`Cluster state changed: ok`, `Marking node … as failing`, `Clear FAIL state for node …`).
+///
+/// ```
+/// use redis_cluster_state::Event;
+///
+/// assert_eq!(Event::StateChanged { ok: false }.to_string(), "Cluster state changed: fail");
+/// ```
+impl fmt::Display for Event {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::StateChanged { ok } => {
+                write!(
+                    f,
+                    "Cluster state changed: {}",
+                    if *ok { "ok" } else { "fail" }
+                )
+            }
+            Self::BecameReplica { master } => {
+                write!(f, "Reconfiguring myself as a replica of {master}")
+            }
+            Self::BecameMaster => f.write_str("Reconfiguring myself as a master"),
+            Self::NodeFailed { node } => write!(f, "Marking node {node} as failing"),
+            Self::NodeRecovered { node } => write!(f, "Clear FAIL state for node {node}"),
+        }
+    }
+}
+
 /// A bus connection, as the state machine names it to the driver.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct LinkId(NonZeroU64);
