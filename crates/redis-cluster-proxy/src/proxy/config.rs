@@ -190,6 +190,7 @@ impl Config {
     /// `preconnect`, `client_connections`, `server_connections`, `tcpkeepalive` are
     /// accepted).
     pub(crate) fn parse_yaml(text: &str) -> Result<Self, ConfigError> {
+        yaml_depth(text)?;
         let docs =
             YamlLoader::load_from_str(text).map_err(|e| ConfigError(format!("not YAML: {e}")))?;
         let Some(Yaml::Hash(pools)) = docs.first() else {
@@ -541,6 +542,37 @@ impl PoolConfig {
     }
 }
 
+/// How deep collections may nest in a YAML file (nutcracker's files nest 3 deep, ours 4).
+const MAX_YAML_DEPTH: usize = 64;
+
+/// Refuses a YAML text whose collections nest deeper than [`MAX_YAML_DEPTH`], before the
+/// loader sees it: yaml-rust2 0.13 bounds the nesting of flow collections (`[[[`) but not of
+/// indented ones, and its loader recursed into a stack overflow on 3 000 levels of indented
+/// mappings. The parser's events come from a loop, not a recursion: they are counted here.
+/// A syntax error ends the count, and is the loader's to report.
+fn yaml_depth(text: &str) -> Result<(), ConfigError> {
+    use yaml_rust2::parser::{Event, Parser};
+    let mut parser = Parser::new_from_str(text);
+    let mut depth = 0usize;
+    while let Ok((event, mark)) = parser.next_token() {
+        match event {
+            Event::StreamEnd => break,
+            Event::MappingStart(..) | Event::SequenceStart(..) => {
+                depth += 1;
+                if depth > MAX_YAML_DEPTH {
+                    return Err(ConfigError(format!(
+                        "line {}: collections nested deeper than {MAX_YAML_DEPTH}",
+                        mark.line()
+                    )));
+                }
+            }
+            Event::MappingEnd | Event::SequenceEnd => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
 /// `unknown key "KEY"`, with the line it is on in `text` where it can be found.
 fn unknown_yaml_key(text: &str, pool: &str, key: &str) -> String {
     match yaml_key_line(text, pool, key) {
@@ -744,6 +776,24 @@ mod tests {
             &format!("{TOML}[[pool]]\nlisten = \"127.0.0.1:1\"\nkind = \"static\"\n"),
         );
         assert_eq!(e, "pool pool1: `servers` (a non-empty array) is required");
+    }
+
+    #[test]
+    fn yaml_nested_too_deep_is_refused_before_the_loader_overflows_its_stack() {
+        // 3 000 levels of indented mappings overflowed the loader's stack (yaml-rust2 0.13
+        // bounds only flow collections); a compact sequence of sequences nests without
+        // indenting.
+        let mappings: String = (0..3000)
+            .map(|i| format!("{}k:\n", " ".repeat(i)))
+            .collect();
+        let sequences = format!("a:\n{}x\n", "- ".repeat(3000));
+        for text in [mappings, sequences] {
+            let e = error(Format::Yaml, &text);
+            assert!(e.ends_with("collections nested deeper than 64"), "{e}");
+        }
+        // nutcracker's own nesting passes.
+        let text = "alpha:\n  listen: 127.0.0.1:1\n  redis: true\n  servers:\n   - h:1:1\n";
+        assert!(Config::load_as(Format::Yaml, text).is_ok());
     }
 
     #[test]
