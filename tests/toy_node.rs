@@ -36,6 +36,11 @@ impl Drop for Nodes {
 /// Starts a toy node for each of `ports` (client port, bus port), with a node timeout of
 /// `timeout` ms, and waits until each accepts clients.
 fn start(name: &str, ports: &[(u16, u16)], timeout: u64) -> Nodes {
+    start_with(name, ports, timeout, &[])
+}
+
+/// [`start`], each node also given the `extra` arguments.
+fn start_with(name: &str, ports: &[(u16, u16)], timeout: u64, extra: &[&str]) -> Nodes {
     let dir = std::env::temp_dir().join(format!("toy-node-{name}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("a scratch directory");
     let mut nodes = Nodes {
@@ -43,7 +48,9 @@ fn start(name: &str, ports: &[(u16, u16)], timeout: u64) -> Nodes {
         dir: dir.clone(),
     };
     for &(port, cport) in ports {
-        nodes.children.push(spawn(&dir, port, cport, timeout));
+        nodes
+            .children
+            .push(spawn_with(&dir, port, cport, timeout, extra));
     }
     for &(port, _) in ports {
         wait_listening(port);
@@ -53,14 +60,21 @@ fn start(name: &str, ports: &[(u16, u16)], timeout: u64) -> Nodes {
 
 /// One toy node, its nodes.conf in `dir` (loaded when there is one).
 fn spawn(dir: &Path, port: u16, cport: u16, timeout: u64) -> Child {
+    spawn_with(dir, port, cport, timeout, &[])
+}
+
+/// [`spawn`] with `extra` arguments after the others.
+fn spawn_with(dir: &Path, port: u16, cport: u16, timeout: u64, extra: &[&str]) -> Child {
     Command::new(toy_node_binary())
         .args(["--port", &port.to_string()])
         .args(["--cluster-port", &cport.to_string()])
         .args(["--cluster-node-timeout", &timeout.to_string()])
         .args(["--cluster-config-file", &format!("nodes-{port}.conf")])
         .args(["--dbfilename", &format!("dump-{port}.rdb")])
+        .args(["--appendfilename", &format!("appendonly-{port}.aof")])
         .arg("--dir")
         .arg(dir)
+        .args(extra)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -82,9 +96,14 @@ fn wait_listening(port: u16) {
 /// Six toy nodes formed by the real `redis-cli --cluster create --cluster-replicas 1`, each
 /// at `cluster_state:ok` and seeing three masters and three replicas.
 fn create(name: &str, timeout: u64) -> (Nodes, Vec<(u16, u16)>) {
+    create_with(name, timeout, &[])
+}
+
+/// [`create`], each node also given the `extra` arguments.
+fn create_with(name: &str, timeout: u64, extra: &[&str]) -> (Nodes, Vec<(u16, u16)>) {
     let free = free_ports(12);
     let ports: Vec<(u16, u16)> = free.chunks(2).map(|p| (p[0], p[1])).collect();
-    let nodes = start(name, &ports, timeout);
+    let nodes = start_with(name, &ports, timeout, extra);
 
     // The real cluster creation: ADDSLOTS, SET-CONFIG-EPOCH, MEET, REPLICATE, and its wait
     // for every node to agree.
@@ -432,6 +451,177 @@ fn a_killed_node_restarts_from_its_nodes_conf_with_the_same_id_and_slots() {
             && line(view).as_deref() == Some(slots.as_str())
     });
     check_eventually(port);
+}
+
+/// Issue 27, crash consistency: for each seed (`CRASH_SEEDS`, 3 by default; the README's
+/// long run takes 50), `redis-cli --cluster reshard` moves 300 slots between two toy masters
+/// while a client writes, and one of the six nodes, picked by the seed, is killed with SIGKILL
+/// at a moment the seed picks and started again from its files (nodes.conf, and an
+/// append-only file synced on every write). Then `redis-cli --cluster fix` closes what the
+/// kill left open, and: `--cluster check` is clean (one owner per slot, every slot covered,
+/// every node agreeing), and every key holds its last acknowledged value (or a later write
+/// whose reply the kill cut off). The rounds run one after the other on one cluster.
+#[test]
+fn a_node_killed_during_a_reshard_loses_no_slot_and_no_acknowledged_write() {
+    use std::collections::HashMap;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    let seeds: u64 = std::env::var("CRASH_SEEDS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(3);
+    let durable = ["--appendonly", "yes", "--appendfsync", "always"];
+    let (mut nodes, ports) = create_with("crash", 3000, &durable);
+    let port = ports[0].0;
+    let client = redis::cluster::ClusterClient::builder(
+        ports
+            .iter()
+            .map(|(port, _)| format!("redis://127.0.0.1:{port}")),
+    )
+    .connection_timeout(Duration::from_secs(2))
+    .response_timeout(Duration::from_secs(2))
+    .build()
+    .expect("a cluster client");
+    // Each key's possible values: the last acknowledged write, then any attempted after it.
+    let mut possible: HashMap<String, Vec<String>> = HashMap::new();
+
+    for seed in 1..=seeds {
+        let mut rng = Xorshift(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
+        let masters = masters_by_slot_zero(port);
+        assert_eq!(masters.len(), 3, "seed {seed}");
+        let from = rng.below(3) as usize;
+        let to = (from + 1 + rng.below(2) as usize) % 3;
+        let stop = Arc::new(AtomicBool::new(false));
+        let writer = {
+            let (client, stop) = (client.clone(), stop.clone());
+            let mut possible = std::mem::take(&mut possible);
+            std::thread::spawn(move || {
+                let mut conn = client.get_connection().expect("a cluster connection");
+                let mut round = 0u32;
+                while !stop.load(Ordering::Relaxed) {
+                    for n in 0..500 {
+                        let (key, value) = (format!("key:{n}"), format!("{seed}/{round}/{n}"));
+                        let set: redis::RedisResult<()> =
+                            redis::cmd("SET").arg(&key).arg(&value).query(&mut conn);
+                        // A key never acknowledged may also not be there at all.
+                        let values = possible
+                            .entry(key)
+                            .or_insert_with(|| vec!["(nil)".to_string()]);
+                        if set.is_ok() {
+                            values.clear();
+                        }
+                        values.push(value);
+                    }
+                    round += 1;
+                }
+                possible
+            })
+        };
+        let reshard = std::thread::spawn({
+            let (from, to) = (masters[from].clone(), masters[to].clone());
+            move || {
+                redis_cli(
+                    &[
+                        "--cluster",
+                        "reshard",
+                        &format!("127.0.0.1:{port}"),
+                        "--cluster-from",
+                        &from,
+                        "--cluster-to",
+                        &to,
+                        "--cluster-slots",
+                        "300",
+                        "--cluster-yes",
+                    ]
+                    .map(String::from),
+                    Duration::from_secs(120),
+                )
+            }
+        });
+        std::thread::sleep(Duration::from_millis(200 + rng.below(1500)));
+        let victim = rng.below(6) as usize;
+        let (vport, vcport) = ports[victim];
+        let child = &mut nodes.children[victim];
+        child.kill().expect("SIGKILL");
+        child.wait().expect("reaped");
+        std::thread::sleep(Duration::from_millis(rng.below(300)));
+        *child = spawn_with(&nodes.dir, vport, vcport, 3000, &durable);
+        wait_listening(vport);
+        // The reshard may have failed on the dead node: what it left open is fix's.
+        let resharded = reshard.join().expect("the reshard thread");
+        // Its plan names each slot as "    Moving slot N from ID", each move done as "Moving
+        // slot N from HOST:PORT to HOST:PORT".
+        let moved = String::from_utf8_lossy(&resharded.stdout)
+            .lines()
+            .filter(|line| line.starts_with("Moving slot "))
+            .count();
+        std::thread::sleep(Duration::from_millis(500));
+        stop.store(true, Ordering::Relaxed);
+        possible = writer.join().expect("the writer thread");
+
+        let fixes = fix_until_clean(port, &format!("seed {seed}, node {victim} killed"));
+        let mut conn = client.get_connection().expect("a cluster connection");
+        for (key, values) in &possible {
+            let read = read_eventually(&mut conn, key);
+            assert!(
+                values.contains(&read),
+                "seed {seed} (node {victim} killed): {key} is {read:?}, not one of {values:?}"
+            );
+        }
+        let acknowledged = possible.values().filter(|v| v[0] != "(nil)").count();
+        eprintln!(
+            "seed {seed}: node {victim} killed; the reshard moved {moved} of 300 slots \
+             (exit {:?}); {fixes} fix runs; {acknowledged} keys checked",
+            resharded.status.code()
+        );
+    }
+}
+
+/// `redis-cli --cluster fix` until `--cluster check` is clean, for at most a minute; how many
+/// fix runs it took.
+fn fix_until_clean(port: u16, what: &str) -> usize {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let addr = format!("127.0.0.1:{port}");
+    let mut fixes = 0;
+    loop {
+        let check = redis_cli(&["--cluster", "check", &addr], Duration::from_secs(30));
+        let stdout = String::from_utf8_lossy(&check.stdout).into_owned();
+        let clean = check.status.success()
+            && stdout.contains("[OK] All nodes agree about slots configuration.")
+            && stdout.contains("[OK] All 16384 slots covered.")
+            && !stdout.contains("[WARNING]")
+            && !stdout.contains("[ERR]");
+        if clean {
+            return fixes;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what}: never clean after redis-cli --cluster fix:\n{stdout}"
+        );
+        let _ = redis_cli(
+            &["--cluster", "fix", &addr, "--cluster-yes"],
+            Duration::from_secs(60),
+        );
+        fixes += 1;
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+/// `GET key` through the cluster connection, retried for ten seconds while the cluster
+/// settles (a node just restarted, a redirect not yet learnt).
+fn read_eventually(conn: &mut redis::cluster::ClusterConnection, key: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match redis::cmd("GET").arg(key).query::<Option<String>>(conn) {
+            Ok(value) => return value.unwrap_or_else(|| "(nil)".into()),
+            Err(e) if Instant::now() < deadline => {
+                let _ = e;
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            Err(e) => panic!("GET {key}: {e}"),
+        }
+    }
 }
 
 /// The requests of `replies_match_a_real_server`, one per line, arguments split at spaces
