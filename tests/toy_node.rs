@@ -578,6 +578,158 @@ fn a_node_killed_during_a_reshard_loses_no_slot_and_no_acknowledged_write() {
     }
 }
 
+/// Issue 27, crash consistency: an automatic failover. For each seed (`CRASH_SEEDS`, 2 by
+/// default), once every write so far has reached the replicas, a master picked by the seed is
+/// killed with SIGKILL while a client keeps writing; its replica is elected; the old master
+/// is started again from its files after a downtime the seed picks (the node timeout and
+/// up to two more seconds) and rejoins as a replica. Then `--cluster check` is clean and
+/// every key holds its last acknowledged value: what the dead master had acknowledged was
+/// replicated before it died, and what came after was acknowledged by a live master.
+#[test]
+fn a_killed_master_is_failed_over_and_loses_no_replicated_write() {
+    use std::collections::HashMap;
+
+    let seeds: u64 = std::env::var("CRASH_SEEDS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(2);
+    let durable = ["--appendonly", "yes", "--appendfsync", "always"];
+    let timeout = 2000;
+    let (mut nodes, ports) = create_with("failover-crash", timeout, &durable);
+    let client = redis::cluster::ClusterClient::builder(
+        ports
+            .iter()
+            .map(|(port, _)| format!("redis://127.0.0.1:{port}")),
+    )
+    .connection_timeout(Duration::from_secs(2))
+    .response_timeout(Duration::from_secs(2))
+    .build()
+    .expect("a cluster client");
+    let mut possible: HashMap<String, Vec<String>> = HashMap::new();
+    // One round of writes of every key: each key's possible values after it.
+    let write_round = |possible: &mut HashMap<String, Vec<String>>, tag: &str| {
+        let mut conn = client.get_connection().expect("a cluster connection");
+        for n in 0..300 {
+            let (key, value) = (format!("key:{n}"), format!("{tag}/{n}"));
+            let set: redis::RedisResult<()> =
+                redis::cmd("SET").arg(&key).arg(&value).query(&mut conn);
+            let values = possible
+                .entry(key)
+                .or_insert_with(|| vec!["(nil)".to_string()]);
+            if set.is_ok() {
+                values.clear();
+            }
+            values.push(value);
+        }
+    };
+
+    for seed in 1..=seeds {
+        let mut rng = Xorshift(seed.wrapping_mul(0x2545_f491_4f6c_dd1d) | 1);
+        write_round(&mut possible, &format!("{seed}/before"));
+        let view = text(&Client::connect(ports[0].0).command(&[b"CLUSTER", b"NODES"]));
+        let masters: Vec<u16> = view
+            .lines()
+            .filter(|line| line.contains("master") && line.split(' ').count() > 8)
+            .filter_map(|line| {
+                let address = line.split(' ').nth(1)?;
+                address.split(['@', ':']).nth(1)?.parse().ok()
+            })
+            .collect();
+        assert_eq!(masters.len(), 3, "seed {seed}:\n{view}");
+        for &master in &masters {
+            wait_replicated(master, seed);
+        }
+        let victim_port = masters[rng.below(3) as usize];
+        let victim = ports
+            .iter()
+            .position(|(port, _)| *port == victim_port)
+            .expect("a node of the test");
+        let victim_id = id_of(&view, victim_port);
+        let witness = ports[(victim + 1) % 6].0;
+        let child = &mut nodes.children[victim];
+        child.kill().expect("SIGKILL");
+        child.wait().expect("reaped");
+
+        // Writes go on while the replica is elected (those to its slots fail until then).
+        let down = Duration::from_millis(timeout + 200 + rng.below(2000));
+        let started = Instant::now();
+        let mut rounds = 0;
+        while started.elapsed() < down {
+            write_round(&mut possible, &format!("{seed}/down/{rounds}"));
+            rounds += 1;
+        }
+        wait_for_nodes(witness, Duration::from_secs(30), "no failover", |view| {
+            view.lines()
+                .any(|l| l.starts_with(&victim_id) && l.contains("fail"))
+                && view
+                    .lines()
+                    .filter(|l| l.contains("master") && !l.contains("fail"))
+                    .filter(|l| l.split(' ').count() > 8)
+                    .count()
+                    == 3
+        });
+        let (vport, vcport) = ports[victim];
+        nodes.children[victim] = spawn_with(&nodes.dir, vport, vcport, timeout, &durable);
+        wait_listening(vport);
+        wait_for_nodes(witness, Duration::from_secs(30), "never rejoined", |view| {
+            view.lines()
+                .any(|l| l.starts_with(&victim_id) && l.contains("slave") && !l.contains("fail"))
+        });
+        write_round(&mut possible, &format!("{seed}/after"));
+
+        let fixes = fix_until_clean(witness, &format!("seed {seed}, master {victim} killed"));
+        let mut conn = client.get_connection().expect("a cluster connection");
+        for (key, values) in &possible {
+            let read = read_eventually(&mut conn, key);
+            assert!(
+                values.contains(&read),
+                "seed {seed} (master {victim} killed): {key} is {read:?}, not one of {values:?}"
+            );
+        }
+        eprintln!(
+            "seed {seed}: master {victim} killed for {} ms, failed over, back as a replica; \
+             {rounds} rounds written meanwhile; {fixes} fix runs; {} keys checked",
+            down.as_millis(),
+            possible.len()
+        );
+    }
+}
+
+/// Waits until every replica of the master on `port` has acknowledged all it was sent.
+fn wait_replicated(port: u16, seed: u64) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut client = Client::connect(port);
+    loop {
+        let info = text(&client.command(&[b"INFO", b"replication"]));
+        let field = |name: &str| {
+            info.lines()
+                .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+                .map(str::trim)
+                .map(String::from)
+        };
+        let offset = field("master_repl_offset");
+        let acks: Vec<String> = info
+            .lines()
+            .filter(|l| l.starts_with("slave") && l.contains("offset="))
+            .filter_map(|l| {
+                l.split("offset=")
+                    .nth(1)?
+                    .split(',')
+                    .next()
+                    .map(String::from)
+            })
+            .collect();
+        if !acks.is_empty() && acks.iter().all(|a| Some(a) == offset.as_ref()) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "seed {seed}: the replicas of {port} never caught up:\n{info}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// `redis-cli --cluster fix` until `--cluster check` is clean, for at most a minute; how many
 /// fix runs it took.
 fn fix_until_clean(port: u16, what: &str) -> usize {
