@@ -1106,6 +1106,23 @@ fn apply_frame(shared: &Shared, frame: Frame<Bytes>, used: u64, synced: &mut boo
                 node.log.write(Level::Warning, text);
                 return None;
             }
+            // What the master's stream changes goes to this node's append-only file too (the
+            // snapshot's FLUSHALL and keys, then each write), as the server feeds its AOF
+            // from its master: a replica promoted and then restarted came back with what it
+            // held when its file was started, and its shard's keys were gone.
+            let ping = args
+                .first()
+                .is_some_and(|c| c.eq_ignore_ascii_case(b"PING"));
+            if !ping {
+                if let Some(aof) = node.aof.as_mut() {
+                    let mut out = Vec::new();
+                    encode_command(&args, &mut out);
+                    if let Err(e) = aof.append(&out) {
+                        let text = format!("Error writing to the AOF file: {e}");
+                        node.log.write(Level::Warning, &text);
+                    }
+                }
+            }
             if *synced {
                 node.replication.offset += used;
             }
