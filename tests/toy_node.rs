@@ -1905,6 +1905,119 @@ fn hostile_input_on_both_ports_leaves_the_cluster_whole() {
     check_eventually(port);
 }
 
+/// A node's resident memory, in KiB (0 when it cannot be read).
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// The MEET a node of id `id` on `127.0.0.1:port` sends to `target_cport` first: made by the
+/// state machine of a node of its own, as a real peer would.
+fn meet_bytes(id: [u8; 40], port: u16, target_port: u16, target_cport: u16) -> Vec<u8> {
+    use redis_cluster_proto::state::{ClusterNode, Config, Instant as At, Output};
+    let mut config = Config::new("127.0.0.1", port);
+    config.id = Some(redis_cluster_proto::bus::NodeId(id));
+    let mut node = ClusterNode::new(config);
+    node.meet("127.0.0.1", target_port, target_cport, At::ZERO)
+        .expect("a valid address");
+    node.handle_timeout(At::ZERO);
+    let mut buf = Vec::new();
+    let mut link = None;
+    while let Some(output) = node.poll_output(&mut buf) {
+        if let Output::Connect { link: l, .. } = output {
+            link = Some(l);
+        }
+    }
+    node.handle_connected(link.expect("a link to open"), At::ZERO);
+    while let Some(output) = node.poll_output(&mut buf) {
+        if let Output::Transmit { .. } = output {
+            return buf;
+        }
+    }
+    panic!("no MEET was sent");
+}
+
+/// Issue 27, the bus: 50 peers that each declare a 16 MiB message (the framer's limit) and
+/// send no more of it, a storm of 300 MEETs from nodes nobody knows (whose addresses refuse
+/// connections), and a MEET that claims the node's own id. The node's resident memory grows
+/// by less than 48 MiB, it answers clients throughout, the unknown nodes it learnt are
+/// dropped when their handshakes time out, as the server drops them, and the cluster passes
+/// `--cluster check`.
+#[test]
+fn hostile_bus_peers_cost_bounded_memory_and_leave_the_cluster_whole() {
+    use std::io::Write;
+
+    let timeout = 2000;
+    let (nodes, ports) = create("hostile-bus", timeout);
+    let (port, cport) = ports[0];
+    let pid = nodes.children[0].id();
+    let before = rss_kib(pid);
+    let mut client = Client::connect(port);
+
+    let mut stalled = Vec::new();
+    for _ in 0..50 {
+        let mut stream = TcpStream::connect(("127.0.0.1", cport)).expect("connect to the bus");
+        let mut header = b"RCmb".to_vec();
+        header.extend_from_slice(&(16u32 << 20).to_be_bytes());
+        header.extend_from_slice(&[0, 1, 0, 0, 0, 0]);
+        header.resize(2048, 0);
+        stream.write_all(&header).expect("send");
+        stalled.push(stream);
+    }
+    assert_eq!(text(&client.command(&[b"PING"])), "PONG");
+
+    let free = free_ports(1)[0];
+    let mut storm = Vec::new();
+    for n in 0..300u32 {
+        let mut id = [b'e'; 40];
+        id[..8].copy_from_slice(format!("{n:08x}").as_bytes());
+        // Ports that nothing listens on (a free port and the ones after it, which may be
+        // taken by now: a refused or a wrong answer, both fail the handshake).
+        let fake = free.wrapping_add(n as u16 % 7);
+        let mut stream = TcpStream::connect(("127.0.0.1", cport)).expect("connect to the bus");
+        stream
+            .write_all(&meet_bytes(id, fake, port, cport))
+            .expect("send a MEET");
+        storm.push(stream);
+    }
+    let own = id_of(&text(&client.command(&[b"CLUSTER", b"NODES"])), port);
+    let mut own_id = [0u8; 40];
+    own_id.copy_from_slice(own.as_bytes());
+    let mut stream = TcpStream::connect(("127.0.0.1", cport)).expect("connect to the bus");
+    stream
+        .write_all(&meet_bytes(own_id, free, port, cport))
+        .expect("send a MEET with our id");
+    storm.push(stream);
+    assert_eq!(text(&client.command(&[b"PING"])), "PONG");
+    // The MEETs were read: the node is in handshake with their senders' addresses (one
+    // handshake per address, as the server runs them).
+    let learnt = text(&client.command(&[b"CLUSTER", b"NODES"]));
+    assert!(learnt.contains("handshake"), "{learnt}");
+    let grown = rss_kib(pid).saturating_sub(before);
+    // Reserving what the 16 MiB headers declare would be 800 MiB.
+    assert!(grown < 48 << 10, "the node grew by {grown} KiB");
+
+    drop(stalled);
+    drop(storm);
+    // The handshakes time out (the node timeout, at least a second): six nodes again.
+    wait_for_nodes(
+        port,
+        Duration::from_secs(30),
+        "handshakes never dropped",
+        |view| view.lines().count() == 6,
+    );
+    assert_eq!(
+        text(&Client::connect(port).command(&[b"CLUSTER", b"MYID"])),
+        own
+    );
+    check_eventually(port);
+    eprintln!("the node grew by {grown} KiB under the hostile bus peers");
+}
+
 /// `redis-cli --cluster check` passes within 10 s (the nodes may still be gossiping the last
 /// change when it starts).
 fn check_eventually(port: u16) {
