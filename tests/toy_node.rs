@@ -1905,6 +1905,67 @@ fn hostile_input_on_both_ports_leaves_the_cluster_whole() {
     check_eventually(port);
 }
 
+/// Issue 27: `maxclients` and `timeout` act as a real redis-server 7.0.15 acts on them, the
+/// toy node beside one, each a lone cluster node: with room for two clients the third gets
+/// the server's error (a cluster node's: its bus links count too) and its connection closes
+/// (counted in INFO's `rejected_connections`); an idle client is closed after `timeout`
+/// seconds, a subscriber is not.
+#[test]
+fn maxclients_and_the_idle_timeout_act_as_on_a_real_server() {
+    use std::io::{Read, Write};
+
+    let limits = ["--maxclients", "2", "--timeout", "1"];
+    let real = support::RedisServer::start_cluster(&limits);
+    let free = free_ports(2);
+    let _toy = start_with("limits", &[(free[0], free[1])], 5000, &limits);
+    for (who, port) in [("redis-server", real.port()), ("the toy", free[0])] {
+        let connect = || {
+            let stream = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+            stream
+                .set_read_timeout(Some(Duration::from_secs(5)))
+                .expect("a read timeout");
+            stream
+        };
+        let mut idle = connect();
+        let mut subscriber = connect();
+        subscriber
+            .write_all(b"SUBSCRIBE news\r\n")
+            .expect("SUBSCRIBE");
+        let mut reply = [0u8; 256];
+        let n = subscriber.read(&mut reply).expect("the subscription");
+        assert!(reply[..n].starts_with(b"*3\r\n$9\r\nsubscribe"), "{who}");
+        let mut third = connect();
+        assert_eq!(
+            String::from_utf8_lossy(&read_until_closed(&mut third)),
+            "-ERR max number of clients + cluster connections reached\r\n",
+            "{who}"
+        );
+
+        // The server's cron closes the idle client within a few seconds of its second.
+        let started = Instant::now();
+        assert_eq!(
+            idle.read(&mut reply).ok(),
+            Some(0),
+            "{who}: the idle client"
+        );
+        let waited = started.elapsed();
+        assert!(
+            waited < Duration::from_secs(4),
+            "{who}: closed after {waited:?}"
+        );
+        subscriber.write_all(b"PING\r\n").expect("PING");
+        let n = subscriber
+            .read(&mut reply)
+            .expect("the subscriber is still served");
+        assert!(reply[..n].starts_with(b"*2\r\n$4\r\npong"), "{who}");
+        let stats = text(&Client::connect(port).command(&[b"INFO", b"stats"]));
+        assert!(
+            stats.contains("rejected_connections:1\r\n"),
+            "{who}:\n{stats}"
+        );
+    }
+}
+
 /// A node's resident memory, in KiB (0 when it cannot be read).
 fn rss_kib(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();

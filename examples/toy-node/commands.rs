@@ -1238,6 +1238,7 @@ fn info_section(node: &Node, section: &str, now: u64) -> Vec<(String, String)> {
         "stats" => {
             add("total_connections_received", &node.stats.connections);
             add("total_commands_processed", &node.stats.commands);
+            add("rejected_connections", &node.stats.rejected_connections);
             add("dump_payload_sanitizations", &0);
         }
         "replication" => {

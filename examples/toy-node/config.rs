@@ -193,6 +193,8 @@ const ACTED_ON: &[&str] = &[
     "cluster-allow-replica-migration",
     "cluster-replica-no-failover",
     "databases",
+    "maxclients",
+    "timeout",
     "enable-debug-command",
     "enable-protected-configs",
     "enable-module-command",

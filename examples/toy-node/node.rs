@@ -218,6 +218,8 @@ pub(crate) struct Node {
 pub(crate) struct Stats {
     pub(crate) connections: u64,
     pub(crate) commands: u64,
+    /// Connections refused at `maxclients` (INFO's `rejected_connections`).
+    pub(crate) rejected_connections: u64,
 }
 
 impl Node {
@@ -672,6 +674,25 @@ async fn run_timer(shared: Shared) {
 /// (BLPOP, or a write while writes are paused) is run again whenever another command ran or
 /// the cluster changed, at the latest every 100 ms, until it answers or its deadline passes.
 async fn serve_client(shared: Shared, mut stream: TcpStream) {
+    // `maxclients`, as the server enforces it on accept: the error, then the connection
+    // closes. The server counts two bus connections for every other node it knows
+    // (`getClusterConnectionsCount`) beside its clients, and says so.
+    let full = {
+        let mut node = lock(&shared);
+        let links = 2 * node.cluster.nodes().count().saturating_sub(1);
+        let limit = usize::try_from(node.settings.number("maxclients")).unwrap_or(0);
+        let full = node.clients + links >= limit;
+        if full {
+            node.stats.rejected_connections += 1;
+        }
+        full
+    };
+    if full {
+        let _ = stream
+            .write_all(b"-ERR max number of clients + cluster connections reached\r\n")
+            .await;
+        return;
+    }
     let mut client = {
         let mut node = lock(&shared);
         node.next_client += 1;
@@ -796,9 +817,21 @@ async fn serve_client(shared: Shared, mut stream: TcpStream) {
             }
             out.clear();
         }
+        // `timeout`: a client idle that long is closed, as the server's cron closes it
+        // (never a subscriber; a blocked client is not waiting here). Read each time: CONFIG
+        // SET changes it at once.
+        let idle = {
+            let node = lock(&shared);
+            let secs = u64::try_from(node.settings.number("timeout")).unwrap_or(0);
+            (secs > 0 && client.inbox.is_none()).then(|| Duration::from_secs(secs))
+        };
         // Wait for the next request, or for a message to a subscribed client (which a
         // subscriber too slow to take was dropped from: its connection closes).
         tokio::select! {
+            () = idle_timer(idle) => {
+                lock(&shared).log.write(Level::Verbose, "Closing idle client");
+                return;
+            }
             read = stream.read_buf(&mut buf) => match read {
                 Ok(0) | Err(_) => return,
                 Ok(_) => {}
@@ -814,6 +847,14 @@ async fn serve_client(shared: Shared, mut stream: TcpStream) {
                 }
             }
         }
+    }
+}
+
+/// Ends after `limit`; never, for none.
+async fn idle_timer(limit: Option<Duration>) {
+    match limit {
+        Some(limit) => tokio::time::sleep(limit).await,
+        None => std::future::pending().await,
     }
 }
 
