@@ -1966,6 +1966,88 @@ fn maxclients_and_the_idle_timeout_act_as_on_a_real_server() {
     }
 }
 
+/// Issue 27, clients that cost without asking much: a pipeline of one million PINGs (every
+/// reply arrives, in order, and the node's memory stays within 64 MiB of where it was), a
+/// client that trickles a command one byte every 100 ms (answered when it is whole), and a
+/// flood of 5 000 connections opened and closed (the node answers after it, with the file
+/// descriptors it had).
+#[test]
+fn a_million_pings_a_trickle_and_a_connection_flood_cost_bounded_memory() {
+    use std::io::{Read, Write};
+
+    let free = free_ports(2);
+    let (port, cport) = (free[0], free[1]);
+    let nodes = start("pings", &[(port, cport)], 5000);
+    let pid = nodes.children[0].id();
+    let fds = || std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count());
+    let (rss_before, fds_before) = (rss_kib(pid), fds());
+
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    let mut reader = stream.try_clone().expect("a reader");
+    const PINGS: usize = 1_000_000;
+    let counter = std::thread::spawn(move || {
+        let expected = b"+PONG\r\n".len() * PINGS;
+        let mut got = 0usize;
+        let mut chunk = vec![0u8; 1 << 16];
+        let mut bad = None;
+        while got < expected {
+            let n = reader.read(&mut chunk).expect("the replies");
+            assert!(n > 0, "closed after {got} bytes of replies");
+            // Every reply is +PONG: each byte is the one its place in the stream calls for.
+            for (i, &b) in chunk[..n].iter().enumerate() {
+                if bad.is_none() && b != b"+PONG\r\n"[(got + i) % 7] {
+                    bad = Some(got + i);
+                }
+            }
+            got += n;
+        }
+        (got, bad)
+    });
+    let batch = b"PING\r\n".repeat(10_000);
+    let mut peak = 0;
+    for n in 0..PINGS / 10_000 {
+        stream.write_all(&batch).expect("send PINGs");
+        if n % 10 == 0 {
+            peak = peak.max(rss_kib(pid));
+        }
+    }
+    let (got, bad) = counter.join().expect("the reader");
+    assert_eq!(got, 7 * PINGS);
+    assert_eq!(bad, None, "a reply that is not +PONG");
+    let grown = peak.saturating_sub(rss_before);
+    assert!(grown < 64 << 10, "the node grew by {grown} KiB");
+    drop(stream);
+
+    // One byte every 100 ms.
+    let mut trickle = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    trickle
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("a read timeout");
+    for &b in b"*1\r\n$4\r\nPING\r\n" {
+        trickle.write_all(&[b]).expect("a byte");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let mut reply = [0u8; 16];
+    let n = trickle.read(&mut reply).expect("the reply");
+    assert_eq!(&reply[..n], b"+PONG\r\n");
+
+    // A flood of connections opened and closed.
+    for _ in 0..5_000 {
+        drop(TcpStream::connect(("127.0.0.1", port)).expect("connect"));
+    }
+    assert_eq!(text(&Client::connect(port).command(&[b"PING"])), "PONG");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while fds() > fds_before + 1 {
+        assert!(
+            Instant::now() < deadline,
+            "{} file descriptors, {fds_before} before the flood",
+            fds()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    eprintln!("a million PINGs: the node grew by at most {grown} KiB");
+}
+
 /// A node's resident memory, in KiB (0 when it cannot be read).
 fn rss_kib(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
