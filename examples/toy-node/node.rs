@@ -585,8 +585,11 @@ async fn run_link(shared: Shared, stream: TcpStream, link: LinkId, queue: LinkQu
         }
     });
     let framer = Framer::default();
-    let mut buf: Vec<u8> = Vec::with_capacity(16 * 1024);
-    let mut chunk = vec![0u8; 64 * 1024];
+    // As the server's link buffer (RCVBUF_INIT_LEN), 1 KiB to start, grown to what the
+    // messages need: a link costs little until its peer sends much (a peer that declares a
+    // large message and stalls holds what it sent, not what it declared).
+    let mut buf: Vec<u8> = Vec::with_capacity(1024);
+    let mut chunk = vec![0u8; 16 * 1024];
     'read: loop {
         let n = tokio::select! {
             read = rd.read(&mut chunk) => match read {
