@@ -1333,6 +1333,99 @@ fn closed_clients_leave_nothing_behind_and_a_half_closed_one_gets_its_replies() 
 /// A subscriber that never reads its messages is disconnected once they pass 32 MB unread
 /// (the server's `client-output-buffer-limit pubsub` hard default), and the proxy's memory
 /// stays bounded while 96 MB are published.
+/// Issue 27, clients that cost without asking much, in front of a one-master cluster: a
+/// pipeline of one million PINGs (every reply arrives, in order, and the proxy stays within
+/// 64 MiB of where it was), 10 000 idle connections (another client is still served; each
+/// costs the proxy less than 64 KiB), a command trickled one byte every 100 ms
+/// (answered when whole), and 5 000 connections opened and closed (the proxy's file
+/// descriptors return to what they were).
+#[test]
+fn a_million_pings_ten_thousand_idle_clients_a_trickle_and_a_flood() {
+    let cluster = RealCluster::start(1, 0, &[]);
+    let seed = cluster.nodes[0].port();
+    let (mut proxy, port) = proxy_process("pings", |port| {
+        format!(
+            "[[pool]]\nname = \"p\"\nlisten = \"127.0.0.1:{port}\"\nseeds = [\"127.0.0.1:{seed}\"]\n"
+        )
+    });
+    let pid = proxy.0.id();
+    let fds = || std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count());
+    let mut setup = Client::connect(port);
+    assert_eq!(setup.command(&[b"SET", b"k", b"v"]), ok());
+    let (rss_before, fds_before) = (rss_kib(pid), fds());
+
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    let mut reader = stream.try_clone().expect("a reader");
+    const PINGS: usize = 1_000_000;
+    let counter = std::thread::spawn(move || {
+        let expected = 7 * PINGS;
+        let (mut got, mut bad) = (0usize, None);
+        let mut chunk = vec![0u8; 1 << 16];
+        while got < expected {
+            let n = reader.read(&mut chunk).expect("the replies");
+            assert!(n > 0, "closed after {got} bytes of replies");
+            for (i, &b) in chunk[..n].iter().enumerate() {
+                if bad.is_none() && b != b"+PONG\r\n"[(got + i) % 7] {
+                    bad = Some(got + i);
+                }
+            }
+            got += n;
+        }
+        (got, bad)
+    });
+    let batch = b"PING\r\n".repeat(10_000);
+    let mut peak = 0;
+    for n in 0..PINGS / 10_000 {
+        stream.write_all(&batch).expect("send PINGs");
+        if n % 10 == 0 {
+            peak = peak.max(rss_kib(pid));
+        }
+    }
+    let (got, bad) = counter.join().expect("the reader");
+    assert_eq!((got, bad), (7 * PINGS, None), "the PING replies");
+    let grown = peak.saturating_sub(rss_before);
+    assert!(grown < 64 << 10, "the proxy grew by {grown} KiB");
+    drop(stream);
+
+    let idle: Vec<std::net::TcpStream> = (0..10_000)
+        .map(|_| std::net::TcpStream::connect(("127.0.0.1", port)).expect("an idle client"))
+        .collect();
+    assert_eq!(setup.command(&[b"GET", b"k"]), bulk("v"));
+    wait_for("10 000 idle clients counted", 20, || {
+        info_field(&proxy_info(port), "connected_clients") == "10002"
+    });
+    let per_idle = rss_kib(pid).saturating_sub(rss_before) * 1024 / 10_000;
+    // About 17 KiB each here (a 16 KiB read buffer); a bound, not a goal.
+    assert!(per_idle < 64 << 10, "{per_idle} bytes per idle client");
+    drop(idle);
+
+    let mut trickle = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    trickle
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("a read timeout");
+    for &b in b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n" {
+        trickle.write_all(&[b]).expect("a byte");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let mut reply = [0u8; 16];
+    let n = trickle.read(&mut reply).expect("the reply");
+    assert_eq!(&reply[..n], b"$1\r\nv\r\n");
+    drop(trickle);
+
+    for _ in 0..5_000 {
+        drop(std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect"));
+    }
+    assert_eq!(setup.command(&[b"GET", b"k"]), bulk("v"));
+    wait_for("the flood's file descriptors closed", 20, || {
+        fds() <= fds_before
+    });
+    eprintln!(
+        "a million PINGs: the proxy grew by at most {grown} KiB; 10 000 idle clients: \
+         {per_idle} bytes each"
+    );
+    proxy.stop();
+}
+
 #[test]
 fn a_subscriber_that_never_reads_is_disconnected_at_the_pubsub_limit() {
     let server = RedisServer::start_standalone(&[]);
