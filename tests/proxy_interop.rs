@@ -13,7 +13,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use redis_cluster_proto::resp::Frame;
-use support::{Client, RealCluster, RedisServer};
+use support::{Client, RealCluster, RedisServer, rss_kib};
 
 /// Starts the proxy with one cluster pool over `seeds`; returns its port.
 fn start_proxy(seeds: &[u16]) -> u16 {
@@ -1080,15 +1080,6 @@ fn proxy_process(name: &str, config: impl Fn(u16) -> String) -> (Stopped, u16) {
     (proxy, port)
 }
 
-fn rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0)
-}
-
 #[test]
 fn a_client_that_never_reads_costs_bounded_memory_and_others_keep_their_latency() {
     let cluster = RealCluster::start(1, 0, &[]);
@@ -1354,38 +1345,9 @@ fn a_million_pings_ten_thousand_idle_clients_a_trickle_and_a_flood() {
     assert_eq!(setup.command(&[b"SET", b"k", b"v"]), ok());
     let (rss_before, fds_before) = (rss_kib(pid), fds());
 
-    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
-    let mut reader = stream.try_clone().expect("a reader");
-    const PINGS: usize = 1_000_000;
-    let counter = std::thread::spawn(move || {
-        let expected = 7 * PINGS;
-        let (mut got, mut bad) = (0usize, None);
-        let mut chunk = vec![0u8; 1 << 16];
-        while got < expected {
-            let n = reader.read(&mut chunk).expect("the replies");
-            assert!(n > 0, "closed after {got} bytes of replies");
-            for (i, &b) in chunk[..n].iter().enumerate() {
-                if bad.is_none() && b != b"+PONG\r\n"[(got + i) % 7] {
-                    bad = Some(got + i);
-                }
-            }
-            got += n;
-        }
-        (got, bad)
-    });
-    let batch = b"PING\r\n".repeat(10_000);
-    let mut peak = 0;
-    for n in 0..PINGS / 10_000 {
-        stream.write_all(&batch).expect("send PINGs");
-        if n % 10 == 0 {
-            peak = peak.max(rss_kib(pid));
-        }
-    }
-    let (got, bad) = counter.join().expect("the reader");
-    assert_eq!((got, bad), (7 * PINGS, None), "the PING replies");
+    let peak = support::pipeline_pings(port, 1_000_000, pid);
     let grown = peak.saturating_sub(rss_before);
     assert!(grown < 64 << 10, "the proxy grew by {grown} KiB");
-    drop(stream);
 
     let idle: Vec<std::net::TcpStream> = (0..10_000)
         .map(|_| std::net::TcpStream::connect(("127.0.0.1", port)).expect("an idle client"))

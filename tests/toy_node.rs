@@ -15,7 +15,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use redis_cluster_proto::resp::Frame;
-use support::{Client, free_ports, redis_cli, text, toy_node_binary};
+use support::{Client, free_ports, redis_cli, rss_kib, text, toy_node_binary};
 
 /// Toy node processes and their directory, killed and removed on drop.
 struct Nodes {
@@ -467,22 +467,11 @@ fn a_node_killed_during_a_reshard_loses_no_slot_and_no_acknowledged_write() {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicBool, Ordering};
 
-    let seeds: u64 = std::env::var("CRASH_SEEDS")
-        .ok()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(3);
-    let durable = ["--appendonly", "yes", "--appendfsync", "always"];
+    let seeds = crash_seeds(3);
+    let durable = DURABLE;
     let (mut nodes, ports) = create_with("crash", 3000, &durable);
     let port = ports[0].0;
-    let client = redis::cluster::ClusterClient::builder(
-        ports
-            .iter()
-            .map(|(port, _)| format!("redis://127.0.0.1:{port}")),
-    )
-    .connection_timeout(Duration::from_secs(2))
-    .response_timeout(Duration::from_secs(2))
-    .build()
-    .expect("a cluster client");
+    let client = crash_client(&ports);
     // Each key's possible values: the last acknowledged write, then any attempted after it.
     let mut possible: HashMap<String, Vec<String>> = HashMap::new();
 
@@ -589,22 +578,11 @@ fn a_node_killed_during_a_reshard_loses_no_slot_and_no_acknowledged_write() {
 fn a_killed_master_is_failed_over_and_loses_no_replicated_write() {
     use std::collections::HashMap;
 
-    let seeds: u64 = std::env::var("CRASH_SEEDS")
-        .ok()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(2);
-    let durable = ["--appendonly", "yes", "--appendfsync", "always"];
+    let seeds = crash_seeds(2);
+    let durable = DURABLE;
     let timeout = 2000;
     let (mut nodes, ports) = create_with("failover-crash", timeout, &durable);
-    let client = redis::cluster::ClusterClient::builder(
-        ports
-            .iter()
-            .map(|(port, _)| format!("redis://127.0.0.1:{port}")),
-    )
-    .connection_timeout(Duration::from_secs(2))
-    .response_timeout(Duration::from_secs(2))
-    .build()
-    .expect("a cluster client");
+    let client = crash_client(&ports);
     let mut possible: HashMap<String, Vec<String>> = HashMap::new();
     // One round of writes of every key: each key's possible values after it.
     let write_round = |possible: &mut HashMap<String, Vec<String>>, tag: &str| {
@@ -706,22 +684,11 @@ fn a_killed_master_is_failed_over_and_loses_no_replicated_write() {
 fn a_node_killed_during_a_manual_failover_leaves_one_master_per_shard_and_every_key() {
     use std::collections::HashMap;
 
-    let seeds: u64 = std::env::var("CRASH_SEEDS")
-        .ok()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(2);
-    let durable = ["--appendonly", "yes", "--appendfsync", "always"];
+    let seeds = crash_seeds(2);
+    let durable = DURABLE;
     let timeout = 2000;
     let (mut nodes, ports) = create_with("manual-crash", timeout, &durable);
-    let client = redis::cluster::ClusterClient::builder(
-        ports
-            .iter()
-            .map(|(port, _)| format!("redis://127.0.0.1:{port}")),
-    )
-    .connection_timeout(Duration::from_secs(2))
-    .response_timeout(Duration::from_secs(2))
-    .build()
-    .expect("a cluster client");
+    let client = crash_client(&ports);
     let mut values: HashMap<String, String> = HashMap::new();
 
     for seed in 1..=seeds {
@@ -857,6 +824,30 @@ fn wait_replicated(port: u16, seed: u64) {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// The crash tests' nodes: an append-only file synced on every write.
+const DURABLE: [&str; 4] = ["--appendonly", "yes", "--appendfsync", "always"];
+
+/// How many seeds a crash test runs: `CRASH_SEEDS`, else `default` (CI's).
+fn crash_seeds(default: u64) -> u64 {
+    std::env::var("CRASH_SEEDS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(default)
+}
+
+/// A cluster client of the nodes on `ports`, quick to give up on a dead node.
+fn crash_client(ports: &[(u16, u16)]) -> redis::cluster::ClusterClient {
+    redis::cluster::ClusterClient::builder(
+        ports
+            .iter()
+            .map(|(port, _)| format!("redis://127.0.0.1:{port}")),
+    )
+    .connection_timeout(Duration::from_secs(2))
+    .response_timeout(Duration::from_secs(2))
+    .build()
+    .expect("a cluster client")
 }
 
 /// `redis-cli --cluster fix` until `--cluster check` is clean, for at most a minute; how many
@@ -1982,41 +1973,9 @@ fn a_million_pings_a_trickle_and_a_connection_flood_cost_bounded_memory() {
     let fds = || std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count());
     let (rss_before, fds_before) = (rss_kib(pid), fds());
 
-    let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("connect");
-    let mut reader = stream.try_clone().expect("a reader");
-    const PINGS: usize = 1_000_000;
-    let counter = std::thread::spawn(move || {
-        let expected = b"+PONG\r\n".len() * PINGS;
-        let mut got = 0usize;
-        let mut chunk = vec![0u8; 1 << 16];
-        let mut bad = None;
-        while got < expected {
-            let n = reader.read(&mut chunk).expect("the replies");
-            assert!(n > 0, "closed after {got} bytes of replies");
-            // Every reply is +PONG: each byte is the one its place in the stream calls for.
-            for (i, &b) in chunk[..n].iter().enumerate() {
-                if bad.is_none() && b != b"+PONG\r\n"[(got + i) % 7] {
-                    bad = Some(got + i);
-                }
-            }
-            got += n;
-        }
-        (got, bad)
-    });
-    let batch = b"PING\r\n".repeat(10_000);
-    let mut peak = 0;
-    for n in 0..PINGS / 10_000 {
-        stream.write_all(&batch).expect("send PINGs");
-        if n % 10 == 0 {
-            peak = peak.max(rss_kib(pid));
-        }
-    }
-    let (got, bad) = counter.join().expect("the reader");
-    assert_eq!(got, 7 * PINGS);
-    assert_eq!(bad, None, "a reply that is not +PONG");
+    let peak = support::pipeline_pings(port, 1_000_000, pid);
     let grown = peak.saturating_sub(rss_before);
     assert!(grown < 64 << 10, "the node grew by {grown} KiB");
-    drop(stream);
 
     // One byte every 100 ms.
     let mut trickle = TcpStream::connect(("127.0.0.1", port)).expect("connect");
@@ -2046,16 +2005,6 @@ fn a_million_pings_a_trickle_and_a_connection_flood_cost_bounded_memory() {
         std::thread::sleep(Duration::from_millis(50));
     }
     eprintln!("a million PINGs: the node grew by at most {grown} KiB");
-}
-
-/// A node's resident memory, in KiB (0 when it cannot be read).
-fn rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0)
 }
 
 /// The MEET a node of id `id` on `127.0.0.1:port` sends to `target_cport` first: made by the

@@ -618,3 +618,52 @@ fn newest_source(dir: &Path) -> Option<std::time::SystemTime> {
     }
     newest
 }
+
+/// A process's resident memory, in KiB (0 when it cannot be read).
+pub fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// Writes `pings` PINGs (a multiple of 10 000) to `port` in batches of 10 000 while another
+/// thread reads: every byte of the replies must be that of `+PONG` at its place. Returns the
+/// largest resident memory of the process `pid` seen while writing, in KiB.
+pub fn pipeline_pings(port: u16, pings: usize, pid: u32) -> u64 {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    let mut reader = stream.try_clone().expect("a reader");
+    let counter = std::thread::spawn(move || {
+        let expected = 7 * pings;
+        let (mut got, mut bad) = (0usize, None);
+        let mut chunk = vec![0u8; 1 << 16];
+        while got < expected {
+            let n = reader.read(&mut chunk).expect("the replies");
+            assert!(n > 0, "closed after {got} bytes of replies");
+            for (i, &b) in chunk[..n].iter().enumerate() {
+                if bad.is_none() && b != b"+PONG\r\n"[(got + i) % 7] {
+                    bad = Some(got + i);
+                }
+            }
+            got += n;
+        }
+        (got, bad)
+    });
+    let batch = b"PING\r\n".repeat(10_000);
+    let mut peak = 0;
+    for n in 0..pings / 10_000 {
+        stream.write_all(&batch).expect("send PINGs");
+        if n % 10 == 0 {
+            peak = peak.max(rss_kib(pid));
+        }
+    }
+    let (got, bad) = counter.join().expect("the reader");
+    assert_eq!(
+        (got, bad),
+        (7 * pings, None),
+        "the PING replies (byte count, first bad byte)"
+    );
+    peak
+}
