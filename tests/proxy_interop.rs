@@ -1340,7 +1340,7 @@ fn a_million_pings_ten_thousand_idle_clients_a_trickle_and_a_flood() {
         )
     });
     let pid = proxy.0.id();
-    let fds = || std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count());
+    let fds = || support::open_fds(pid);
     let mut setup = Client::connect(port);
     assert_eq!(setup.command(&[b"SET", b"k", b"v"]), ok());
     let (rss_before, fds_before) = (rss_kib(pid), fds());

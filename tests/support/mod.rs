@@ -629,6 +629,11 @@ pub fn rss_kib(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
+/// How many files a process has open (0 when it cannot be read).
+pub fn open_fds(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |dir| dir.count())
+}
+
 /// Writes `pings` PINGs (a multiple of 10 000) to `port` in batches of 10 000 while another
 /// thread reads: every byte of the replies must be that of `+PONG` at its place. Returns the
 /// largest resident memory of the process `pid` seen while writing, in KiB.
