@@ -913,13 +913,8 @@ fn fix_until_clean(port: u16, what: &str) -> usize {
     let mut fixes = 0;
     let mut last_fix = String::new();
     loop {
-        let check = redis_cli(&["--cluster", "check", &addr], Duration::from_secs(30));
-        let stdout = String::from_utf8_lossy(&check.stdout).into_owned();
-        let clean = check.status.success()
-            && stdout.contains("[OK] All nodes agree about slots configuration.")
-            && stdout.contains("[OK] All 16384 slots covered.")
-            && !stdout.contains("[WARNING]")
-            && !stdout.contains("[ERR]");
+        let (agreed, stdout) = cluster_check(port);
+        let clean = agreed && !stdout.contains("[WARNING]") && !stdout.contains("[ERR]");
         if clean {
             return fixes;
         }
@@ -2177,17 +2172,8 @@ fn hostile_bus_peers_cost_bounded_memory_and_leave_the_cluster_whole() {
 fn check_eventually(port: u16) {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        let out = redis_cli(
-            &[
-                "--cluster".into(),
-                "check".into(),
-                format!("127.0.0.1:{port}"),
-            ],
-            Duration::from_secs(30),
-        );
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        let agreed = stdout.contains("[OK] All nodes agree about slots configuration.");
-        if out.status.success() && agreed && stdout.contains("[OK] All 16384 slots covered.") {
+        let (agreed, stdout) = cluster_check(port);
+        if agreed {
             return;
         }
         assert!(
@@ -2196,6 +2182,18 @@ fn check_eventually(port: u16) {
         );
         std::thread::sleep(Duration::from_millis(500));
     }
+}
+
+/// `redis-cli --cluster check` through `port`: whether it passed with every node agreeing and
+/// every slot covered (open slots are only warned about), and what it printed.
+fn cluster_check(port: u16) -> (bool, String) {
+    let addr = format!("127.0.0.1:{port}");
+    let out = redis_cli(&["--cluster", "check", &addr], Duration::from_secs(30));
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let agreed = out.status.success()
+        && stdout.contains("[OK] All nodes agree about slots configuration.")
+        && stdout.contains("[OK] All 16384 slots covered.");
+    (agreed, stdout)
 }
 
 /// The ids of the masters with slots, seen from `port`, the one that owns slot 0 first.
