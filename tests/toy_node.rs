@@ -2014,6 +2014,115 @@ fn maxclients_and_the_idle_timeout_act_as_on_a_real_server() {
     }
 }
 
+/// Issue 27, input limits, beside a real redis-server: what an unauthenticated client may
+/// declare (10 arguments, 16 KiB each), `proto-max-bulk-len` and `client-query-buffer-limit`
+/// (CONFIG SET refuses less than 1 MiB, in the server's words). Each probe, on a connection
+/// of its own, gets the same bytes from both before the connection closes; a query buffer
+/// past its limit closes the client with no reply at all, and both log the server's warning.
+#[test]
+fn input_limits_act_as_on_a_real_server() {
+    use std::io::Write;
+
+    let real = support::RedisServer::start_cluster(&[]);
+    let free = free_ports(2);
+    let toy = start_with(
+        "input",
+        &[(free[0], free[1])],
+        5000,
+        &["--logfile", "node.log"],
+    );
+    let mib = 1usize << 20;
+    // An ECHO of `len` bytes, then QUIT (whose +OK ends a reply that was not cut off).
+    let echo = |len: usize| {
+        let mut bytes = format!("*2\r\n$4\r\nECHO\r\n${len}\r\n").into_bytes();
+        bytes.resize(bytes.len() + len, b'x');
+        bytes.extend_from_slice(b"\r\nQUIT\r\n");
+        bytes
+    };
+    let echoed = |len: usize| format!("${len}\r\n{}\r\n+OK\r\n", "x".repeat(len));
+    // Past AUTH, an argument of 20 000 bytes is fine.
+    let (authenticated, after_auth) = (
+        [&b"AUTH pw\r\n"[..], &echo(20_000)].concat(),
+        format!("+OK\r\n{}", echoed(20_000)),
+    );
+    let unauthenticated: [(&[u8], &str); 5] = [
+        (
+            b"*11\r\n",
+            "-ERR Protocol error: unauthenticated multibulk length\r\n",
+        ),
+        (
+            b"*1\r\n$16385\r\n",
+            "-ERR Protocol error: unauthenticated bulk length\r\n",
+        ),
+        (
+            b"*3000000000\r\n",
+            "-ERR Protocol error: invalid multibulk length\r\n",
+        ),
+        (
+            b"*1\r\n$600000000\r\n",
+            "-ERR Protocol error: invalid bulk length\r\n",
+        ),
+        (&authenticated, &after_auth),
+    ];
+    let limited: [(Vec<u8>, &str); 3] = [
+        (
+            b"*1\r\n$1048577\r\n".to_vec(),
+            "-ERR Protocol error: invalid bulk length\r\n",
+        ),
+        // The buffer holds more than 1 MiB unparsed: closed, no reply.
+        (echo(mib), ""),
+        (
+            echo(mib - 600),
+            &format!("${}\r\n{}\r\n+OK\r\n", mib - 600, "x".repeat(mib - 600)),
+        ),
+    ];
+    let probe = |port: u16, bytes: &[u8]| {
+        let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+        // The node may close before all is written.
+        let _ = stream.write_all(bytes);
+        String::from_utf8_lossy(&read_until_closed(&mut stream)).into_owned()
+    };
+    for (who, port) in [("redis-server", real.port()), ("the toy", free[0])] {
+        let mut admin = Client::connect(port);
+        let set = |admin: &mut Client, name: &str, value: &str| {
+            text(&admin.command(&[b"CONFIG", b"SET", name.as_bytes(), value.as_bytes()]))
+        };
+        assert_eq!(set(&mut admin, "requirepass", "pw"), "OK", "{who}");
+        for (bytes, expected) in &unauthenticated {
+            assert_eq!(probe(port, bytes), *expected, "{who}: {:?}", &bytes[..12]);
+        }
+        assert_eq!(text(&admin.command(&[b"AUTH", b"pw"])), "OK", "{who}");
+        assert_eq!(set(&mut admin, "requirepass", ""), "OK", "{who}");
+        assert_eq!(
+            set(&mut admin, "proto-max-bulk-len", "1000"),
+            "ERR CONFIG SET failed (possibly related to argument 'proto-max-bulk-len') - \
+             argument must be between 1048576 and 9223372036854775807 inclusive",
+            "{who}"
+        );
+        for name in ["proto-max-bulk-len", "client-query-buffer-limit"] {
+            assert_eq!(set(&mut admin, name, "1mb"), "OK", "{who}: {name}");
+        }
+        for (bytes, expected) in &limited {
+            let got = probe(port, bytes);
+            assert!(
+                got == *expected,
+                "{who}: {:?} answered {:.80?}",
+                &bytes[..16],
+                got
+            );
+        }
+        assert_eq!(text(&admin.command(&[b"PING"])), "PONG", "{who}");
+    }
+    for log in [real.dir().join("redis.log"), toy.dir.join("node.log")] {
+        let text = std::fs::read_to_string(&log).expect("the log");
+        assert!(
+            text.contains("# Closing client that reached max query buffer length: "),
+            "{}:\n{text}",
+            log.display()
+        );
+    }
+}
+
 /// Issue 27, clients that cost without asking much: a pipeline of one million PINGs (every
 /// reply arrives, in order, and the node's memory stays within 64 MiB of where it was), a
 /// client that trickles a command one byte every 100 ms (answered when it is whole), and a

@@ -86,6 +86,11 @@ impl Client {
         }
     }
 
+    /// AUTH succeeded, or no password is set (the server's `authRequired` is false).
+    pub(crate) fn authenticated(&self) -> bool {
+        self.authenticated
+    }
+
     /// A blocked command's deadline passed: its null reply, and the client is no longer
     /// blocked.
     pub(crate) fn timed_out(&mut self) -> Reply {
@@ -137,6 +142,8 @@ pub(crate) enum Outcome {
     Migrate(Migration),
     /// PSYNC: the connection becomes a replica's feed (`replication.rs`).
     Feed,
+    /// QUIT: `+OK`, then the connection closes.
+    Quit,
     /// Nothing to answer yet (BLPOP on empty lists, or writes paused for a manual failover):
     /// run the same command again when the keyspace or the cluster changes, or at
     /// `deadline` (Unix ms), when it answers its timeout reply.
@@ -177,6 +184,10 @@ pub(crate) fn run(node: &mut Node, client: &mut Client, args: &[&[u8]], now: u64
         }
     };
     let name = spec.name;
+    // QUIT needs no AUTH, is never queued and takes any arguments, as the server's.
+    if name == "quit" {
+        return Outcome::Quit;
+    }
     if !client.authenticated && !matches!(name, "auth" | "hello") {
         return Outcome::Reply(error("NOAUTH Authentication required."));
     }
@@ -449,6 +460,7 @@ fn exec(node: &mut Node, client: &mut Client, now: u64) -> Reply {
                 // A blocking command in a transaction answers at once, as if timed out.
                 Outcome::Block { .. } => client.null_array(),
                 Outcome::Feed => error("ERR PSYNC inside MULTI"),
+                Outcome::Quit => ok(),
                 // Its I/O cannot run inside the transaction's one step.
                 Outcome::Migrate(job) => {
                     migrated(node, &job, &[]);

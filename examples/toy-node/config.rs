@@ -335,9 +335,21 @@ fn check(kind: Kind, name: &str, words: &[String]) -> Result<String, String> {
         {
             Ok(word.to_string())
         }
-        Kind::Memory => memory(word)
-            .map(|n| n.to_string())
-            .ok_or_else(|| String::from("argument must be a memory value")),
+        Kind::Memory => {
+            let n = memory(word).ok_or_else(|| String::from("argument must be a memory value"))?;
+            // The server's bounds on the input limits (1 MiB at least).
+            let lo = match name {
+                "client-query-buffer-limit" | "proto-max-bulk-len" => 1 << 20,
+                _ => 0,
+            };
+            if n < lo {
+                return Err(format!(
+                    "argument must be between {lo} and {} inclusive",
+                    i64::MAX
+                ));
+            }
+            Ok(n.to_string())
+        }
         Kind::Enum(choices) => {
             let lower = word.to_ascii_lowercase();
             // The shutdown flags may be several, one space apart.

@@ -11,7 +11,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::{Bytes, BytesMut};
 use redis_cluster_proto::bus::{Framed, Framer, Message, NodeId};
-use redis_cluster_proto::resp::{Decoder, Frame, encode, encode_command};
+use redis_cluster_proto::resp::{
+    self as resp, DecodeError, Decoder, ErrorKind, Frame, Limits, encode, encode_command,
+};
 use redis_cluster_proto::state::{
     ClusterNode, Config, EndpointType, Instant, LinkId, LinkStats, Output,
 };
@@ -696,12 +698,13 @@ async fn serve_client(shared: Shared, mut stream: TcpStream) {
             .await;
         return;
     }
-    let mut client = {
+    let (mut client, mut input) = {
         let mut node = lock(&shared);
         node.next_client += 1;
         node.stats.connections += 1;
         node.clients += 1;
-        Client::new(node.next_client, node.password.is_some())
+        let client = Client::new(node.next_client, node.password.is_some());
+        (client, InputLimits::of(&node.settings))
     };
     let _connected = Connected(shared.clone(), client.id);
     let mut decoder = Decoder::new();
@@ -714,11 +717,20 @@ async fn serve_client(shared: Shared, mut stream: TcpStream) {
         loop {
             // RESP arrays of bulk strings and inline lines, as the server reads them (it
             // skips empty commands); a protocol error gets its reply and ends the connection.
+            // The limits depend on AUTH, which the command before may have just passed; a
+            // new decoder starts the frame it was reading over (`buf` keeps all of it).
+            let limits = input.limits(client.authenticated());
+            if decoder.config().limits != limits {
+                decoder = Decoder::with_config(resp::Config {
+                    limits,
+                    ..resp::Config::default()
+                });
+            }
             let command = match decoder.decode_command(&mut buf) {
                 Ok(Some(command)) => command,
                 Ok(None) => break,
                 Err(e) => {
-                    let line = e.server_reply(&buf).into_bytes();
+                    let line = input.reply(&e, &buf, client.authenticated()).into_bytes();
                     encode(&Frame::<Vec<u8>>::SimpleError(line), &mut out);
                     let _ = stream.write_all(&out).await;
                     return;
@@ -756,6 +768,11 @@ async fn serve_client(shared: Shared, mut stream: TcpStream) {
                     (outcome, wake)
                 };
                 match outcome {
+                    Outcome::Quit => {
+                        encode(&Frame::<Vec<u8>>::SimpleString(b"OK".to_vec()), &mut out);
+                        let _ = stream.write_all(&out).await;
+                        return;
+                    }
                     Outcome::Feed => {
                         feed(&shared, stream, out, client.listening_port).await;
                         return;
@@ -825,6 +842,7 @@ async fn serve_client(shared: Shared, mut stream: TcpStream) {
         // SET changes it at once.
         let idle = {
             let node = lock(&shared);
+            input = InputLimits::of(&node.settings);
             let secs = u64::try_from(node.settings.number("timeout")).unwrap_or(0);
             (secs > 0 && client.inbox.is_none()).then(|| Duration::from_secs(secs))
         };
@@ -837,6 +855,19 @@ async fn serve_client(shared: Shared, mut stream: TcpStream) {
             }
             read = stream.read_buf(&mut buf) => match read {
                 Ok(0) | Err(_) => return,
+                // `client-query-buffer-limit`: the server checks what it holds unparsed after
+                // each read, and closes the client without a reply.
+                Ok(_) if buf.len() as u64 > input.query_buffer => {
+                    let text = format!(
+                        "Closing client that reached max query buffer length: id={} \
+                         qbuf={} (qbuf initial bytes: {:?})",
+                        client.id,
+                        buf.len(),
+                        String::from_utf8_lossy(&buf[..buf.len().min(64)])
+                    );
+                    lock(&shared).log.write(Level::Warning, &text);
+                    return;
+                }
                 Ok(_) => {}
             },
             push = next_push(&mut client.inbox) => {
@@ -849,6 +880,63 @@ async fn serve_client(shared: Shared, mut stream: TcpStream) {
                     }
                 }
             }
+        }
+    }
+}
+
+/// What a client may send, from the node's settings as they are now (CONFIG SET changes
+/// them at once; a connection reads them again after each batch of commands).
+#[derive(Debug, Clone, Copy)]
+struct InputLimits {
+    /// `proto-max-bulk-len`: the longest argument.
+    bulk: u64,
+    /// `client-query-buffer-limit`: the most a client may have sent and not had parsed.
+    query_buffer: u64,
+}
+
+impl InputLimits {
+    /// What an unauthenticated client may declare (the server's `authRequired` checks):
+    /// 10 arguments of 16 KiB each.
+    const UNAUTHENTICATED_ARGS: u64 = 10;
+    const UNAUTHENTICATED_BULK: u64 = 16 * 1024;
+
+    fn of(settings: &Settings) -> Self {
+        let bytes = |name| u64::try_from(settings.number(name)).unwrap_or(u64::MAX);
+        Self {
+            bulk: bytes("proto-max-bulk-len"),
+            query_buffer: bytes("client-query-buffer-limit"),
+        }
+    }
+
+    /// The decoder's limits. The whole frame is bounded by the query buffer check after
+    /// each read, which closes the client as the server does, so not by the decoder.
+    fn limits(&self, authenticated: bool) -> Limits {
+        let (args, bulk) = match authenticated {
+            true => (i32::MAX as u64, self.bulk),
+            false => (
+                Self::UNAUTHENTICATED_ARGS,
+                self.bulk.min(Self::UNAUTHENTICATED_BULK),
+            ),
+        };
+        Limits {
+            max_elements: args,
+            max_bulk_len: bulk,
+            max_frame_len: usize::MAX,
+            ..Limits::DEFAULT
+        }
+    }
+
+    /// The server's reply to a command it cannot read: past an unauthenticated client's
+    /// limits (but within everyone's) it names them.
+    fn reply(&self, error: &DecodeError, buf: &[u8], authenticated: bool) -> String {
+        match error.kind {
+            ErrorKind::TooManyElements { len, .. } if !authenticated && len <= i32::MAX as u64 => {
+                "ERR Protocol error: unauthenticated multibulk length".into()
+            }
+            ErrorKind::BulkTooLong { len, .. } if !authenticated && len <= self.bulk => {
+                "ERR Protocol error: unauthenticated bulk length".into()
+            }
+            _ => error.server_reply(buf),
         }
     }
 }

@@ -252,7 +252,7 @@ impl Host for Runner<'_> {
         let reply = match execute(self.node, self.client, spec, &argv, self.now) {
             Outcome::Reply(reply) => reply,
             Outcome::Block { .. } => Frame::NullArray,
-            Outcome::Feed | Outcome::Migrate(_) | Outcome::Many(_) => {
+            Outcome::Feed | Outcome::Migrate(_) | Outcome::Many(_) | Outcome::Quit => {
                 return Err(b"ERR This Redis command is not allowed from script".to_vec());
             }
         };
