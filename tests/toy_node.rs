@@ -2123,6 +2123,122 @@ fn input_limits_act_as_on_a_real_server() {
     }
 }
 
+/// Issue 27, `client-output-buffer-limit` for normal and pub/sub clients, beside a real
+/// redis-server: CONFIG SET of one class keeps the others and CONFIG GET shows all three in
+/// bytes; a reply past the normal class's hard limit closes the client without a byte of
+/// it; replies that the client leaves past the soft limit for longer than its seconds close
+/// it before all of them arrive; a subscriber that does not read is closed once the pub/sub
+/// class's hard limit is passed, and PUBLISH counts it no more. Both log the server's
+/// warning.
+#[test]
+fn output_buffer_limits_close_clients_as_a_real_server_does() {
+    use std::io::{Read, Write};
+
+    let real = support::RedisServer::start_cluster(&[]);
+    let free = free_ports(2);
+    let toy = start_with(
+        "output",
+        &[(free[0], free[1])],
+        5000,
+        &["--logfile", "node.log"],
+    );
+    let mib = 1usize << 20;
+    let echo = |len: usize| {
+        let mut bytes = format!("*2\r\n$4\r\nECHO\r\n${len}\r\n").into_bytes();
+        bytes.resize(bytes.len() + len, b'x');
+        bytes.extend_from_slice(b"\r\n");
+        bytes
+    };
+    let connect = |port: u16| {
+        let stream = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .expect("a read timeout");
+        stream
+    };
+    let mut views = Vec::new();
+    for (who, port) in [("redis-server", real.port()), ("the toy", free[0])] {
+        let mut admin = Client::connect(port);
+        let mut publisher = Client::connect(port);
+        let mut limit = |value: &str| {
+            let set = [
+                &b"CONFIG"[..],
+                b"SET",
+                b"client-output-buffer-limit",
+                value.as_bytes(),
+            ];
+            assert_eq!(text(&admin.command(&set)), "OK", "{who}: {value}");
+            text(&admin.command(&[b"CONFIG", b"GET", b"client-output-buffer-limit"]))
+        };
+        views.push(limit("normal 1mb 0 0"));
+
+        let mut client = connect(port);
+        client.write_all(&echo(2 * mib)).expect("the ECHO");
+        assert_eq!(
+            read_until_closed(&mut client).len(),
+            0,
+            "{who}: past the hard limit"
+        );
+
+        views.push(limit("normal 0 1mb 2"));
+        let mut client = connect(port);
+        let three: Vec<u8> = (0..3).flat_map(|_| echo(2 * mib)).collect();
+        client.write_all(&three).expect("three ECHOs");
+        std::thread::sleep(Duration::from_millis(3500));
+        let got = read_until_closed(&mut client).len();
+        assert!(
+            got < three.len(),
+            "{who}: past the soft limit, got {got} bytes"
+        );
+
+        views.push(limit("normal 0 0 0 pubsub 1mb 0 0"));
+        let mut subscriber = connect(port);
+        subscriber
+            .write_all(b"SUBSCRIBE news\r\n")
+            .expect("SUBSCRIBE");
+        let mut confirmed = [0u8; 64];
+        let n = subscriber.read(&mut confirmed).expect("the confirmation");
+        assert!(
+            confirmed[..n].starts_with(b"*3\r\n$9\r\nsubscribe"),
+            "{who}"
+        );
+        let message = vec![b'm'; 100_000];
+        let counts: Vec<Frame> = (0..100)
+            .map(|_| publisher.command(&[b"PUBLISH", b"news", &message]))
+            .collect();
+        assert_eq!(counts[0], Frame::Integer(1), "{who}");
+        assert_eq!(
+            counts[99],
+            Frame::Integer(0),
+            "{who}: the subscriber is gone"
+        );
+        let got = read_until_closed(&mut subscriber).len();
+        assert!(
+            got < 100 * message.len(),
+            "{who}: the subscriber got {got} bytes"
+        );
+        views.push(limit("pubsub 32mb 8mb 60"));
+    }
+    let (real_views, toy_views) = views.split_at(views.len() / 2);
+    assert_eq!(
+        toy_views, real_views,
+        "CONFIG GET client-output-buffer-limit"
+    );
+    for log in [real.dir().join("redis.log"), toy.dir.join("node.log")] {
+        let text = std::fs::read_to_string(&log).expect("the log");
+        // Past a hard limit as a reply is added, then past the soft one for too long.
+        let count = |what: &str| text.matches(what).count();
+        let at_once = " scheduled to be closed ASAP for overcoming of output buffer limits.";
+        let timed = " closed for overcoming of output buffer limits.";
+        assert_eq!(
+            (count(at_once), count(timed)),
+            (2, 1),
+            "{}:\n{text}",
+            log.display()
+        );
+    }
+}
+
 /// Issue 27, clients that cost without asking much: a pipeline of one million PINGs (every
 /// reply arrives, in order, and the node's memory stays within 64 MiB of where it was), a
 /// client that trickles a command one byte every 100 ms (answered when it is whole), and a

@@ -60,7 +60,7 @@ pub(crate) struct Client {
     /// In WAIT: the replication offset the replicas must reach.
     waiting: Option<u64>,
     /// Subscribed: the messages and notices for this client, which its connection writes.
-    pub(crate) inbox: Option<tokio::sync::mpsc::Receiver<Reply>>,
+    pub(crate) inbox: Option<crate::pubsub::Inbox>,
     /// What a blocked command answers when its deadline passes (WAIT: how many replicas
     /// had acknowledged at its last try); a null array when unset.
     timeout_reply: Option<Reply>,
@@ -584,13 +584,13 @@ pub(crate) fn execute(
             return Outcome::Many(replies);
         }
         ("publish", [channel, message]) => {
-            let got = node.pubsub.deliver(channel, message, false);
+            let got = crate::node::deliver(node, channel, message, false, now);
             node.cluster
                 .publish(channel, message, Instant::from_unix_millis(now));
             Frame::Integer(got as i64)
         }
         ("spublish", [channel, message]) => {
-            let got = node.pubsub.deliver(channel, message, true);
+            let got = crate::node::deliver(node, channel, message, true, now);
             node.cluster
                 .publish_shard(channel, message, Instant::from_unix_millis(now));
             Frame::Integer(got as i64)

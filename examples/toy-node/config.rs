@@ -446,6 +446,81 @@ fn words_value(name: &str, words: &[String]) -> Result<String, String> {
     Ok(words.join(" "))
 }
 
+/// One client class's `client-output-buffer-limit`: a client is closed once the replies it
+/// has not read pass `hard` bytes, or stay past `soft` bytes longer than `soft_seconds`
+/// (0 for no limit).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct OutputLimit {
+    pub(crate) hard: u64,
+    pub(crate) soft: u64,
+    pub(crate) soft_seconds: u64,
+}
+
+/// `client-output-buffer-limit`'s three classes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct OutputLimits {
+    pub(crate) normal: OutputLimit,
+    pub(crate) replica: OutputLimit,
+    pub(crate) pubsub: OutputLimit,
+}
+
+impl OutputLimits {
+    /// Reads a value in the groups of four that [`check`] accepted (`replica` or `slave`,
+    /// sizes with units); a later group of a class replaces an earlier one.
+    fn parse(value: &str) -> Self {
+        let mut limits = Self::default();
+        let words: Vec<&str> = value.split_whitespace().collect();
+        for group in words.chunks_exact(4) {
+            let bytes = |w: &str| memory(w).and_then(|n| u64::try_from(n).ok()).unwrap_or(0);
+            let limit = OutputLimit {
+                hard: bytes(group[1]),
+                soft: bytes(group[2]),
+                soft_seconds: group[3].parse().unwrap_or(0),
+            };
+            match group[0].to_ascii_lowercase().as_str() {
+                "normal" => limits.normal = limit,
+                "slave" | "replica" => limits.replica = limit,
+                "pubsub" => limits.pubsub = limit,
+                _ => {}
+            }
+        }
+        limits
+    }
+
+    /// `current` with the classes `new` names replaced, written as CONFIG GET shows it: all
+    /// three classes, in bytes, the replica class named `slave`.
+    pub(crate) fn merged(current: &str, new: &str) -> String {
+        let words = format!("{current} {new}");
+        let limits = Self::parse(&words);
+        let group =
+            |name: &str, l: OutputLimit| format!("{name} {} {} {}", l.hard, l.soft, l.soft_seconds);
+        format!(
+            "{} {} {}",
+            group("normal", limits.normal),
+            group("slave", limits.replica),
+            group("pubsub", limits.pubsub)
+        )
+    }
+}
+
+impl OutputLimits {
+    /// The limit of `client`'s class: pub/sub once it has subscribed, else normal. (A
+    /// replica's connection leaves the client loop at PSYNC.)
+    pub(crate) fn of(&self, client: &crate::commands::Client) -> OutputLimit {
+        match client.inbox {
+            Some(_) => self.pubsub,
+            None => self.normal,
+        }
+    }
+}
+
+impl Settings {
+    /// `client-output-buffer-limit`, as it is now.
+    pub(crate) fn output_limits(&self) -> OutputLimits {
+        OutputLimits::parse(self.get("client-output-buffer-limit").unwrap_or(""))
+    }
+}
+
 /// A memory value as the server reads it: digits with an optional unit (`b`, `k`, `kb`, `m`,
 /// `mb`, `g`, `gb`, any case).
 fn memory(word: &str) -> Option<i64> {
@@ -717,6 +792,9 @@ impl Settings {
             let param = &mut self.params[at];
             let mut value =
                 check(param.kind, &param.name, &words).map_err(|e| fatal(n + 1, line, &e))?;
+            if param.name == "client-output-buffer-limit" {
+                value = OutputLimits::merged(&param.value, &value);
+            }
             // `save` lines add up; the first one read replaces the default.
             if param.name == "save" {
                 if self.saves_read && !value.is_empty() && !param.value.is_empty() {
@@ -822,7 +900,10 @@ impl Settings {
                 return Err(failed("can't set protected config"));
             }
             let words = vec![String::from_utf8_lossy(value).into_owned()];
-            let value = check(param.kind, &param.name, &words).map_err(|e| failed(&e))?;
+            let mut value = check(param.kind, &param.name, &words).map_err(|e| failed(&e))?;
+            if param.name == "client-output-buffer-limit" {
+                value = OutputLimits::merged(&param.value, &value);
+            }
             staged.push((at, value));
         }
         let mut changed = Vec::new();

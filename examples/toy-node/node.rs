@@ -23,7 +23,7 @@ use tokio::sync::mpsc::error::TrySendError;
 use tokio::sync::{Notify, mpsc, oneshot};
 
 use crate::commands::{Client, Migration, Outcome};
-use crate::config::{self, Settings};
+use crate::config::{self, OutputLimit, Settings};
 use crate::db::Db;
 use crate::db::Entry;
 use crate::dump::{Snapshot, rdb_file, read_rdb};
@@ -312,7 +312,7 @@ fn drain(shared: &Shared, node: &mut Node) {
                     message,
                     sharded,
                 } => {
-                    node.pubsub.deliver(&channel, &message, sharded);
+                    deliver(node, &channel, &message, sharded, now());
                 }
                 Output::Event(event) => node.log.write(Level::Notice, &event.to_string()),
             }
@@ -698,13 +698,17 @@ async fn serve_client(shared: Shared, mut stream: TcpStream) {
             .await;
         return;
     }
-    let (mut client, mut input) = {
+    let (mut client, (mut input, mut output)) = {
         let mut node = lock(&shared);
         node.next_client += 1;
         node.stats.connections += 1;
         node.clients += 1;
         let client = Client::new(node.next_client, node.password.is_some());
-        (client, InputLimits::of(&node.settings))
+        let limits = (
+            InputLimits::of(&node.settings),
+            node.settings.output_limits(),
+        );
+        (client, limits)
     };
     let _connected = Connected(shared.clone(), client.id);
     let mut decoder = Decoder::new();
@@ -802,10 +806,10 @@ async fn serve_client(shared: Shared, mut stream: TcpStream) {
                         let deadline = *blocked_until.get_or_insert(deadline);
                         blocked.get_or_insert_with(|| Blocked::new(&shared));
                         if !out.is_empty() {
-                            if stream.write_all(&out).await.is_err() {
+                            let limit = output.of(&client);
+                            if !flush(&shared, &mut stream, &mut out, limit, client.id).await {
                                 return;
                             }
-                            out.clear();
                         }
                         let left = deadline.map_or(100, |at| at.saturating_sub(now()).min(100));
                         if deadline.is_some_and(|at| at <= now()) {
@@ -825,17 +829,17 @@ async fn serve_client(shared: Shared, mut stream: TcpStream) {
             // that pipelines large reads and does not read holds its replies in the socket,
             // not in memory.
             if out.len() > 64 * 1024 {
-                if stream.write_all(&out).await.is_err() {
+                let limit = output.of(&client);
+                if !flush(&shared, &mut stream, &mut out, limit, client.id).await {
                     return;
                 }
-                out.clear();
             }
         }
         if !out.is_empty() {
-            if stream.write_all(&out).await.is_err() {
+            let limit = output.of(&client);
+            if !flush(&shared, &mut stream, &mut out, limit, client.id).await {
                 return;
             }
-            out.clear();
         }
         // `timeout`: a client idle that long is closed, as the server's cron closes it
         // (never a subscriber; a blocked client is not waiting here). Read each time: CONFIG
@@ -843,6 +847,7 @@ async fn serve_client(shared: Shared, mut stream: TcpStream) {
         let idle = {
             let node = lock(&shared);
             input = InputLimits::of(&node.settings);
+            output = node.settings.output_limits();
             let secs = u64::try_from(node.settings.number("timeout")).unwrap_or(0);
             (secs > 0 && client.inbox.is_none()).then(|| Duration::from_secs(secs))
         };
@@ -875,7 +880,7 @@ async fn serve_client(shared: Shared, mut stream: TcpStream) {
                 encode(&push, &mut out);
                 if let Some(inbox) = client.inbox.as_mut() {
                     while out.len() < 64 * 1024 {
-                        let Ok(more) = inbox.try_recv() else { break };
+                        let Some(more) = inbox.try_recv() else { break };
                         encode(&more, &mut out);
                     }
                 }
@@ -950,11 +955,96 @@ async fn idle_timer(limit: Option<Duration>) {
 }
 
 /// The next frame for a subscribed client; never, for one that is not.
-async fn next_push(inbox: &mut Option<mpsc::Receiver<Frame<Vec<u8>>>>) -> Option<Frame<Vec<u8>>> {
+async fn next_push(inbox: &mut Option<crate::pubsub::Inbox>) -> Option<Frame<Vec<u8>>> {
     match inbox {
         Some(inbox) => inbox.recv().await,
         None => std::future::pending().await,
     }
+}
+
+/// Delivers a message to this node's subscribers under `client-output-buffer-limit pubsub`,
+/// logging those dropped for it as the server logs them; how many got it.
+pub(crate) fn deliver(
+    node: &mut Node,
+    channel: &[u8],
+    message: &[u8],
+    sharded: bool,
+    now: u64,
+) -> usize {
+    let limit = node.settings.output_limits().pubsub;
+    let (got, dropped) = node.pubsub.deliver(channel, message, sharded, limit, now);
+    for id in dropped {
+        log_output_limit(node, id, true);
+    }
+    got
+}
+
+/// The server's warning for a client closed for its output buffer: when a reply takes it
+/// past its limit ("scheduled to be closed ASAP"), or when its time past the soft limit
+/// runs out while it does not read ("closed").
+fn log_output_limit(node: &Node, id: u64, at_once: bool) {
+    let how = match at_once {
+        true => "scheduled to be closed ASAP",
+        false => "closed",
+    };
+    let text = format!("Client id={id} {how} for overcoming of output buffer limits.");
+    node.log.write(Level::Warning, &text);
+}
+
+/// How writing a client's replies ended badly.
+enum WriteEnd {
+    /// The connection failed.
+    Gone,
+    /// The client holds more than its class's `client-output-buffer-limit`: past the hard
+    /// limit (`true`), or past the soft one for too long.
+    Limit(bool),
+}
+
+/// Writes and clears `out`, a client's replies, under its class's limit; `false` when the
+/// connection is to end (it failed, or the client was over its limit: logged as the server
+/// logs it).
+async fn flush(
+    shared: &Shared,
+    stream: &mut TcpStream,
+    out: &mut BytesMut,
+    limit: OutputLimit,
+    id: u64,
+) -> bool {
+    match write_limited(stream, out, limit).await {
+        Ok(()) => {
+            out.clear();
+            true
+        }
+        Err(WriteEnd::Gone) => false,
+        Err(WriteEnd::Limit(at_once)) => {
+            log_output_limit(&lock(shared), id, at_once);
+            false
+        }
+    }
+}
+
+/// Writes a client's replies under its class's `client-output-buffer-limit`. The toy holds
+/// at most one batch of replies for a client (it stops reading one that does not read), so
+/// the batch is what the client holds: over the hard limit it is closed without a byte,
+/// over the soft limit it is closed if the write takes longer than the soft seconds.
+async fn write_limited(
+    stream: &mut TcpStream,
+    out: &[u8],
+    limit: OutputLimit,
+) -> Result<(), WriteEnd> {
+    let held = out.len() as u64;
+    if limit.hard > 0 && held > limit.hard {
+        return Err(WriteEnd::Limit(true));
+    }
+    if limit.soft > 0 && held > limit.soft {
+        let wait = Duration::from_secs(limit.soft_seconds);
+        return match tokio::time::timeout(wait, stream.write_all(out)).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(_)) => Err(WriteEnd::Gone),
+            Err(_) => Err(WriteEnd::Limit(false)),
+        };
+    }
+    stream.write_all(out).await.map_err(|_| WriteEnd::Gone)
 }
 
 /// Sends a MIGRATE's keys to its target as the server does (AUTH, SELECT, then one

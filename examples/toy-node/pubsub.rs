@@ -2,17 +2,22 @@
 //! message goes in the cluster is the state machine's business (`ClusterNode::publish`,
 //! `publish_shard`, `Output::Deliver`); this file only delivers on this node.
 //!
-//! Each subscribed client has a mailbox of [`MAILBOX`] frames that its connection task
-//! writes out; a subscriber that does not read and lets it fill is dropped (its connection
-//! closes), as the server drops one past `client-output-buffer-limit pubsub`.
+//! Each subscribed client has a mailbox that its connection task writes out. A subscriber
+//! whose mailbox holds more bytes than `client-output-buffer-limit pubsub` allows (past the
+//! hard limit, or past the soft one for longer than its seconds) is dropped and its
+//! connection closes, as the server closes it; so is one that lets [`MAILBOX`] frames wait,
+//! whatever the limits, so that a subscriber costs bounded memory.
 
 use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use redis_cluster_proto::hash_slot::key_slot;
 use redis_cluster_proto::resp::Frame;
 use redis_cluster_proto::route::glob_match;
 use tokio::sync::mpsc;
 
+use crate::config::OutputLimit;
 use crate::node::Node;
 
 type Reply = Frame<Vec<u8>>;
@@ -42,8 +47,35 @@ impl Kind {
 }
 
 struct Mailbox {
-    tx: mpsc::Sender<Reply>,
+    tx: mpsc::Sender<(Reply, u64)>,
     resp3: bool,
+    /// Bytes delivered and not yet taken by the connection (shared with its [`Inbox`]).
+    queued: Arc<AtomicU64>,
+    /// Since when (Unix ms) `queued` has been past the soft limit.
+    over_soft_since: Option<u64>,
+}
+
+/// A subscribed client's end of its mailbox: the frames delivered to it, in order.
+#[derive(Debug)]
+pub(crate) struct Inbox {
+    rx: mpsc::Receiver<(Reply, u64)>,
+    queued: Arc<AtomicU64>,
+}
+
+impl Inbox {
+    /// The next frame; `None` once the subscriber was dropped.
+    pub(crate) async fn recv(&mut self) -> Option<Reply> {
+        let (frame, bytes) = self.rx.recv().await?;
+        self.queued.fetch_sub(bytes, Ordering::Relaxed);
+        Some(frame)
+    }
+
+    /// The next frame if one is waiting.
+    pub(crate) fn try_recv(&mut self) -> Option<Reply> {
+        let (frame, bytes) = self.rx.try_recv().ok()?;
+        self.queued.fetch_sub(bytes, Ordering::Relaxed);
+        Some(frame)
+    }
 }
 
 /// The node's subscriptions.
@@ -87,14 +119,21 @@ impl PubSub {
         &mut self,
         client: u64,
         resp3: bool,
-        inbox: &mut Option<mpsc::Receiver<Reply>>,
+        inbox: &mut Option<Inbox>,
         kind: Kind,
         names: &[&[u8]],
     ) -> Vec<Reply> {
         if !self.mailboxes.contains_key(&client) || inbox.is_none() {
             let (tx, rx) = mpsc::channel(MAILBOX);
-            self.mailboxes.insert(client, Mailbox { tx, resp3 });
-            *inbox = Some(rx);
+            let queued = Arc::new(AtomicU64::new(0));
+            let mailbox = Mailbox {
+                tx,
+                resp3,
+                queued: queued.clone(),
+                over_soft_since: None,
+            };
+            self.mailboxes.insert(client, mailbox);
+            *inbox = Some(Inbox { rx, queued });
         }
         let mut replies = Vec::with_capacity(names.len());
         for name in names {
@@ -114,7 +153,7 @@ impl PubSub {
         &mut self,
         client: u64,
         resp3: bool,
-        inbox: &mut Option<mpsc::Receiver<Reply>>,
+        inbox: &mut Option<Inbox>,
         kind: Kind,
         names: &[&[u8]],
     ) -> Vec<Reply> {
@@ -169,8 +208,17 @@ impl PubSub {
         self.mailboxes.remove(&client);
     }
 
-    /// Delivers a message to this node's subscribers; how many got it (PUBLISH's reply).
-    pub(crate) fn deliver(&mut self, channel: &[u8], message: &[u8], sharded: bool) -> usize {
+    /// Delivers a message to this node's subscribers at `now` (Unix ms), under `limit`
+    /// (`client-output-buffer-limit pubsub`): how many got it (PUBLISH's reply), and the
+    /// subscribers dropped for not reading.
+    pub(crate) fn deliver(
+        &mut self,
+        channel: &[u8],
+        message: &[u8],
+        sharded: bool,
+        limit: OutputLimit,
+        now: u64,
+    ) -> (usize, Vec<u64>) {
         let mut sends: Vec<(u64, Vec<&[u8]>)> = Vec::new();
         if sharded {
             for &id in self.shard.get(channel).into_iter().flatten() {
@@ -194,24 +242,31 @@ impl PubSub {
             .collect();
         let mut slow = Vec::new();
         for (id, words) in &sends {
-            let Some(mailbox) = self.mailboxes.get(id) else {
+            let Some(mailbox) = self.mailboxes.get_mut(id) else {
                 continue;
             };
-            let items = words.iter().map(|w| Frame::BulkString(w.clone())).collect();
-            let frame = if mailbox.resp3 {
-                Frame::Push(items)
-            } else {
-                Frame::Array(items)
-            };
-            if mailbox.tx.try_send(frame).is_err() {
-                slow.push(*id);
+            // The frame's bytes as written: each word with its `$len\r\n` and CRLF.
+            let bytes = words.iter().map(|w| w.len() as u64 + 16).sum::<u64>() + 4;
+            let held = mailbox.queued.load(Ordering::Relaxed) + bytes;
+            if !over_limit(limit, held, &mut mailbox.over_soft_since, now) {
+                let items = words.iter().map(|w| Frame::BulkString(w.clone())).collect();
+                let frame = if mailbox.resp3 {
+                    Frame::Push(items)
+                } else {
+                    Frame::Array(items)
+                };
+                if mailbox.tx.try_send((frame, bytes)).is_ok() {
+                    mailbox.queued.fetch_add(bytes, Ordering::Relaxed);
+                    continue;
+                }
             }
+            slow.push(*id);
         }
         // A subscriber that does not read is dropped: its connection closes.
-        for id in slow {
+        for &id in &slow {
             self.forget(id);
         }
-        sends.len()
+        (sends.len(), slow)
     }
 
     /// PUBSUB CHANNELS / SHARDCHANNELS: the channels with subscribers, matching `pattern`.
@@ -279,9 +334,32 @@ pub(crate) fn drop_unserved(node: &mut Node) {
                 continue;
             };
             let frame = frame(mailbox.resp3, b"sunsubscribe", Some(&channel), count);
-            if mailbox.tx.try_send(frame).is_err() {
+            let bytes = channel.len() as u64 + 48;
+            if mailbox.tx.try_send((frame, bytes)).is_ok() {
+                mailbox.queued.fetch_add(bytes, Ordering::Relaxed);
+            } else {
                 node.pubsub.forget(id);
             }
         }
     }
+}
+
+/// Whether a client that would hold `held` bytes of replies is past `limit` at `now` (Unix
+/// ms), as the server judges it: past the hard limit, or past the soft one for longer than
+/// its seconds (`over_soft_since` is when it went past, reset once it is back under).
+pub(crate) fn over_limit(
+    limit: OutputLimit,
+    held: u64,
+    over_soft_since: &mut Option<u64>,
+    now: u64,
+) -> bool {
+    if limit.hard > 0 && held > limit.hard {
+        return true;
+    }
+    if limit.soft == 0 || held <= limit.soft {
+        *over_soft_since = None;
+        return false;
+    }
+    let since = *over_soft_since.get_or_insert(now);
+    now.saturating_sub(since) > limit.soft_seconds * 1000
 }
