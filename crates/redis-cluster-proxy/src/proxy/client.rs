@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use redis_cluster_proto::resp::{Decoder, Frame, encode, encoded_len};
@@ -61,16 +61,28 @@ fn ok() -> Frame {
 struct Session {
     /// A nutcracker pool with `redis_auth`: whether the client sent the password.
     authenticated: bool,
+    /// The client sent (P|S)SUBSCRIBE: the idle timeout no longer applies, as the server
+    /// exempts subscribers (kept after it unsubscribes).
+    subscriber: bool,
     /// Every pool but nutcracker's: this client's side of the engine, which has its
     /// transactions and Pub/Sub.
     engine: Option<EngineClient>,
 }
 
 /// Serves one client until it quits, closes, or sends something that is not RESP.
-pub(crate) async fn serve(stream: TcpStream, pool: Arc<Pool>) {
+pub(crate) async fn serve(mut stream: TcpStream, pool: Arc<Pool>) {
     let stats = pool.stats.clone();
     stats.connections.fetch_add(1, Ordering::Relaxed);
-    stats.connected.fetch_add(1, Ordering::Relaxed);
+    let before = stats.connected.fetch_add(1, Ordering::Relaxed);
+    // `maxclients`, as the server has it: the error, then the connection closes.
+    if pool.maxclients.is_some_and(|max| before >= max) {
+        stats.connected.fetch_sub(1, Ordering::Relaxed);
+        stats.rejected.fetch_add(1, Ordering::Relaxed);
+        let _ = stream
+            .write_all(b"-ERR max number of clients reached\r\n")
+            .await;
+        return;
+    }
     let _ = stream.set_nodelay(true);
     let (mut rd, wr) = stream.into_split();
     let (tx, rx) = mpsc::unbounded_channel();
@@ -157,6 +169,13 @@ pub(crate) async fn serve(stream: TcpStream, pool: Arc<Pool>) {
                     let argv: Argv = (0..command.len())
                         .filter_map(|i| command.arg_bytes(i))
                         .collect();
+                    if pool.client_timeout.is_some() && !session.subscriber {
+                        session.subscriber = argv.first().is_some_and(|name| {
+                            [&b"SUBSCRIBE"[..], b"PSUBSCRIBE", b"SSUBSCRIBE"]
+                                .iter()
+                                .any(|s| name.eq_ignore_ascii_case(s))
+                        });
+                    }
                     let item = match handle(&pool, &mut session, argv).await {
                         Action::Close => Item::Close,
                         Action::Quit => {
@@ -205,11 +224,20 @@ pub(crate) async fn serve(stream: TcpStream, pool: Arc<Pool>) {
                 break;
             }
         }
+        // `client_timeout`, as the server's `timeout`: a client that sent nothing for that
+        // long and is owed no reply is closed (never a subscriber).
+        let idle = pool.client_timeout.filter(|_| !session.subscriber);
         tokio::select! {
             read = rd.read_buf(&mut buf) => match read {
                 Ok(0) | Err(_) => break,
                 Ok(_) => {}
             },
+            () = idle_for(idle, &window) => {
+                stats.idle_closed.fetch_add(1, Ordering::Relaxed);
+                let _ = tx.send(Item::Close);
+                by_proxy = true;
+                break;
+            }
             // The writer closed the connection (a split request a server failed).
             done = &mut writer => {
                 // Aborted (a subscriber over its limit): the proxy's doing.
@@ -230,6 +258,27 @@ pub(crate) async fn serve(stream: TcpStream, pool: Arc<Pool>) {
     };
     counter.fetch_add(1, Ordering::Relaxed);
     stats.connected.fetch_sub(1, Ordering::Relaxed);
+}
+
+/// Ends once a client has been idle for `limit` (never, for none): that long with every
+/// permit of its `window` back, so that no reply is owed to it. A reply still to come
+/// (a blocked BLPOP, a slow backend) starts the wait again once it is written.
+async fn idle_for(limit: Option<Duration>, window: &Semaphore) {
+    let Some(limit) = limit else {
+        return std::future::pending().await;
+    };
+    loop {
+        // Owed nothing: wait the limit, then check that nothing came to be owed meanwhile
+        // (a command read is owed a reply until it is written).
+        if window.available_permits() == WINDOW {
+            tokio::time::sleep(limit).await;
+            if window.available_permits() == WINDOW {
+                return;
+            }
+        }
+        // Owed something: check again a little later.
+        tokio::time::sleep(limit.min(Duration::from_millis(100))).await;
+    }
 }
 
 /// A nutcracker pool's commands as nutcracker takes them; every other pool's go to its

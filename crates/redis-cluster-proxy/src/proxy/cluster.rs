@@ -73,6 +73,10 @@ pub(crate) struct Pool {
     pub(crate) stats: Arc<Stats>,
     /// How much a client connection reads at a time (nutcracker's `-m` mbuf size).
     pub(crate) read_buffer: usize,
+    /// How many clients may be connected at once; `None` for no limit.
+    pub(crate) maxclients: Option<u64>,
+    /// How long a client may be idle before it is closed; `None` for never.
+    pub(crate) client_timeout: Option<Duration>,
 }
 
 /// What a pool fronts: exactly one of these.
@@ -116,6 +120,8 @@ impl Pool {
             turn: AtomicUsize::new(0),
             stats,
             read_buffer: 16 * 1024,
+            maxclients: None,
+            client_timeout: None,
         }
     }
 

@@ -11,6 +11,8 @@
 //! timeout_ms = 1000                # a backend reply later than this fails the connection
 //! read_from = "master"             # or "replica": reads go to replicas (after READONLY)
 //! password = "secret"              # optional: AUTH on every backend connection
+//! maxclients = 10000               # the default, the server's: more are refused
+//! client_timeout = 0               # seconds idle before a client is closed (0: never)
 //!
 //! [[pool]]
 //! name = "sessions"
@@ -63,7 +65,16 @@ pub(crate) struct PoolConfig {
     pub(crate) password: Option<String>,
     /// The listen queue's length (nutcracker's `backlog:`, default 512).
     pub(crate) backlog: u32,
+    /// How many clients may be connected at once (`maxclients`, 10 000 by default as on the
+    /// server; nutcracker's `client_connections:`, none by default); `None` for no limit.
+    pub(crate) maxclients: Option<u64>,
+    /// How long a client may stay idle before it is closed (`client_timeout`, seconds, as
+    /// the server's `timeout`); `None` for never.
+    pub(crate) client_timeout: Option<Duration>,
 }
+
+/// The server's `maxclients` default.
+const DEFAULT_MAXCLIENTS: u64 = 10_000;
 
 /// What a pool fronts.
 #[derive(Clone, Debug)]
@@ -289,6 +300,8 @@ struct TomlPool {
     sentinels: Option<Vec<String>>,
     groups: Option<Vec<TomlGroup>>,
     servers: Option<Vec<TomlServer>>,
+    maxclients: Option<u64>,
+    client_timeout: Option<u64>,
 }
 
 /// `kind = …`.
@@ -361,6 +374,11 @@ impl PoolConfig {
                 }
             }
         };
+        let maxclients = match pool.maxclients {
+            None => DEFAULT_MAXCLIENTS,
+            Some(n) if n > 0 => n,
+            Some(_) => return Err(err("`maxclients` must be 1 or more")),
+        };
         Ok(Self {
             name,
             listen: pool.listen,
@@ -368,6 +386,11 @@ impl PoolConfig {
             timeout,
             password: pool.password,
             backlog: DEFAULT_BACKLOG,
+            maxclients: Some(maxclients),
+            client_timeout: pool
+                .client_timeout
+                .filter(|&s| s > 0)
+                .map(Duration::from_secs),
         })
     }
 }
@@ -493,6 +516,16 @@ impl PoolConfig {
                     .filter(|n| *n > 0)
                     .ok_or_else(|| err("\"backlog\" must be 1 or more"))?,
             },
+            // nutcracker 0.5.0 reads `client_connections:` and does not enforce it (a third
+            // client of `client_connections: 2` is served); here it is the limit it says.
+            maxclients: match get("client_connections").as_i64() {
+                None | Some(0) => None,
+                Some(n) => Some(
+                    u64::try_from(n)
+                        .map_err(|_| err("\"client_connections\" must be 0 or more"))?,
+                ),
+            },
+            client_timeout: None,
         })
     }
 }
@@ -516,6 +549,7 @@ impl PoolConfig {
             let key = match key {
                 "timeout" => "timeout_ms",
                 "redis_auth" => "password",
+                "client_connections" => "maxclients",
                 "name" => return Err(err(&unknown_yaml_key(text, name, "name"))),
                 other => other,
             };
@@ -776,6 +810,26 @@ mod tests {
             &format!("{TOML}[[pool]]\nlisten = \"127.0.0.1:1\"\nkind = \"static\"\n"),
         );
         assert_eq!(e, "pool pool1: `servers` (a non-empty array) is required");
+    }
+
+    #[test]
+    fn client_limits_default_as_on_the_server_and_as_in_nutcracker() {
+        let pools = |format, text: &str| Config::load_as(format, text).expect("loads").pools;
+        let toml = &pools(Format::Toml, TOML)[0];
+        assert_eq!((toml.maxclients, toml.client_timeout), (Some(10_000), None));
+        let text = format!("{TOML}maxclients = 2\nclient_timeout = 3\n");
+        let set = &pools(Format::Toml, &text)[0];
+        assert_eq!(
+            (set.maxclients, set.client_timeout),
+            (Some(2), Some(std::time::Duration::from_secs(3)))
+        );
+        let e = error(Format::Toml, &format!("{TOML}maxclients = 0\n"));
+        assert_eq!(e, "pool a: `maxclients` must be 1 or more");
+        // nutcracker's key: no limit unless it names one.
+        let yaml = "alpha:\n  listen: 127.0.0.1:1\n  redis: true\n  servers: [\"h:1:1\"]\n";
+        assert_eq!(pools(Format::Yaml, yaml)[0].maxclients, None);
+        let limited = format!("{yaml}  client_connections: 5\n");
+        assert_eq!(pools(Format::Yaml, &limited)[0].maxclients, Some(5));
     }
 
     #[test]

@@ -84,6 +84,8 @@ pub(crate) async fn start(config: Config) -> std::io::Result<Running> {
             server_stats,
         );
         built.read_buffer = config.read_buffer;
+        built.maxclients = pool.maxclients;
+        built.client_timeout = pool.client_timeout;
         let cluster = Arc::new(built);
         if matches!(&pool.kind, PoolKind::Twemproxy(twem) if twem.preconnect) {
             cluster.preconnect().await;

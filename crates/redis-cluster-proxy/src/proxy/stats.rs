@@ -50,6 +50,10 @@ pub(crate) struct Stats {
     pub(crate) forward_error: AtomicU64,
     /// Parts of split requests sent.
     pub(crate) fragments: AtomicU64,
+    /// Client connections refused for `maxclients`.
+    pub(crate) rejected: AtomicU64,
+    /// Client connections closed for being idle past `client_timeout`.
+    pub(crate) idle_closed: AtomicU64,
 }
 
 /// One server's counters, as nutcracker's stats name them: kept by its connections
@@ -141,6 +145,8 @@ impl Default for Stats {
             server_ejects: AtomicU64::new(0),
             forward_error: AtomicU64::new(0),
             fragments: AtomicU64::new(0),
+            rejected: AtomicU64::new(0),
+            idle_closed: AtomicU64::new(0),
         }
     }
 }
@@ -154,13 +160,16 @@ impl Stats {
         let _ = write!(
             out,
             "pool:{pool}\r\nuptime_in_seconds:{}\r\ntotal_connections_received:{}\r\n\
-             connected_clients:{}\r\ntotal_commands_processed:{commands}\r\n\
+             connected_clients:{}\r\nrejected_connections:{}\r\nidle_clients_closed:{}\r\n\
+             total_commands_processed:{commands}\r\n\
              error_replies:{}\r\nbackend_connections:{}\r\nbackend_errors:{}\r\n\
              redirects_moved:{}\r\nredirects_ask:{}\r\nretries:{}\r\nsplit_commands:{}\r\n\
              slot_map_loads:{}\r\navg_latency_us:{}\r\n",
             self.started.elapsed().as_secs(),
             get(&self.connections),
             get(&self.connected),
+            get(&self.rejected),
+            get(&self.idle_closed),
             get(&self.errors),
             get(&self.backend_connections),
             get(&self.backend_errors),
