@@ -443,25 +443,66 @@ fn a_killed_node_restarts_from_its_nodes_conf_with_the_same_id_and_slots() {
 /// while a client writes, and one of the six nodes, picked by the seed, is killed with SIGKILL
 /// at a moment the seed picks and started again from its files (nodes.conf, and an
 /// append-only file synced on every write). Then `redis-cli --cluster fix` closes what the
-/// kill left open (after the step an operator takes first, `drop_stale_copies`), and: `--cluster check` is clean (one owner per slot, every slot covered,
-/// every node agreeing), and every key holds its last acknowledged value (or a later write
-/// whose reply the kill cut off). The rounds run one after the other on one cluster.
+/// kill left open (after the step an operator takes first, `drop_stale_copies`), and:
+/// `--cluster check` is clean (one owner per slot, every slot covered, every node
+/// agreeing), and every key holds its last acknowledged value (or a later write whose reply
+/// the kill cut off). The rounds run one after the other on one cluster.
 #[test]
 fn a_node_killed_during_a_reshard_loses_no_slot_and_no_acknowledged_write() {
+    let durable = DURABLE;
+    let (mut nodes, ports) = create_with("crash", 3000, &durable);
+    reshard_crash_rounds("toy", &ports, crash_seeds(3), |victim, down| {
+        let (vport, vcport) = ports[victim];
+        let child = &mut nodes.children[victim];
+        child.kill().expect("SIGKILL");
+        child.wait().expect("reaped");
+        std::thread::sleep(down);
+        *child = spawn_with(&nodes.dir, vport, vcport, 3000, &durable);
+        wait_listening(vport);
+    });
+}
+
+/// The reference for the test above: the same rounds, seeds and checks on six real
+/// redis-server nodes (three masters, a replica each) with the same files and node timeout
+/// (`CRASH_SEEDS`, 2 by default). The toy must lose nothing the real server would not; the
+/// real server needs the same operator's step before `--cluster fix`.
+#[test]
+fn real_servers_killed_during_a_reshard_lose_no_slot_and_no_acknowledged_write() {
+    let mut extra = DURABLE.to_vec();
+    extra.extend(["--cluster-node-timeout", "3000"]);
+    let mut cluster = support::RealCluster::start(3, 1, &extra);
+    let ports: Vec<(u16, u16)> = cluster
+        .nodes
+        .iter()
+        .map(|node| (node.port(), node.bus_port()))
+        .collect();
+    reshard_crash_rounds("redis-server", &ports, crash_seeds(2), |victim, down| {
+        let node = &mut cluster.nodes[victim];
+        node.kill();
+        std::thread::sleep(down);
+        node.restart();
+    });
+}
+
+/// The rounds of the reshard crash tests on the six nodes on `ports`: `crash(victim, down)`
+/// kills node `victim` with SIGKILL and starts it again from its files after `down`.
+fn reshard_crash_rounds(
+    who: &str,
+    ports: &[(u16, u16)],
+    seeds: u64,
+    mut crash: impl FnMut(usize, Duration),
+) {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicBool, Ordering};
 
-    let seeds = crash_seeds(3);
-    let durable = DURABLE;
-    let (mut nodes, ports) = create_with("crash", 3000, &durable);
     let port = ports[0].0;
-    let client = crash_client(&ports);
+    let client = crash_client(ports);
     let mut possible = Possible::new();
 
     for seed in 1..=seeds {
         let mut rng = Xorshift(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
         let masters = masters_by_slot_zero(port);
-        assert_eq!(masters.len(), 3, "seed {seed}");
+        assert_eq!(masters.len(), 3, "{who}, seed {seed}");
         let from = rng.below(3) as usize;
         let to = (from + 1 + rng.below(2) as usize) % 3;
         let stop = Arc::new(AtomicBool::new(false));
@@ -504,13 +545,7 @@ fn a_node_killed_during_a_reshard_loses_no_slot_and_no_acknowledged_write() {
         });
         std::thread::sleep(Duration::from_millis(200 + rng.below(1500)));
         let victim = rng.below(6) as usize;
-        let (vport, vcport) = ports[victim];
-        let child = &mut nodes.children[victim];
-        child.kill().expect("SIGKILL");
-        child.wait().expect("reaped");
-        std::thread::sleep(Duration::from_millis(rng.below(300)));
-        *child = spawn_with(&nodes.dir, vport, vcport, 3000, &durable);
-        wait_listening(vport);
+        crash(victim, Duration::from_millis(rng.below(300)));
         // The reshard may have failed on the dead node: what it left open is fix's.
         let resharded = reshard.join().expect("the reshard thread");
         // Its plan names each slot as "    Moving slot N from ID", each move done as "Moving
@@ -523,14 +558,14 @@ fn a_node_killed_during_a_reshard_loses_no_slot_and_no_acknowledged_write() {
         stop.store(true, Ordering::Relaxed);
         possible = writer.join().expect("the writer thread");
 
-        let what = format!("seed {seed}, node {victim} killed");
-        let dropped = drop_stale_copies(&ports, &masters[from]);
+        let what = format!("{who}, seed {seed}, node {victim} killed");
+        let dropped = drop_stale_copies(ports, &masters[from]);
         let fixes = fix_until_clean(port, &what);
         check_possible(&client, &possible, &what);
         let acknowledged = possible.values().filter(|v| v[0] != "(nil)").count();
         eprintln!(
-            "seed {seed}: node {victim} killed; the reshard moved {moved} of 300 slots \
-             (exit {:?}); {dropped} stale copies dropped; {fixes} fix runs; \
+            "{who}, seed {seed}: node {victim} killed; the reshard moved {moved} of 300 \
+             slots (exit {:?}); {dropped} stale copies dropped; {fixes} fix runs; \
              {acknowledged} keys checked",
             resharded.status.code()
         );

@@ -28,6 +28,8 @@ pub struct RedisServer {
     /// The cluster bus port; 0 for a standalone server.
     bus_port: u16,
     dir: PathBuf,
+    /// How it was started: the binary and every argument, for [`RedisServer::restart`].
+    command: Vec<std::ffi::OsString>,
 }
 
 impl RedisServer {
@@ -113,24 +115,20 @@ impl RedisServer {
                         .map(String::from),
                 );
             }
-            let child = Command::new(&binary)
-                .args(&args)
-                .arg("--dir")
-                .arg(&dir)
-                .args(extra)
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap_or_else(|e| {
-                    panic!("cannot run {binary:?} ({e}); `bash .ci/test` installs redis-server")
-                });
+            let mut command: Vec<std::ffi::OsString> = vec![binary.clone().into()];
+            command.extend(args.iter().map(Into::into));
+            command.extend(["--dir".into(), dir.clone().into_os_string()]);
+            command.extend(extra.iter().map(Into::into));
+            let child = spawn_server(&command).unwrap_or_else(|e| {
+                panic!("cannot run {binary:?} ({e}); `bash .ci/test` installs redis-server")
+            });
             let bus_port = if cluster { bus_port } else { 0 };
             let mut server = Self {
                 child,
                 port,
                 bus_port,
                 dir,
+                command,
             };
             match server.wait_ready() {
                 Ok(()) => return server,
@@ -138,6 +136,22 @@ impl RedisServer {
             }
         }
         panic!("redis-server did not start: {last_error}");
+    }
+
+    /// Kills the server with SIGKILL, as a crash would, and reaps it.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Starts the killed server again, as it was started, on its ports and from its files
+    /// (nodes.conf, an append-only file), and waits until it answers PING.
+    pub fn restart(&mut self) {
+        self.kill();
+        self.child = spawn_server(&self.command).expect("start redis-server again");
+        if let Err(e) = self.wait_ready() {
+            panic!("redis-server did not start again: {e}");
+        }
     }
 
     /// The server's process id (for signals: SIGSTOP to make it hang).
@@ -193,6 +207,16 @@ impl RedisServer {
             self.port
         ))
     }
+}
+
+/// Starts `command` (a server binary and its arguments), its stderr kept for errors.
+fn spawn_server(command: &[std::ffi::OsString]) -> std::io::Result<Child> {
+    Command::new(&command[0])
+        .args(&command[1..])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
 }
 
 impl Drop for RedisServer {
