@@ -2158,13 +2158,14 @@ fn input_limits_act_as_on_a_real_server() {
     }
 }
 
-/// Issue 27, `client-output-buffer-limit` for normal and pub/sub clients, beside a real
+/// Issue 27, `client-output-buffer-limit` for normal, pub/sub and replica clients, beside a real
 /// redis-server: CONFIG SET of one class keeps the others and CONFIG GET shows all three in
 /// bytes; a reply past the normal class's hard limit closes the client without a byte of
 /// it; replies that the client leaves past the soft limit for longer than its seconds close
 /// it before all of them arrive; a subscriber that does not read is closed once the pub/sub
-/// class's hard limit is passed, and PUBLISH counts it no more. Both log the server's
-/// warning.
+/// class's hard limit is passed, and PUBLISH counts it no more; a replica (a PSYNC, then
+/// silence) is cut off once the stream it has not read passes the replica class's hard
+/// limit. Both log the server's warning.
 #[test]
 fn output_buffer_limits_close_clients_as_a_real_server_does() {
     use std::io::{Read, Write};
@@ -2252,7 +2253,49 @@ fn output_buffer_limits_close_clients_as_a_real_server_does() {
             got < 100 * message.len(),
             "{who}: the subscriber got {got} bytes"
         );
-        views.push(limit("pubsub 32mb 8mb 60"));
+        views.push(limit("pubsub 32mb 8mb 60 replica 1mb 0 0"));
+
+        // A replica that never reads its stream (a PSYNC, then silence) while 20 MB are
+        // written: cut off past the replica class's hard limit.
+        let all = [&b"CLUSTER"[..], b"ADDSLOTSRANGE", b"0", b"16383"];
+        assert_eq!(text(&publisher.command(&all)), "OK", "{who}");
+        let delay = [&b"CONFIG"[..], b"SET", b"repl-diskless-sync-delay", b"0"];
+        assert_eq!(text(&publisher.command(&delay)), "OK", "{who}");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while text(&publisher.command(&[b"SET", b"k", b"v"])) != "OK" {
+            assert!(Instant::now() < deadline, "{who}: never took writes");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let mut replica = connect(port);
+        replica.write_all(b"PSYNC ? -1\r\n").expect("PSYNC");
+        let wait_replicas = |conn: &mut Client, n: &str| {
+            let deadline = Instant::now() + Duration::from_secs(10);
+            loop {
+                let info = text(&conn.command(&[b"INFO", b"replication"]));
+                if info.contains(&format!("connected_slaves:{n}\r\n")) {
+                    return;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "{who}: not {n} replicas:\n{info}"
+                );
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        };
+        wait_replicas(&mut publisher, "1");
+        let value = vec![b'r'; 100_000];
+        for n in 0..200 {
+            let key = format!("r{n}");
+            let set = publisher.command(&[b"SET", key.as_bytes(), &value]);
+            assert_eq!(text(&set), "OK", "{who}");
+        }
+        let got = read_until_closed(&mut replica).len();
+        assert!(
+            got < 200 * value.len(),
+            "{who}: the replica got {got} bytes"
+        );
+        wait_replicas(&mut publisher, "0");
+        views.push(limit("replica 256mb 64mb 60"));
     }
     let (real_views, toy_views) = views.split_at(views.len() / 2);
     assert_eq!(
@@ -2261,13 +2304,14 @@ fn output_buffer_limits_close_clients_as_a_real_server_does() {
     );
     for log in [real.dir().join("redis.log"), toy.dir.join("node.log")] {
         let text = std::fs::read_to_string(&log).expect("the log");
-        // Past a hard limit as a reply is added, then past the soft one for too long.
+        // Past a hard limit as a reply is added (a normal client, a subscriber, a replica),
+        // then past the soft one for too long.
         let count = |what: &str| text.matches(what).count();
         let at_once = " scheduled to be closed ASAP for overcoming of output buffer limits.";
         let timed = " closed for overcoming of output buffer limits.";
         assert_eq!(
             (count(at_once), count(timed)),
-            (2, 1),
+            (3, 1),
             "{}:\n{text}",
             log.display()
         );

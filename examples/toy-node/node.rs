@@ -982,7 +982,7 @@ pub(crate) fn deliver(
 /// The server's warning for a client closed for its output buffer: when a reply takes it
 /// past its limit ("scheduled to be closed ASAP"), or when its time past the soft limit
 /// runs out while it does not read ("closed").
-fn log_output_limit(node: &Node, id: u64, at_once: bool) {
+pub(crate) fn log_output_limit(node: &Node, id: u64, at_once: bool) {
     let how = match at_once {
         true => "scheduled to be closed ASAP",
         false => "closed",
@@ -1135,10 +1135,14 @@ async fn feed(shared: &Shared, mut stream: TcpStream, pending: BytesMut, port: O
     let ip = stream
         .peer_addr()
         .map_or_else(|_| String::new(), |a| a.ip().to_string());
+    let fed = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let cut = Arc::new(Notify::new());
     let (snapshot, mut records, _fed) = {
         let mut node = lock(shared);
         let serial = node.next_serial();
         let port = port.unwrap_or(0);
+        // The stream starts at the offset of the snapshot.
+        fed.store(node.replication.offset, Ordering::Relaxed);
         node.replication
             .replicas
             .push(crate::replication::Attached {
@@ -1146,6 +1150,9 @@ async fn feed(shared: &Shared, mut stream: TcpStream, pending: BytesMut, port: O
                 ip,
                 port,
                 ack: 0,
+                fed: fed.clone(),
+                over_soft_since: None,
+                cut: cut.clone(),
             });
         let (snapshot, records) = crate::replication::attach(&mut node, now());
         (snapshot, records, Fed(shared.clone(), serial))
@@ -1162,10 +1169,18 @@ async fn feed(shared: &Shared, mut stream: TcpStream, pending: BytesMut, port: O
         tokio::select! {
             chunk = records.recv() => {
                 let Ok(chunk) = chunk else { return };
-                if writer.write_all(&chunk).await.is_err() {
-                    return;
+                // Over `client-output-buffer-limit replica`: cut off, even mid-write.
+                tokio::select! {
+                    written = writer.write_all(&chunk) => {
+                        if written.is_err() {
+                            return;
+                        }
+                        fed.fetch_add(chunk.len() as u64, Ordering::Relaxed);
+                    }
+                    () = cut.notified() => return,
                 }
             }
+            () = cut.notified() => return,
             read = reader.read_buf(&mut acks) => {
                 if !matches!(read, Ok(n) if n > 0) {
                     return;

@@ -14,10 +14,13 @@
 //! `+FULLRESYNC <replid> <offset>`, then the stream. This is not the server's protocol (no
 //! RDB file): a toy node replicates from toy masters only.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use bytes::Bytes;
 use redis_cluster_proto::resp::encode_command;
 use redis_cluster_proto::state::Instant;
-use tokio::sync::broadcast;
+use tokio::sync::{Notify, broadcast};
 
 use crate::db::{Db, Entry};
 use crate::dump::{dump, restore};
@@ -52,6 +55,13 @@ pub(crate) struct Attached {
     pub(crate) port: u16,
     /// The offset it last acknowledged (`REPLCONF ACK`).
     pub(crate) ack: u64,
+    /// The stream offset its feed has written to its socket: what the master holds for it
+    /// is the master's offset less this (`client-output-buffer-limit replica`).
+    pub(crate) fed: Arc<AtomicU64>,
+    /// Since when (Unix ms) that has been past the soft limit.
+    pub(crate) over_soft_since: Option<u64>,
+    /// Told when the replica is over its limit: its feed ends, its connection closes.
+    pub(crate) cut: Arc<Notify>,
 }
 
 impl Replication {
@@ -145,9 +155,32 @@ pub(crate) fn propagate(node: &mut Node, keys: &[Vec<u8>], flushall: bool, now: 
     }
     node.replication.offset += out.len() as u64;
     let _ = node.replication.stream.send(Bytes::from(out));
+    cut_slow_replicas(node);
     let (id, offset) = (node.cluster.myself().id, node.replication.offset);
     node.cluster
         .set_replication_offset(&id, offset, Instant::from_unix_millis(now));
+}
+
+/// `client-output-buffer-limit replica`: a replica whose feed lags the stream by more than
+/// the hard limit, or by more than the soft one for longer than its seconds, is cut off (and
+/// the server's warning logged), as the server closes it; it then syncs again.
+fn cut_slow_replicas(node: &mut Node) {
+    let limit = node.settings.output_limits().replica;
+    if limit.hard == 0 && limit.soft == 0 {
+        return;
+    }
+    let (offset, now) = (node.replication.offset, crate::node::now());
+    let mut cut = Vec::new();
+    for replica in &mut node.replication.replicas {
+        let held = offset.saturating_sub(replica.fed.load(Ordering::Relaxed));
+        if crate::pubsub::over_limit(limit, held, &mut replica.over_soft_since, now) {
+            replica.cut.notify_one();
+            cut.push(replica.serial);
+        }
+    }
+    for serial in cut {
+        crate::node::log_output_limit(node, serial, true);
+    }
 }
 
 /// Every `repl-ping-replica-period` seconds a master sends its replicas a PING in the
@@ -163,6 +196,7 @@ pub(crate) fn ping_replicas(node: &mut Node, now: u64) {
     encode_command(&["PING"], &mut out);
     node.replication.offset += out.len() as u64;
     let _ = node.replication.stream.send(Bytes::from(out));
+    cut_slow_replicas(node);
     let (id, offset) = (node.cluster.myself().id, node.replication.offset);
     node.cluster
         .set_replication_offset(&id, offset, Instant::from_unix_millis(now));
