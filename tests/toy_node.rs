@@ -2049,6 +2049,29 @@ fn maxclients_and_the_idle_timeout_act_as_on_a_real_server() {
     }
 }
 
+/// A cluster-mode redis-server, and beside it one toy node that logs to `node.log` in its
+/// directory; the toy's port.
+fn beside_a_real_server(name: &str) -> (support::RedisServer, Nodes, u16) {
+    let real = support::RedisServer::start_cluster(&[]);
+    let free = free_ports(2);
+    let toy = start_with(
+        name,
+        &[(free[0], free[1])],
+        5000,
+        &["--logfile", "node.log"],
+    );
+    (real, toy, free[0])
+}
+
+/// An `ECHO` of `len` bytes `x`, then the bytes of `after`.
+fn echo_of(len: usize, after: &[u8]) -> Vec<u8> {
+    let mut bytes = format!("*2\r\n$4\r\nECHO\r\n${len}\r\n").into_bytes();
+    bytes.resize(bytes.len() + len, b'x');
+    bytes.extend_from_slice(b"\r\n");
+    bytes.extend_from_slice(after);
+    bytes
+}
+
 /// Issue 27, input limits, beside a real redis-server: what an unauthenticated client may
 /// declare (10 arguments, 16 KiB each), `proto-max-bulk-len` and `client-query-buffer-limit`
 /// (CONFIG SET refuses less than 1 MiB, in the server's words). Each probe, on a connection
@@ -2058,22 +2081,10 @@ fn maxclients_and_the_idle_timeout_act_as_on_a_real_server() {
 fn input_limits_act_as_on_a_real_server() {
     use std::io::Write;
 
-    let real = support::RedisServer::start_cluster(&[]);
-    let free = free_ports(2);
-    let toy = start_with(
-        "input",
-        &[(free[0], free[1])],
-        5000,
-        &["--logfile", "node.log"],
-    );
+    let (real, toy, toy_port) = beside_a_real_server("input");
     let mib = 1usize << 20;
-    // An ECHO of `len` bytes, then QUIT (whose +OK ends a reply that was not cut off).
-    let echo = |len: usize| {
-        let mut bytes = format!("*2\r\n$4\r\nECHO\r\n${len}\r\n").into_bytes();
-        bytes.resize(bytes.len() + len, b'x');
-        bytes.extend_from_slice(b"\r\nQUIT\r\n");
-        bytes
-    };
+    // An ECHO, then QUIT (whose +OK ends a reply that was not cut off).
+    let echo = |len: usize| echo_of(len, b"QUIT\r\n");
     let echoed = |len: usize| format!("${len}\r\n{}\r\n+OK\r\n", "x".repeat(len));
     // Past AUTH, an argument of 20 000 bytes is fine.
     let (authenticated, after_auth) = (
@@ -2117,7 +2128,7 @@ fn input_limits_act_as_on_a_real_server() {
         let _ = stream.write_all(bytes);
         String::from_utf8_lossy(&read_until_closed(&mut stream)).into_owned()
     };
-    for (who, port) in [("redis-server", real.port()), ("the toy", free[0])] {
+    for (who, port) in [("redis-server", real.port()), ("the toy", toy_port)] {
         let mut admin = Client::connect(port);
         let set = |admin: &mut Client, name: &str, value: &str| {
             text(&admin.command(&[b"CONFIG", b"SET", name.as_bytes(), value.as_bytes()]))
@@ -2170,21 +2181,9 @@ fn input_limits_act_as_on_a_real_server() {
 fn output_buffer_limits_close_clients_as_a_real_server_does() {
     use std::io::{Read, Write};
 
-    let real = support::RedisServer::start_cluster(&[]);
-    let free = free_ports(2);
-    let toy = start_with(
-        "output",
-        &[(free[0], free[1])],
-        5000,
-        &["--logfile", "node.log"],
-    );
+    let (real, toy, toy_port) = beside_a_real_server("output");
     let mib = 1usize << 20;
-    let echo = |len: usize| {
-        let mut bytes = format!("*2\r\n$4\r\nECHO\r\n${len}\r\n").into_bytes();
-        bytes.resize(bytes.len() + len, b'x');
-        bytes.extend_from_slice(b"\r\n");
-        bytes
-    };
+    let echo = |len: usize| echo_of(len, b"");
     let connect = |port: u16| {
         let stream = TcpStream::connect(("127.0.0.1", port)).expect("connect");
         stream
@@ -2193,7 +2192,7 @@ fn output_buffer_limits_close_clients_as_a_real_server_does() {
         stream
     };
     let mut views = Vec::new();
-    for (who, port) in [("redis-server", real.port()), ("the toy", free[0])] {
+    for (who, port) in [("redis-server", real.port()), ("the toy", toy_port)] {
         let mut admin = Client::connect(port);
         let mut publisher = Client::connect(port);
         let mut limit = |value: &str| {
