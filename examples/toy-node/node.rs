@@ -1157,7 +1157,15 @@ async fn feed(shared: &Shared, mut stream: TcpStream, pending: BytesMut, port: O
         let (snapshot, records) = crate::replication::attach(&mut node, now());
         (snapshot, records, Fed(shared.clone(), serial))
     };
-    if stream.write_all(&pending).await.is_err() || stream.write_all(&snapshot).await.is_err() {
+    // The snapshot too may be cut off: the stream piles up behind it.
+    let sent = tokio::select! {
+        sent = async {
+            stream.write_all(&pending).await?;
+            stream.write_all(&snapshot).await
+        } => sent.is_ok(),
+        () = cut.notified() => false,
+    };
+    if !sent {
         return;
     }
     // After PSYNC a replica sends only `REPLCONF ACK <offset>`; a read that ends means it
