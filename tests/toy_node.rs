@@ -607,10 +607,7 @@ fn a_killed_master_is_failed_over_and_loses_no_replicated_write() {
         let masters: Vec<u16> = view
             .lines()
             .filter(|line| line.contains("master") && line.split(' ').count() > 8)
-            .filter_map(|line| {
-                let address = line.split(' ').nth(1)?;
-                address.split(['@', ':']).nth(1)?.parse().ok()
-            })
+            .filter_map(port_of)
             .collect();
         assert_eq!(masters.len(), 3, "seed {seed}:\n{view}");
         for &master in &masters {
@@ -697,14 +694,6 @@ fn a_node_killed_during_a_manual_failover_leaves_one_master_per_shard_and_every_
             values.insert(key, value);
         }
         let view = text(&Client::connect(ports[0].0).command(&[b"CLUSTER", b"NODES"]));
-        let port_of = |line: &str| -> Option<u16> {
-            line.split(' ')
-                .nth(1)?
-                .split(['@', ':'])
-                .nth(1)?
-                .parse()
-                .ok()
-        };
         for line in view.lines().filter(|l| l.contains("master")) {
             if let Some(port) = port_of(line).filter(|_| line.split(' ').count() > 8) {
                 wait_replicated(port, &format!("seed {seed}"));
@@ -877,6 +866,12 @@ fn crash_client(ports: &[(u16, u16)]) -> redis::cluster::ClusterClient {
     .expect("a cluster client")
 }
 
+/// The client port of a `CLUSTER NODES` line.
+fn port_of(line: &str) -> Option<u16> {
+    let address = line.split(' ').nth(1)?;
+    address.split(['@', ':']).nth(1)?.parse().ok()
+}
+
 /// What a kill during a MIGRATE can leave behind: a key restored on the reshard's target
 /// and still on its source, because the kill came before the source deleted it (or before
 /// the target's reply reached it). The source kept serving that key (a migrating node
@@ -891,14 +886,7 @@ fn drop_stale_copies(ports: &[(u16, u16)], source: &str) -> usize {
     let port_of_source = view
         .lines()
         .find(|line| line.starts_with(source))
-        .and_then(|line| {
-            line.split(' ')
-                .nth(1)?
-                .split(['@', ':'])
-                .nth(1)?
-                .parse()
-                .ok()
-        })
+        .and_then(port_of)
         .unwrap_or_else(|| panic!("no node {source} in:\n{view}"));
     let mut at_source = Client::connect(port_of_source);
     let mut dropped = 0;
