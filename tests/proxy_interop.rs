@@ -1155,6 +1155,13 @@ fn maxclients_and_the_idle_timeout_act_as_the_servers_do() {
         "{info}"
     );
     assert_eq!(info_field(&info, "idle_clients_closed"), "1", "{info}");
+    // The listener's probe, the idle client, the subscriber and this INFO's: the refused
+    // are not counted as received, as on the server.
+    assert_eq!(
+        info_field(&info, "total_connections_received"),
+        "4",
+        "{info}"
+    );
     proxy.stop();
 }
 

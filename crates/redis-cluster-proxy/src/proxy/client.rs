@@ -72,9 +72,9 @@ struct Session {
 /// Serves one client until it quits, closes, or sends something that is not RESP.
 pub(crate) async fn serve(mut stream: TcpStream, pool: Arc<Pool>) {
     let stats = pool.stats.clone();
-    stats.connections.fetch_add(1, Ordering::Relaxed);
     let before = stats.connected.fetch_add(1, Ordering::Relaxed);
-    // `maxclients`, as the server has it: the error, then the connection closes.
+    // `maxclients`, as the server has it: the error, then the connection closes, counted
+    // in `rejected_connections` and not in `total_connections_received`.
     if pool.maxclients.is_some_and(|max| before >= max) {
         stats.connected.fetch_sub(1, Ordering::Relaxed);
         stats.rejected.fetch_add(1, Ordering::Relaxed);
@@ -83,6 +83,7 @@ pub(crate) async fn serve(mut stream: TcpStream, pool: Arc<Pool>) {
             .await;
         return;
     }
+    stats.connections.fetch_add(1, Ordering::Relaxed);
     let _ = stream.set_nodelay(true);
     let (mut rd, wr) = stream.into_split();
     let (tx, rx) = mpsc::unbounded_channel();
