@@ -138,6 +138,11 @@ impl ClusterNode {
     /// options, the file gives the identity, the table and the epochs. Non-zero ping and pong
     /// times become `now`, FAIL nodes fail at `now`, replicas' config epochs are forced to 0
     /// and the current epoch is raised to the largest config epoch found.
+    ///
+    /// Where a hand-edited file lists an id twice, the lines add up as on the server: the
+    /// flags of both, the slots no earlier line claimed, the last line's epoch and address.
+    /// The one file the servers load and this refuses is one whose `myself` line is also
+    /// `handshake`: they save it without their own line and cannot start from it again.
     pub fn from_nodes_conf(config: Config, text: &str, now: Instant) -> Result<Self, ConfError> {
         let now = now.as_millis();
         let mut cluster = Self::new(config);
@@ -188,9 +193,14 @@ impl ClusterNode {
             node.cport = address.bus_port();
             node.hostname = address.hostname.map(String::from);
             node.aux = String::from(address.aux);
-            node.flags = line.node_flags().ok_or_else(|| bad("unknown flag"))?;
-            node.master = line.master_id().ok_or_else(|| bad("bad master id"))?;
-            if let Some(master) = node.master {
+            // A second line for the same id adds its flags to the first's, as the server's
+            // loader does: `myself` from the first line stays.
+            let flags = line.node_flags().ok_or_else(|| bad("unknown flag"))?;
+            node.flags |= flags;
+            // `-` leaves the master an earlier line of the id gave.
+            let master = line.master_id().ok_or_else(|| bad("bad master id"))?;
+            if let Some(master) = master {
+                node.master = Some(master);
                 if from_file.insert(master) {
                     cluster.topology.insert(Node::new(master));
                 }
@@ -212,7 +222,12 @@ impl ClusterNode {
                 node.fail_time = now;
             }
             let is_myself = node.flags.contains(NodeFlags::MYSELF);
-            if is_myself {
+            if is_myself && node.in_handshake() {
+                // The servers load this, then save a file without their own line (handshake
+                // nodes are never saved) that none of them can start from.
+                return Err(bad("myself in handshake"));
+            }
+            if flags.contains(NodeFlags::MYSELF) {
                 if myself.is_some() {
                     return Err(bad("two myself lines"));
                 }
@@ -223,8 +238,11 @@ impl ClusterNode {
             for token in line.slots() {
                 let (slot, migrating, target) = match token.map_err(|e| bad(e.what()))? {
                     SlotToken::Range(range) => {
+                        // The first line to claim a slot keeps it, as on the server.
                         for slot in range {
-                            cluster.bind(slot, Some(at));
+                            if cluster.owner(slot).is_none() {
+                                cluster.bind(slot, Some(at));
+                            }
                         }
                         continue;
                     }

@@ -189,3 +189,74 @@ fn a_node_reloads_its_own_file_whatever_the_line_order() {
     assert_eq!(node.node(&id).and_then(|n| n.master), Some(me));
     assert!(node.nodes_conf().contains(" myself,master "));
 }
+
+/// A file that lists one id twice (found by the `nodes_text` fuzz target in CI). Redis 7.0.15
+/// and 8.2.3 and Valkey 8.1.8 and 9.1.2, started on this file, all keep the same table: the
+/// flags of both lines (so the id stays `myself`), the slots of a range only where no earlier
+/// line claimed them, the config epoch of the last line, the master of the line that named
+/// one. The table saves as a file that loads again to the same text.
+#[test]
+fn a_node_listed_twice_keeps_both_lines_as_the_servers_do() {
+    let (me, other, replica) = ("a".repeat(40), "b".repeat(40), "c".repeat(40));
+    let text = format!(
+        "{other} 10.0.0.2:7001@17001 slave {me} 0 0 2 connected 0-99\n\
+         {me} 10.0.0.1:7000@17000,host-a myself,master - 0 0 1 connected 0-5460\n\
+         {replica} 10.0.0.3:7002@17002 slave {me} 0 0 1 connected\n\
+         {me} 10.0.0.9:7009@17009 master - 0 0 3 connected 10923-16383\n\
+         vars currentEpoch 3 lastVoteEpoch 0\n"
+    );
+    let config = || Config::new("10.0.0.1", 7000);
+    let now = Instant::from_millis(NOW);
+    let node = ClusterNode::from_nodes_conf(config(), &text, now).expect("loads");
+    let me_id = NodeId(me.as_bytes().try_into().expect("40"));
+    let other_id = NodeId(other.as_bytes().try_into().expect("40"));
+    assert_eq!(node.myself().id, me_id);
+    assert!(node.myself().is_master());
+    assert_eq!(node.myself().config_epoch, 3);
+    let owner = |n: u16| node.owner(Slot::new(n).expect("slot")).map(|o| o.id);
+    assert_eq!(owner(0), Some(other_id));
+    assert_eq!(owner(99), Some(other_id));
+    assert_eq!(owner(100), Some(me_id));
+    assert_eq!(owner(5460), Some(me_id));
+    assert_eq!(owner(5461), None);
+    assert_eq!(owner(16383), Some(me_id));
+    assert_eq!(node.nodes().count(), 3);
+    let saved = node.nodes_conf();
+    assert!(
+        saved.contains(" myself,master - 0 0 3 connected 100-5460 10923-16383\n"),
+        "{saved}"
+    );
+    let again = ClusterNode::from_nodes_conf(config(), &saved, now).expect("reloads");
+    assert_eq!(again.nodes_conf(), saved);
+
+    // A second line that names a master keeps it; `-` on a later line does not drop it.
+    let text = format!(
+        "{me} 10.0.0.1:7000@17000 myself,master - 0 0 1 connected 0-16383\n\
+         {replica} 10.0.0.3:7002@17002 slave {me} 0 0 1 connected\n\
+         {replica} 10.0.0.3:7002@17002 slave - 0 0 1 connected\n"
+    );
+    let node = ClusterNode::from_nodes_conf(config(), &text, now).expect("loads");
+    let replica_id = NodeId(replica.as_bytes().try_into().expect("40"));
+    assert_eq!(node.node(&replica_id).and_then(|n| n.master), Some(me_id));
+
+    // `myself` twice, even on the same id, is refused: the servers stop on an assertion.
+    let text = format!(
+        "{me} 10.0.0.1:7000@17000 myself,master - 0 0 1 connected\n\
+         {me} 10.0.0.1:7000@17000 myself,master - 0 0 1 connected\n"
+    );
+    let err = ClusterNode::from_nodes_conf(config(), &text, now).expect_err("two myself");
+    assert_eq!((err.line, err.what), (2, "two myself lines"));
+
+    // The servers load a `myself,handshake` line, save a file without it and then refuse to
+    // start from that file ("corrupted cluster config file", checked on 7.0.15 and 9.1.2).
+    for text in [
+        format!("{me} 10.0.0.1:7000@17000 myself,master,handshake - 0 0 1 connected\n"),
+        format!(
+            "{me} 10.0.0.1:7000@17000 myself,master - 0 0 1 connected\n\
+             {me} 10.0.0.1:7000@17000 handshake - 0 0 1 connected\n"
+        ),
+    ] {
+        let err = ClusterNode::from_nodes_conf(config(), &text, now).expect_err("handshake");
+        assert_eq!(err.what, "myself in handshake", "{text}");
+    }
+}
