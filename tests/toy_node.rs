@@ -3186,3 +3186,169 @@ fn redis_py_cluster_pub_sub_works_on_toy_nodes_as_on_real_ones() {
     let said = redis_py_pubsub(&ports);
     assert_eq!(said.trim(), "ok", "{said}");
 }
+
+/// What one publisher did while a peer of its bus was stopped (SIGSTOP: a peer that never
+/// reads): how many links it freed, by CLUSTER INFO, and by how much its peak resident
+/// memory grew.
+#[derive(Debug)]
+struct Stalled {
+    freed: u64,
+    peak_grown_kib: u64,
+}
+
+/// Stops `stopped` (a node of the cluster `publisher` is in), sends `messages` PUBLISH of
+/// 100 KB to `publisher` (each crosses the bus to every node), waits for `logged` in `log`
+/// (10 s at most) and lets the stopped node go on.
+fn publish_to_a_stopped_peer(
+    publisher: (u16, u32),
+    stopped: (&str, u32),
+    messages: usize,
+    log: &Path,
+    logged: &str,
+) -> Stalled {
+    let (port, pid) = publisher;
+    let (id, stopped) = stopped;
+    // A link freed before is up again (the messages of a node without one are dropped).
+    wait_for_nodes(
+        port,
+        Duration::from_secs(10),
+        "no link to the peer",
+        |nodes| {
+            nodes
+                .lines()
+                .any(|l| l.starts_with(id) && l.split(' ').nth(7) == Some("connected"))
+        },
+    );
+    let mut client = Client::connect(port);
+    let before = support::peak_rss_kib(pid);
+    signal(stopped, "STOP");
+    let payload = vec![b'x'; 100_000];
+    let publish: [&[u8]; 3] = [b"PUBLISH", b"ch", &payload];
+    for _ in 0..messages {
+        client.send(&[&publish]);
+    }
+    for _ in 0..messages {
+        assert!(matches!(client.read_reply(), Frame::Integer(_)));
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .contains(logged)
+    {
+        if Instant::now() > deadline {
+            let text = std::fs::read_to_string(log).unwrap_or_default();
+            let links: Vec<&str> = text.lines().filter(|l| l.contains("link")).collect();
+            panic!(
+                "{port} never logged {logged:?}; of links:\n{}",
+                links.join("\n")
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(text(&client.command(&[b"PING"])), "PONG");
+    let peak_grown_kib = support::peak_rss_kib(pid).saturating_sub(before);
+    signal(stopped, "CONT");
+    let info = text(&client.command(&[b"CLUSTER", b"INFO"]));
+    let freed = info
+        .lines()
+        .find_map(|l| l.strip_prefix("total_cluster_links_buffer_limit_exceeded:"))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no links count in\n{info}"));
+    Stalled {
+        freed,
+        peak_grown_kib,
+    }
+}
+
+/// Issue 27, the bus: a peer that never reads (stopped with SIGSTOP) while 100 PUBLISH of
+/// 100 KB cross the bus. With `cluster-link-sendbuf-limit 1mb` the toy node frees the link
+/// as a real redis-server does: the server's log line, CLUSTER INFO's count, and the cluster
+/// whole once the peer goes on. The toy's peak memory grows by less than 8 MiB (the
+/// server's, which checks its links every 100 ms, by 17 to 25 MB here). With the limit at
+/// its default, 0, the server
+/// queues all it has to send (its CLUSTER LINKS showed 27 MB queued for the stopped peer
+/// after 300 such messages, by hand); the toy node gives up on the peer at 16 MiB.
+#[test]
+fn a_bus_peer_that_never_reads_is_freed_as_on_a_real_server() {
+    let real = support::RealCluster::start(3, 0, &["--cluster-node-timeout", "5000"]);
+    let (toys, ports) = create_with("stalled-bus", 5000, &["--logfile", "node.log"]);
+    let log = toys.dir.join("node.log");
+    // A replica is stopped on the toys' side: no failover to wait for.
+    let replica = (0..6)
+        .find(|&i| {
+            let role = Client::connect(ports[i].0).command(&[b"ROLE"]);
+            matches!(&role, Frame::Array(items) if text(&items[0]) == "slave")
+        })
+        .expect("a replica");
+    let publisher = if replica == 0 { 1 } else { 0 };
+    let toy_id = id_of(
+        &text(&Client::connect(ports[0].0).command(&[b"CLUSTER", b"NODES"])),
+        ports[replica].0,
+    );
+    let real_id = support::info(&real.nodes[2], b"MYID").trim().to_string();
+
+    let mut seen = Vec::new();
+    for (who, port, pid, stopped, log, id) in [
+        (
+            "redis-server",
+            real.nodes[0].port(),
+            real.nodes[0].pid(),
+            real.nodes[2].pid(),
+            real.nodes[0].dir().join("redis.log"),
+            &real_id,
+        ),
+        (
+            "toy node",
+            ports[publisher].0,
+            toys.children[publisher].id(),
+            toys.children[replica].id(),
+            log.clone(),
+            &toy_id,
+        ),
+    ] {
+        let set = Client::connect(port).command(&[
+            b"CONFIG",
+            b"SET",
+            b"cluster-link-sendbuf-limit",
+            b"1mb",
+        ]);
+        assert_eq!(set, Frame::SimpleString("OK".into()), "{who}");
+        let logged = format!("Freeing cluster link(to node {id}, used memory: ");
+        let stalled = publish_to_a_stopped_peer((port, pid), (id, stopped), 100, &log, &logged);
+        assert!(stalled.freed >= 1, "{who}: {stalled:?}");
+        // 100 messages of 100 KB are 10 MB: the toy's link held at most about 1 MB of them
+        // (the server checks its links every 100 ms, and grows by more first).
+        if who == "toy node" {
+            assert!(stalled.peak_grown_kib < 8 << 10, "{who}: {stalled:?}");
+        }
+        let text = std::fs::read_to_string(&log).expect("the log");
+        assert!(
+            text.lines().any(|l| l.contains(&logged)
+                && l.ends_with(") due to exceeding send buffer memory limit.")),
+            "{who}"
+        );
+        eprintln!("{who}, cluster-link-sendbuf-limit 1mb: {stalled:?}");
+        seen.push(stalled.freed);
+    }
+    real.wait_until("the real cluster whole again", support::RealCluster::is_ok);
+    check_eventually(ports[publisher].0);
+
+    // The default limit, 0: the toy node closes the link at its own bound, and counts
+    // nothing (the server frees no link then).
+    let port = ports[publisher].0;
+    let set =
+        Client::connect(port).command(&[b"CONFIG", b"SET", b"cluster-link-sendbuf-limit", b"0"]);
+    assert_eq!(set, Frame::SimpleString("OK".into()));
+    let stalled = publish_to_a_stopped_peer(
+        (port, toys.children[publisher].id()),
+        (&toy_id, toys.children[replica].id()),
+        300,
+        &log,
+        ": the peer does not read (",
+    );
+    assert_eq!(stalled.freed, seen[1], "{stalled:?}");
+    // The 16 MiB it gave up at, and the client's pipeline.
+    assert!(stalled.peak_grown_kib < 32 << 10, "{stalled:?}");
+    eprintln!("toy node, cluster-link-sendbuf-limit 0, 300 messages: {stalled:?}");
+    check_eventually(port);
+}

@@ -107,9 +107,15 @@ impl Options {
 }
 
 /// Messages queued for one bus link before the node gives up on a peer that does not read
-/// and closes the link (the state machine then reconnects, as after any lost link). About
-/// 600 KB of PINGs and PONGs at most.
+/// and closes the link (the state machine then reconnects, as after any lost link): about
+/// 600 KB of PINGs and PONGs. PUBLISH messages carry their payloads, and
+/// `cluster-link-sendbuf-limit` bounds the bytes, as on the server; its default, 0, bounds
+/// nothing there, and [`LINK_BYTES`] here.
 const LINK_QUEUE: usize = 256;
+
+/// Bytes queued for one bus link before the node gives up on its peer when
+/// `cluster-link-sendbuf-limit` is 0.
+const LINK_BYTES: usize = 16 << 20;
 
 /// The node's end of one bus link: its queue of encoded messages (a broadcast's bytes are
 /// shared by every link's queue). Dropping it closes the link: its task stops writing, even
@@ -276,8 +282,17 @@ fn pump(shared: &Shared, node: &mut Node) {
 }
 
 fn drain(shared: &Shared, node: &mut Node) {
-    // Links whose peer stopped reading: closed, and reported down, after the outputs.
-    let mut stuck = Vec::new();
+    // Links whose peer stopped reading: closed, and reported down, after the outputs; with
+    // the bytes they held when over `cluster-link-sendbuf-limit`.
+    let mut stuck: Vec<(LinkId, Option<usize>)> = Vec::new();
+    // 0, the server's default, is no limit at all there; here the queue's own bounds.
+    let configured =
+        usize::try_from(node.settings.number("cluster-link-sendbuf-limit")).unwrap_or(0);
+    let limit = if configured > 0 {
+        configured
+    } else {
+        LINK_BYTES
+    };
     // Where the state machine writes each message, once.
     let mut encoded = Vec::new();
     loop {
@@ -291,15 +306,19 @@ fn drain(shared: &Shared, node: &mut Node) {
                 Output::Transmit { links } => {
                     let bytes = Bytes::copy_from_slice(&encoded);
                     for link in links {
-                        let full = node.links.get(&link).is_some_and(|writer| {
-                            let sent = writer.queue.try_send(bytes.clone());
-                            if sent.is_ok() {
-                                writer.queued.fetch_add(bytes.len(), Ordering::Relaxed);
+                        let Some(writer) = node.links.get(&link) else {
+                            continue;
+                        };
+                        match writer.queue.try_send(bytes.clone()) {
+                            Ok(()) => {
+                                let used = bytes.len()
+                                    + writer.queued.fetch_add(bytes.len(), Ordering::Relaxed);
+                                if used > limit {
+                                    stuck.push((link, Some(used)));
+                                }
                             }
-                            matches!(sent, Err(TrySendError::Full(_)))
-                        });
-                        if full {
-                            stuck.push(link);
+                            Err(TrySendError::Full(_)) => stuck.push((link, None)),
+                            Err(TrySendError::Closed(_)) => {}
                         }
                     }
                 }
@@ -320,13 +339,32 @@ fn drain(shared: &Shared, node: &mut Node) {
         if stuck.is_empty() {
             return;
         }
-        for link in stuck.drain(..) {
-            if node.links.remove(&link).is_some() {
-                let text = format!("{link}: the peer does not read, link closed");
-                node.log.write(Level::Warning, &text);
-                node.cluster
-                    .handle_link_down(link, Instant::from_unix_millis(now()));
+        for (link, over) in stuck.drain(..) {
+            if node.links.remove(&link).is_none() {
+                continue;
             }
+            let over = over.filter(|_| configured > 0).ok_or(over);
+            let text = match (over, node.cluster.link_peer(link)) {
+                // The server's words (it checks the links of known nodes only).
+                (Ok(used), Some((direction, id))) => format!(
+                    "Freeing cluster link({direction} node {id}, used memory: {used}) due to \
+                     exceeding send buffer memory limit."
+                ),
+                (Ok(used), None) => format!(
+                    "Freeing cluster link({link}, used memory: {used}) due to exceeding send \
+                     buffer memory limit."
+                ),
+                (Err(Some(used)), _) => {
+                    format!("{link}: the peer does not read ({used} bytes queued), link closed")
+                }
+                (Err(None), _) => format!("{link}: the peer does not read, link closed"),
+            };
+            node.log.write(Level::Warning, &text);
+            if over.is_ok() {
+                node.cluster.count_link_over_limit();
+            }
+            node.cluster
+                .handle_link_down(link, Instant::from_unix_millis(now()));
         }
     }
 }

@@ -308,8 +308,35 @@ impl ClusterNode {
             let total: u64 = counts.iter().sum();
             let _ = write!(out, "cluster_stats_messages_{direction}:{total}\r\n");
         }
-        out.push_str("total_cluster_links_buffer_limit_exceeded:0\r\n");
+        let _ = write!(
+            out,
+            "total_cluster_links_buffer_limit_exceeded:{}\r\n",
+            self.stats.links_over_limit
+        );
         out
+    }
+
+    /// Counts a link the driver freed because its send buffer passed
+    /// `cluster-link-sendbuf-limit`, for CLUSTER INFO's
+    /// `total_cluster_links_buffer_limit_exceeded` (the driver then reports the link down
+    /// with [`ClusterNode::handle_link_down`]).
+    pub fn count_link_over_limit(&mut self) {
+        self.stats.links_over_limit += 1;
+    }
+
+    /// The node a link belongs to and its direction as CLUSTER LINKS names it: `to` for the
+    /// link this node opened, `from` for the one the node opened to us. `None` for a link no
+    /// node owns (an inbound link whose sender is not known yet, a link already down).
+    pub fn link_peer(&self, link: LinkId) -> Option<(&'static str, NodeId)> {
+        self.nodes().find_map(|node| {
+            if node.outbound_link == Some(link) {
+                Some(("to", node.id))
+            } else if node.inbound_link == Some(link) {
+                Some(("from", node.id))
+            } else {
+                None
+            }
+        })
     }
 
     /// Counts a bus message of type `kind` (0 to 10) sent or received, for CLUSTER INFO.

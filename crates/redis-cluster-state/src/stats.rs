@@ -1,11 +1,13 @@
-//! [`Stats`]: the bus messages a node sent and received, by type, as CLUSTER INFO reports
-//! them.
+//! [`Stats`]: the bus messages a node sent and received, by type, and the links it freed
+//! for their send buffers, as CLUSTER INFO reports them.
 
-/// Bus messages sent and received, by type, for CLUSTER INFO.
+/// Bus messages sent and received, by type, and links freed, for CLUSTER INFO.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Stats {
     sent: [u64; 11],
     received: [u64; 11],
+    /// Links the driver freed over `cluster-link-sendbuf-limit`.
+    pub(crate) links_over_limit: u64,
 }
 
 impl Stats {

@@ -168,4 +168,26 @@ fn cluster_info_matches_up_to_the_counters() {
          cluster_stats_messages_pong_received:5\r\ncluster_stats_messages_meet_received:1\r\n\
          cluster_stats_messages_received:6\r\n"
     ));
+    // Links the driver freed over cluster-link-sendbuf-limit, and whose each link is.
+    node.count_link_over_limit();
+    node.count_link_over_limit();
+    assert!(
+        node.cluster_info()
+            .ends_with("\r\ntotal_cluster_links_buffer_limit_exceeded:2\r\n")
+    );
+    let me = node.myself().id;
+    let links: Vec<_> = node
+        .nodes()
+        .filter(|n| n.id != me)
+        .map(|n| (n.id, n.outbound_link.expect("a link to every node")))
+        .collect();
+    assert_eq!(links.len(), 5);
+    for (id, link) in links {
+        assert_eq!(node.link_peer(link), Some(("to", id)));
+        node.handle_link_down(
+            link,
+            redis_cluster_state::Instant::from_millis(support::NOW),
+        );
+        assert_eq!(node.link_peer(link), None);
+    }
 }
