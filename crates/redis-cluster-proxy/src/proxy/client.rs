@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use redis_cluster_proto::resp::{Decoder, Frame, encode, encoded_len};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio::task::AbortHandle;
@@ -85,7 +85,7 @@ pub(crate) async fn serve(mut stream: TcpStream, pool: Arc<Pool>) {
     }
     stats.connections.fetch_add(1, Ordering::Relaxed);
     let _ = stream.set_nodelay(true);
-    let (mut rd, wr) = stream.into_split();
+    let (rd, wr) = stream.into_split();
     let (tx, rx) = mpsc::unbounded_channel();
     let window = Arc::new(Semaphore::new(WINDOW));
     // The engine's answers to this client's commands, in their order.
@@ -98,7 +98,9 @@ pub(crate) async fn serve(mut stream: TcpStream, pool: Arc<Pool>) {
     let cut_off: Arc<OnceLock<AbortHandle>> = Arc::default();
     // Whether the proxy, not the client, ended the connection.
     let mut by_proxy = false;
-    let mut buf = BytesMut::with_capacity(pool.read_buffer);
+    // Taken when bytes are waiting and given back once every command in it is handled: an
+    // idle client holds no buffer (each held 16 KiB, as much again as the rest of it).
+    let mut buf = BytesMut::new();
     let mut decoder = Decoder::new();
     let mut session = Session {
         authenticated: pool.password().is_none(),
@@ -228,10 +230,12 @@ pub(crate) async fn serve(mut stream: TcpStream, pool: Arc<Pool>) {
         // `client_timeout`, as the server's `timeout`: a client that sent nothing for that
         // long and is owed no reply is closed (never a subscriber).
         let idle = pool.client_timeout.filter(|_| !session.subscriber);
+        if buf.is_empty() {
+            buf = BytesMut::new();
+        }
         tokio::select! {
-            read = rd.read_buf(&mut buf) => match read {
-                Ok(0) | Err(_) => break,
-                Ok(_) => {}
+            ready = rd.readable() => if ready.is_err() {
+                break;
             },
             () = idle_for(idle, &window) => {
                 stats.idle_closed.fetch_add(1, Ordering::Relaxed);
@@ -245,6 +249,13 @@ pub(crate) async fn serve(mut stream: TcpStream, pool: Arc<Pool>) {
                 writer_done = Some(done.unwrap_or(true));
                 break;
             }
+        }
+        buf.reserve(pool.read_buffer);
+        match rd.try_read_buf(&mut buf) {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(_) => break,
         }
     }
     drop(tx);
@@ -456,7 +467,8 @@ async fn write_replies(
     pool: Arc<Pool>,
 ) -> bool {
     let stats = pool.stats.clone();
-    let mut out = Vec::with_capacity(16 * 1024);
+    // Given back when nothing more waits to be written, as the reader's buffer.
+    let mut out = Vec::new();
     // The window places of the replies in `out`: given back once they are written.
     let mut written = Vec::new();
     // When the commands of the replies in `out` arrived.
@@ -465,6 +477,7 @@ async fn write_replies(
     // pushes alone.
     let (mut engine_bytes, mut push_bytes) = (0, 0);
     while let Some(item) = rx.recv().await {
+        out.reserve(4096);
         let mut next = Some(item);
         let mut close = false;
         let mut failed = false;
@@ -524,7 +537,11 @@ async fn write_replies(
             reporter.written(std::mem::take(&mut engine_bytes));
         }
         push_backlog.fetch_sub(std::mem::take(&mut push_bytes), Ordering::Relaxed);
-        out.clear();
+        if rx.is_empty() {
+            out = Vec::new();
+        } else {
+            out.clear();
+        }
         written.clear();
         if close {
             let _ = wr.shutdown().await;
