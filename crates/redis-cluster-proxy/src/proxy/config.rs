@@ -189,10 +189,16 @@ impl Config {
         }
     }
 
-    /// Whether `text` is our TOML (with `[[pool]]` tables) rather than nutcracker's YAML.
+    /// Whether `text` is our TOML (with `[[pool]]` tables) rather than nutcracker's YAML. A
+    /// line that starts a `[[pool]]` table says TOML even where the rest does not parse (in
+    /// YAML it would be a list, never nutcracker's mapping of pools), so that a broken file's
+    /// error is TOML's.
     pub(crate) fn is_toml(text: &str) -> bool {
-        text.parse::<toml::Table>()
-            .is_ok_and(|t| t.contains_key("pool"))
+        text.lines()
+            .any(|line| line.trim_start().starts_with("[[pool]]"))
+            || text
+                .parse::<toml::Table>()
+                .is_ok_and(|t| t.contains_key("pool"))
     }
 
     /// Reads nutcracker's YAML: each top-level key a pool, with its keys (`listen`, `hash`,
@@ -779,10 +785,14 @@ mod tests {
         // A TOML file with a syntax error is reported as TOML, where the guess took it for
         // YAML ("not YAML: …").
         let broken = TOML.replace("7400\"", "7400");
-        let format = Format::of(Path::new("proxy.toml"), &broken);
-        let e = error(format, &broken);
-        assert!(e.starts_with("line 3, column 25: "), "{e}");
-        assert!(!e.contains("YAML"), "{e}");
+        for path in ["proxy.toml", "proxy"] {
+            let format = Format::of(Path::new(path), &broken);
+            let e = error(format, &broken);
+            assert!(e.starts_with("line 3, column 25: "), "{path}: {e}");
+            assert!(!e.contains("YAML"), "{path}: {e}");
+        }
+        // Nor is a nutcracker file taken for TOML.
+        assert_eq!(Format::of(Path::new("p"), yaml), Format::Yaml);
     }
 
     #[test]
