@@ -1525,3 +1525,149 @@ fn a_subscriber_that_never_reads_is_disconnected_at_the_pubsub_limit() {
     );
     assert!(peak < 80 * 1024, "proxy RSS {peak} KiB");
 }
+
+/// What a raw connection gets for `request`: the bytes it was sent until the other side
+/// closed (or reset it, closing with the rest of the request unread), or `None` if it was
+/// still open after two seconds.
+fn answer_then_close(port: u16, request: &[u8]) -> Option<Vec<u8>> {
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(2)))
+        .expect("a read timeout");
+    // The other side may close before it has read all: what it answered still counts.
+    let _ = stream.write_all(request);
+    let mut got = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        match stream.read(&mut chunk) {
+            Ok(0) => return Some(got),
+            Ok(n) => got.extend_from_slice(&chunk[..n]),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                return None;
+            }
+            Err(_) => return Some(got),
+        }
+    }
+}
+
+/// A subscriber of `news` on `port` that never reads, while `publish` sends `batches` of
+/// 1 000 messages of 10 KB, waiting `pause` between them; whether its connection was closed
+/// and how much of the 10 MB a batch reached it.
+fn a_subscriber_that_never_reads(
+    port: u16,
+    publisher: &mut Client,
+    batches: usize,
+    pause: Duration,
+) -> (bool, usize) {
+    let mut subscriber = Client::connect(port);
+    let confirmed = subscriber.command(&argv("SUBSCRIBE news"));
+    assert!(matches!(confirmed, Frame::Array(_)), "{confirmed:?}");
+    let message = vec![b'm'; 10_000];
+    for batch in 0..batches {
+        if batch > 0 {
+            std::thread::sleep(pause);
+        }
+        let commands: Vec<[&[u8]; 3]> = (0..1000)
+            .map(|_| [&b"PUBLISH"[..], b"news", &message])
+            .collect();
+        let commands: Vec<&[&[u8]]> = commands.iter().map(|c| &c[..]).collect();
+        publisher.send(&commands);
+        for _ in 0..1000 {
+            publisher.read_reply();
+        }
+    }
+    let mut stream = subscriber.into_stream();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("a read timeout");
+    let mut got = Vec::new();
+    let closed = stream.read_to_end(&mut got).is_ok();
+    (closed, got.len())
+}
+
+/// Issue 27: `proto_max_bulk_len`, `client_query_buffer_limit` and the pubsub class of
+/// `client_output_buffer_limit` in a pool's table act as the server's own knobs set the
+/// same: the same probes against the proxy and against a real server started with them.
+#[test]
+fn the_servers_input_and_pubsub_limits_set_in_a_pool_act_as_on_the_server() {
+    let limits = [
+        "--proto-max-bulk-len",
+        "1mb",
+        "--client-query-buffer-limit",
+        "1mb",
+    ];
+    let reference = RedisServer::start_standalone(&limits);
+    // Behind the proxy a server with its defaults: the limits met are the proxy's.
+    let backend = RedisServer::start_standalone(&[]);
+    let pool = |port: u16, pubsub: &str| {
+        format!(
+            "[[pool]]\nkind = \"static\"\nlisten = \"127.0.0.1:{port}\"\n\
+             servers = [{{ address = \"127.0.0.1:{}\", slots = \"0-16383\" }}]\n\
+             proto_max_bulk_len = \"1mb\"\nclient_query_buffer_limit = \"1MB\"\n\
+             client_output_buffer_limit = \"{pubsub}\"\n",
+            backend.port()
+        )
+    };
+    let (mut proxy, port) = proxy_process("limits", |port| pool(port, "pubsub 1mb 0 0"));
+    let set = |len: usize| {
+        let mut request = format!("*3\r\n$3\r\nSET\r\n$1\r\nk\r\n${len}\r\n").into_bytes();
+        request.extend(std::iter::repeat_n(b'v', len));
+        request.extend_from_slice(b"\r\n*1\r\n$4\r\nQUIT\r\n");
+        request
+    };
+    for (name, at) in [("server", reference.port()), ("proxy", port)] {
+        // An argument declared longer than proto-max-bulk-len: a protocol error, closed.
+        let got = answer_then_close(at, b"*2\r\n$3\r\nGET\r\n$2000000\r\n")
+            .unwrap_or_else(|| panic!("{name}: a bulk past the limit left open"));
+        let text = String::from_utf8_lossy(&got);
+        assert!(text.starts_with("-ERR Protocol error"), "{name}: {text:?}");
+        assert!(text.contains("bulk length"), "{name}: {text:?}");
+        // One of exactly 1 MB: within proto-max-bulk-len, but with its header and CRLF
+        // past client-query-buffer-limit: closed without a reply.
+        let got = answer_then_close(at, &set(1 << 20))
+            .unwrap_or_else(|| panic!("{name}: a query buffer past the limit left open"));
+        assert_eq!(String::from_utf8_lossy(&got), "", "{name}");
+        // 900 KB is served.
+        let got = answer_then_close(at, &set(900_000)).unwrap_or_else(|| panic!("{name}"));
+        assert_eq!(String::from_utf8_lossy(&got), "+OK\r\n+OK\r\n", "{name}");
+    }
+    // The hard pubsub limit: 10 MB published to a subscriber that reads nothing.
+    let mut publisher = backend.client();
+    let (closed, got) = a_subscriber_that_never_reads(port, &mut publisher, 1, Duration::ZERO);
+    assert!(closed, "proxy: the subscriber past 1 MB was closed");
+    assert!(got < 9_000_000, "proxy: {got} bytes reached it");
+    proxy.stop();
+    let mut direct = reference.client();
+    direct.command(&[
+        b"CONFIG",
+        b"SET",
+        b"client-output-buffer-limit",
+        b"pubsub 1mb 0 0",
+    ]);
+    let (closed, got) =
+        a_subscriber_that_never_reads(reference.port(), &mut direct, 1, Duration::ZERO);
+    assert!(closed, "server: the subscriber past 1 MB was closed");
+    assert!(got < 9_000_000, "server: {got} bytes reached it");
+    // The soft one, without a hard one: over 256 KB for more than a second, then one more
+    // message. 10 MB at once is not enough on either, 2 seconds later it is.
+    let soft = "pubsub 0 256kb 1";
+    let (mut proxy, port) = proxy_process("soft", |port| pool(port, soft));
+    let (closed, _) =
+        a_subscriber_that_never_reads(port, &mut publisher, 2, Duration::from_secs(3));
+    assert!(closed, "proxy: over the soft limit too long");
+    proxy.stop();
+    direct.command(&[
+        b"CONFIG",
+        b"SET",
+        b"client-output-buffer-limit",
+        soft.as_bytes(),
+    ]);
+    let (closed, _) =
+        a_subscriber_that_never_reads(reference.port(), &mut direct, 2, Duration::from_secs(3));
+    assert!(closed, "server: over the soft limit too long");
+}

@@ -9,7 +9,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
-use redis_cluster_proto::resp::{Decoder, Frame, encode, encoded_len};
+use redis_cluster_proto::resp::{
+    Config as DecoderConfig, Decoder, Frame, Limits, encode, encoded_len,
+};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
@@ -21,11 +23,8 @@ use tokio::task::AbortHandle;
 /// still flows.
 const WINDOW: usize = 16;
 
-/// How many bytes of Pub/Sub messages a subscriber may leave unread before it is
-/// disconnected: the server's hard `client-output-buffer-limit pubsub` default (32 MB).
-const PUBSUB_LIMIT: usize = 32 << 20;
-
 use super::cluster::{Argv, Pending, Pool};
+use super::config::OutputLimit;
 use super::driver::{Answer, EngineClient, Gate, PushTx, Reporter};
 use super::log;
 
@@ -101,7 +100,16 @@ pub(crate) async fn serve(mut stream: TcpStream, pool: Arc<Pool>) {
     // Taken when bytes are waiting and given back once every command in it is handled: an
     // idle client holds no buffer (each held 16 KiB, as much again as the rest of it).
     let mut buf = BytesMut::new();
-    let mut decoder = Decoder::new();
+    // `proto_max_bulk_len` bounds each argument; the whole command is bounded by
+    // `client_query_buffer_limit`, checked after each read, so not by the decoder.
+    let mut decoder = Decoder::with_config(DecoderConfig {
+        limits: Limits {
+            max_bulk_len: pool.limits.max_bulk_len,
+            max_frame_len: usize::MAX,
+            ..Limits::DEFAULT
+        },
+        lenient: false,
+    });
     let mut session = Session {
         authenticated: pool.password().is_none(),
         ..Session::default()
@@ -112,17 +120,19 @@ pub(crate) async fn serve(mut stream: TcpStream, pool: Arc<Pool>) {
         // this task is done (each closed client's tasks and buffers stayed alive forever).
         let pushes = tx.downgrade();
         let (backlog, cut) = (push_backlog.clone(), cut_off.clone());
+        let over = OutputLimitCheck::new(pool.limits.pubsub);
         let pushes: PushTx = Arc::new(move |frame| {
             // A subscriber that does not read its messages is disconnected once they pass
-            // PUBSUB_LIMIT, as the server's `client-output-buffer-limit pubsub` does.
+            // the pool's `client_output_buffer_limit pubsub`, as the server disconnects it.
             let size = encoded_len(&frame);
-            if backlog.fetch_add(size, Ordering::Relaxed) + size > PUBSUB_LIMIT {
+            let owed = backlog.fetch_add(size, Ordering::Relaxed) + size;
+            if let Some(why) = over.check(owed as u64, Instant::now()) {
                 if let Some(writer) = cut.get().filter(|w| !w.is_finished()) {
                     log::write(
                         log::WARN,
                         format_args!(
-                            "a subscriber left more than {PUBSUB_LIMIT} bytes of messages \
-                             unread: disconnected"
+                            "a subscriber left {owed} bytes of messages unread, {why}: \
+                             disconnected"
                         ),
                     );
                     writer.abort();
@@ -253,6 +263,22 @@ pub(crate) async fn serve(mut stream: TcpStream, pool: Arc<Pool>) {
         buf.reserve(pool.read_buffer);
         match rd.try_read_buf(&mut buf) {
             Ok(0) => break,
+            // `client_query_buffer_limit`: as the server, what is held unparsed after a read
+            // is checked, and a client past it is closed without a reply.
+            Ok(_) if buf.len() as u64 > pool.limits.query_buffer => {
+                log::write(
+                    log::WARN,
+                    format_args!(
+                        "Closing client that reached max query buffer length: qbuf={} \
+                         (qbuf initial bytes: {:?})",
+                        buf.len(),
+                        String::from_utf8_lossy(&buf[..buf.len().min(64)])
+                    ),
+                );
+                let _ = tx.send(Item::Close);
+                by_proxy = true;
+                break;
+            }
             Ok(_) => {}
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
             Err(_) => break,
@@ -270,6 +296,47 @@ pub(crate) async fn serve(mut stream: TcpStream, pool: Arc<Pool>) {
     };
     counter.fetch_add(1, Ordering::Relaxed);
     stats.connected.fetch_sub(1, Ordering::Relaxed);
+}
+
+/// Whether a client is past its [`OutputLimit`]: owed more than `hard` bytes, or more than
+/// `soft` for longer than `soft_seconds` (the server's `client-output-buffer-limit` rule: the
+/// first time over `soft` starts the clock, and going back under it stops it).
+struct OutputLimitCheck {
+    limit: OutputLimit,
+    /// Since when the client has been over `soft`.
+    soft_since: std::sync::Mutex<Option<Instant>>,
+}
+
+impl OutputLimitCheck {
+    fn new(limit: OutputLimit) -> Self {
+        Self {
+            limit,
+            soft_since: std::sync::Mutex::new(None),
+        }
+    }
+
+    /// Why a client owed `owed` bytes at `now` is to be closed; `None` while it is not.
+    fn check(&self, owed: u64, now: Instant) -> Option<&'static str> {
+        let OutputLimit {
+            hard,
+            soft,
+            soft_seconds,
+        } = self.limit;
+        if hard > 0 && owed > hard {
+            return Some("over the hard limit");
+        }
+        let mut since = self
+            .soft_since
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if soft == 0 || owed <= soft {
+            *since = None;
+            return None;
+        }
+        let started = *since.get_or_insert(now);
+        (now.duration_since(started) > Duration::from_secs(soft_seconds))
+            .then_some("over the soft limit for too long")
+    }
 }
 
 /// Ends once a client has been idle for `limit` (never, for none): that long with every
@@ -549,4 +616,44 @@ async fn write_replies(
         }
     }
     false
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use super::{OutputLimit, OutputLimitCheck};
+
+    #[test]
+    fn a_subscriber_is_cut_past_the_hard_limit_or_over_the_soft_one_too_long() {
+        let check = OutputLimitCheck::new(OutputLimit {
+            hard: 100,
+            soft: 10,
+            soft_seconds: 2,
+        });
+        let t0 = Instant::now();
+        let at = |secs: u64| t0 + Duration::from_secs(secs);
+        assert_eq!(check.check(10, at(0)), None);
+        assert_eq!(check.check(101, at(0)), Some("over the hard limit"));
+        // Over the soft limit: the clock starts, and runs out only after soft_seconds.
+        assert_eq!(check.check(11, at(0)), None);
+        assert_eq!(check.check(50, at(2)), None);
+        assert_eq!(
+            check.check(50, at(3)),
+            Some("over the soft limit for too long")
+        );
+        // Back under it, the clock stops: the next time over starts it again.
+        assert_eq!(check.check(5, at(4)), None);
+        assert_eq!(check.check(50, at(5)), None);
+        assert_eq!(check.check(50, at(7)), None);
+        assert!(check.check(50, at(8)).is_some());
+        // 0 turns a bound off.
+        let off = OutputLimitCheck::new(OutputLimit {
+            hard: 0,
+            soft: 0,
+            soft_seconds: 0,
+        });
+        assert_eq!(off.check(u64::MAX, at(0)), None);
+        assert_eq!(off.check(u64::MAX, at(1000)), None);
+    }
 }

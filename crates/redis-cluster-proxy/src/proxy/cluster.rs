@@ -15,6 +15,7 @@ use redis_cluster_proto::route::CommandTable;
 use tokio::sync::oneshot;
 
 use super::backend::{Backend, BackendError, Reply};
+use super::config::ClientLimits;
 use super::driver::EngineHandle;
 use super::sentinel::Groups;
 use super::stats::{ServerStats, ServerTable, Stats};
@@ -77,6 +78,8 @@ pub(crate) struct Pool {
     pub(crate) maxclients: Option<u64>,
     /// How long a client may be idle before it is closed; `None` for never.
     pub(crate) client_timeout: Option<Duration>,
+    /// What one client may send and leave unread.
+    pub(crate) limits: ClientLimits,
 }
 
 /// What a pool fronts: exactly one of these.
@@ -122,6 +125,7 @@ impl Pool {
             read_buffer: 16 * 1024,
             maxclients: None,
             client_timeout: None,
+            limits: ClientLimits::default(),
         }
     }
 

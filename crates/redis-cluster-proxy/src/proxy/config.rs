@@ -13,6 +13,9 @@
 //! password = "secret"              # optional: AUTH on every backend connection
 //! maxclients = 10000               # the default, the server's: more are refused
 //! client_timeout = 0               # seconds idle before a client is closed (0: never)
+//! proto_max_bulk_len = "512mb"     # the longest argument (bytes, or with the server's units)
+//! client_query_buffer_limit = "1gb" # a client with more unparsed than this is closed
+//! client_output_buffer_limit = "pubsub 32mb 8mb 60" # a subscriber that lets more pile up
 //!
 //! [[pool]]
 //! name = "sessions"
@@ -71,10 +74,156 @@ pub(crate) struct PoolConfig {
     /// How long a client may stay idle before it is closed (`client_timeout`, seconds, as
     /// the server's `timeout`); `None` for never.
     pub(crate) client_timeout: Option<Duration>,
+    /// What one client may send and leave unread.
+    pub(crate) limits: ClientLimits,
 }
 
 /// The server's `maxclients` default.
 const DEFAULT_MAXCLIENTS: u64 = 10_000;
+
+/// What one client may send and leave unread, by the server's knobs, with its defaults.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ClientLimits {
+    /// `proto_max_bulk_len`: the longest argument of a command (512 MB). Past it the client
+    /// gets a protocol error and is closed.
+    pub(crate) max_bulk_len: u64,
+    /// `client_query_buffer_limit`: how much a client may have sent that is not yet a whole
+    /// command (1 GB). Past it the client is closed without a reply, as the server does.
+    pub(crate) query_buffer: u64,
+    /// The `pubsub` class of `client_output_buffer_limit`: how many bytes of messages a
+    /// subscriber may leave unread (32 MB at once, or 8 MB for 60 seconds).
+    pub(crate) pubsub: OutputLimit,
+}
+
+impl Default for ClientLimits {
+    fn default() -> Self {
+        Self {
+            max_bulk_len: 512 << 20,
+            query_buffer: 1 << 30,
+            pubsub: OutputLimit {
+                hard: 32 << 20,
+                soft: 8 << 20,
+                soft_seconds: 60,
+            },
+        }
+    }
+}
+
+/// One class of `client-output-buffer-limit`: a client is closed once it is owed more than
+/// `hard` bytes, or more than `soft` for longer than `soft_seconds`; 0 turns a bound off.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct OutputLimit {
+    pub(crate) hard: u64,
+    pub(crate) soft: u64,
+    pub(crate) soft_seconds: u64,
+}
+
+/// The least the server takes for `proto-max-bulk-len` and `client-query-buffer-limit`.
+const MIN_INPUT_LIMIT: u64 = 1 << 20;
+
+/// A memory value as redis.conf writes one: digits with an optional unit, `b`, `k` (1000),
+/// `kb` (1024), `m`, `mb`, `g`, `gb`, in any case. `None` for anything else.
+fn memory_value(text: &str) -> Option<u64> {
+    const UNITS: [(&str, u64); 7] = [
+        ("kb", 1 << 10),
+        ("mb", 1 << 20),
+        ("gb", 1 << 30),
+        ("k", 1_000),
+        ("m", 1_000_000),
+        ("g", 1_000_000_000),
+        ("b", 1),
+    ];
+    let lower = text.trim().to_ascii_lowercase();
+    let (digits, scale) = UNITS
+        .iter()
+        .find_map(|&(unit, scale)| lower.strip_suffix(unit).map(|d| (d, scale)))
+        .unwrap_or((lower.as_str(), 1));
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse::<u64>().ok()?.checked_mul(scale)
+}
+
+/// A memory value of the TOML file: a number of bytes, or a string with a unit.
+#[derive(Debug, serde::Deserialize)]
+#[serde(untagged)]
+enum TomlMemory {
+    Bytes(u64),
+    Text(String),
+}
+
+impl TomlMemory {
+    /// Its bytes; `key` names it in the error.
+    fn bytes(&self, key: &str) -> Result<u64, String> {
+        match self {
+            Self::Bytes(n) => Ok(*n),
+            Self::Text(text) => memory_value(text).ok_or_else(|| {
+                format!(
+                    "`{key}` = \"{text}\" is not a memory value (bytes, or digits with b, k, \
+                     kb, m, mb, g or gb)"
+                )
+            }),
+        }
+    }
+}
+
+/// An input limit (`proto_max_bulk_len`, `client_query_buffer_limit`): 1 MB at least, as on
+/// the server; `default` when it is not set.
+fn input_limit(value: Option<&TomlMemory>, key: &str, default: u64) -> Result<u64, String> {
+    let Some(value) = value else {
+        return Ok(default);
+    };
+    let bytes = value.bytes(key)?;
+    if bytes < MIN_INPUT_LIMIT {
+        return Err(format!(
+            "`{key}` must be {MIN_INPUT_LIMIT} bytes (1mb) or more, as on the server"
+        ));
+    }
+    Ok(bytes)
+}
+
+/// `client_output_buffer_limit`: the server's words, `class hard soft seconds` once or more.
+/// The `pubsub` class is applied; `replica` (or `slave`) is taken and has nothing to bind,
+/// the proxy having no replicas; `normal` must be `0 0 0`: the proxy stops reading a client
+/// that does not read its replies long before any limit would close it.
+fn output_limits(text: &str, mut pubsub: OutputLimit) -> Result<OutputLimit, String> {
+    const KEY: &str = "`client_output_buffer_limit`";
+    let words: Vec<&str> = text.split_whitespace().collect();
+    if words.is_empty() || words.len() % 4 != 0 {
+        return Err(format!(
+            "{KEY} must be \"class hard soft seconds\", once or more (as the server's)"
+        ));
+    }
+    for group in words.chunks(4) {
+        let bad = || {
+            format!(
+                "{KEY}: bad hard, soft or seconds in \"{}\"",
+                group.join(" ")
+            )
+        };
+        let hard = memory_value(group[1]).ok_or_else(bad)?;
+        let soft = memory_value(group[2]).ok_or_else(bad)?;
+        let soft_seconds = group[3].parse::<u64>().map_err(|_| bad())?;
+        let limit = OutputLimit {
+            hard,
+            soft,
+            soft_seconds,
+        };
+        match group[0].to_ascii_lowercase().as_str() {
+            "pubsub" => pubsub = limit,
+            "replica" | "slave" => {}
+            "normal" if hard == 0 && soft == 0 => {}
+            "normal" => {
+                return Err(format!(
+                    "{KEY}: the normal class must be \"normal 0 0 0\": a client that does not \
+                     read its replies stops being read instead"
+                ));
+            }
+            other => return Err(format!("{KEY}: unknown class \"{other}\"")),
+        }
+    }
+    Ok(pubsub)
+}
 
 /// What a pool fronts.
 #[derive(Clone, Debug)]
@@ -308,6 +457,9 @@ struct TomlPool {
     servers: Option<Vec<TomlServer>>,
     maxclients: Option<u64>,
     client_timeout: Option<u64>,
+    proto_max_bulk_len: Option<TomlMemory>,
+    client_query_buffer_limit: Option<TomlMemory>,
+    client_output_buffer_limit: Option<String>,
 }
 
 /// `kind = …`.
@@ -385,6 +537,25 @@ impl PoolConfig {
             Some(n) if n > 0 => n,
             Some(_) => return Err(err("`maxclients` must be 1 or more")),
         };
+        let defaults = ClientLimits::default();
+        let limits = ClientLimits {
+            max_bulk_len: input_limit(
+                pool.proto_max_bulk_len.as_ref(),
+                "proto_max_bulk_len",
+                defaults.max_bulk_len,
+            )
+            .map_err(|what| err(&what))?,
+            query_buffer: input_limit(
+                pool.client_query_buffer_limit.as_ref(),
+                "client_query_buffer_limit",
+                defaults.query_buffer,
+            )
+            .map_err(|what| err(&what))?,
+            pubsub: match &pool.client_output_buffer_limit {
+                None => defaults.pubsub,
+                Some(text) => output_limits(text, defaults.pubsub).map_err(|what| err(&what))?,
+            },
+        };
         Ok(Self {
             name,
             listen: pool.listen,
@@ -397,6 +568,7 @@ impl PoolConfig {
                 .client_timeout
                 .filter(|&s| s > 0)
                 .map(Duration::from_secs),
+            limits,
         })
     }
 }
@@ -532,6 +704,7 @@ impl PoolConfig {
                 ),
             },
             client_timeout: None,
+            limits: ClientLimits::default(),
         })
     }
 }
@@ -840,6 +1013,78 @@ mod tests {
         assert_eq!(pools(Format::Yaml, yaml)[0].maxclients, None);
         let limited = format!("{yaml}  client_connections: 5\n");
         assert_eq!(pools(Format::Yaml, &limited)[0].maxclients, Some(5));
+    }
+
+    #[test]
+    fn input_and_pubsub_limits_take_the_servers_words_units_and_bounds() {
+        use super::{ClientLimits, OutputLimit};
+        let limits = |text: &str| match Config::load_as(Format::Toml, text) {
+            Ok(config) => Ok(config.pools[0].limits),
+            Err(e) => Err(e.to_string()),
+        };
+        // The server's defaults: `proto-max-bulk-len 512mb`, `client-query-buffer-limit 1gb`,
+        // `client-output-buffer-limit pubsub 32mb 8mb 60`.
+        let defaults = limits(TOML).expect("loads");
+        assert_eq!(defaults, ClientLimits::default());
+        assert_eq!(
+            (defaults.max_bulk_len, defaults.query_buffer),
+            (536_870_912, 1_073_741_824)
+        );
+        assert_eq!(
+            defaults.pubsub,
+            OutputLimit {
+                hard: 33_554_432,
+                soft: 8_388_608,
+                soft_seconds: 60
+            }
+        );
+        // Bytes as a number, or the server's units in any case (k is 1000, kb 1024).
+        let set = limits(&format!(
+            "{TOML}proto_max_bulk_len = 2000000
+client_query_buffer_limit = \"2MB\"\n\
+             client_output_buffer_limit = \"normal 0 0 0 slave 256mb 64mb 60 pubsub 1m 500k 5\"\n"
+        ))
+        .expect("loads");
+        assert_eq!((set.max_bulk_len, set.query_buffer), (2_000_000, 2 << 20));
+        assert_eq!(
+            set.pubsub,
+            OutputLimit {
+                hard: 1_000_000,
+                soft: 500_000,
+                soft_seconds: 5
+            }
+        );
+        // The server's bounds and refusals, each named.
+        let refused = |line: &str| limits(&format!("{TOML}{line}\n")).expect_err(line);
+        assert_eq!(
+            refused("proto_max_bulk_len = 1048575"),
+            "pool a: `proto_max_bulk_len` must be 1048576 bytes (1mb) or more, as on the server"
+        );
+        assert!(
+            refused("client_query_buffer_limit = \"1xb\"")
+                .contains("\"1xb\" is not a memory value")
+        );
+        assert!(refused("client_query_buffer_limit = \"mb\"").contains("is not a memory value"));
+        assert!(
+            refused("client_output_buffer_limit = \"pubsub 1mb\"")
+                .contains("class hard soft seconds")
+        );
+        assert!(
+            refused("client_output_buffer_limit = \"bogus 1 1 1\"")
+                .contains("unknown class \"bogus\"")
+        );
+        assert!(
+            refused("client_output_buffer_limit = \"pubsub 1x 1 1\"")
+                .contains("bad hard, soft or seconds")
+        );
+        assert!(
+            refused("client_output_buffer_limit = \"normal 1mb 0 0\"").contains("stops being read")
+        );
+        // A YAML pool of our kinds takes the same keys.
+        let yaml = "alpha:\n  kind: cluster\n  listen: 127.0.0.1:1\n  seeds: [\"x:1\"]\n  \
+                    proto_max_bulk_len: 4mb\n";
+        let pool = &Config::load_as(Format::Yaml, yaml).expect("loads").pools[0];
+        assert_eq!(pool.limits.max_bulk_len, 4 << 20);
     }
 
     #[test]

@@ -86,6 +86,7 @@ pub(crate) async fn start(config: Config) -> std::io::Result<Running> {
         built.read_buffer = config.read_buffer;
         built.maxclients = pool.maxclients;
         built.client_timeout = pool.client_timeout;
+        built.limits = pool.limits;
         let cluster = Arc::new(built);
         if matches!(&pool.kind, PoolKind::Twemproxy(twem) if twem.preconnect) {
             cluster.preconnect().await;
