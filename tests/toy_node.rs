@@ -441,25 +441,18 @@ fn a_killed_node_restarts_from_its_nodes_conf_with_the_same_id_and_slots() {
 /// Issue 27, crash consistency: for each seed (`CRASH_SEEDS`, 3 by default; the README's
 /// long run takes 50), `redis-cli --cluster reshard` moves 300 slots between two toy masters
 /// while a client writes, and one of the six nodes, picked by the seed, is killed with SIGKILL
-/// at a moment the seed picks and started again from its files (nodes.conf, and an
-/// append-only file synced on every write). Then `redis-cli --cluster fix` closes what the
-/// kill left open (after the step an operator takes first, `drop_stale_copies`), and:
+/// once the target owns a number of those slots the seed picks, and started again from its
+/// files (nodes.conf, and an append-only file synced on every write). Then `redis-cli
+/// --cluster fix` closes what the kill left open (after the step an operator takes first,
+/// `drop_stale_copies`), and:
 /// `--cluster check` is clean (one owner per slot, every slot covered, every node
 /// agreeing), and every key holds its last acknowledged value (or a later write whose reply
 /// the kill cut off). The rounds run one after the other on one cluster.
 #[test]
 fn a_node_killed_during_a_reshard_loses_no_slot_and_no_acknowledged_write() {
-    let durable = DURABLE;
-    let (mut nodes, ports) = create_with("crash", 3000, &durable);
-    reshard_crash_rounds("toy", &ports, crash_seeds(3), |victim, down| {
-        let (vport, vcport) = ports[victim];
-        let child = &mut nodes.children[victim];
-        child.kill().expect("SIGKILL");
-        child.wait().expect("reaped");
-        std::thread::sleep(down);
-        *child = spawn_with(&nodes.dir, vport, vcport, 3000, &durable);
-        wait_listening(vport);
-    });
+    let mut toys = ToyCrash::create("crash", 3000);
+    let ports = toys.ports.clone();
+    reshard_crash_rounds("toy", &ports, crash_seeds(3), &mut toys);
 }
 
 /// The reference for the test above: the same rounds, seeds and checks on six real
@@ -471,27 +464,12 @@ fn real_servers_killed_during_a_reshard_lose_no_slot_and_no_acknowledged_write()
     let mut extra = DURABLE.to_vec();
     extra.extend(["--cluster-node-timeout", "3000"]);
     let mut cluster = support::RealCluster::start(3, 1, &extra);
-    let ports: Vec<(u16, u16)> = cluster
-        .nodes
-        .iter()
-        .map(|node| (node.port(), node.bus_port()))
-        .collect();
-    reshard_crash_rounds("redis-server", &ports, crash_seeds(2), |victim, down| {
-        let node = &mut cluster.nodes[victim];
-        node.kill();
-        std::thread::sleep(down);
-        node.restart();
-    });
+    let ports = real_ports(&cluster);
+    reshard_crash_rounds("redis-server", &ports, crash_seeds(2), &mut cluster);
 }
 
-/// The rounds of the reshard crash tests on the six nodes on `ports`: `crash(victim, down)`
-/// kills node `victim` with SIGKILL and starts it again from its files after `down`.
-fn reshard_crash_rounds(
-    who: &str,
-    ports: &[(u16, u16)],
-    seeds: u64,
-    mut crash: impl FnMut(usize, Duration),
-) {
+/// The rounds of the reshard crash tests on the six nodes of `nodes`, on `ports`.
+fn reshard_crash_rounds(who: &str, ports: &[(u16, u16)], seeds: u64, nodes: &mut impl Crash) {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -543,9 +521,28 @@ fn reshard_crash_rounds(
                 )
             }
         });
-        std::thread::sleep(Duration::from_millis(200 + rng.below(1500)));
+        // The kill comes once the target owns a number of the 300 slots the seed picks (or
+        // the reshard ended first): the same point of the reshard on a node as fast as the
+        // server as on a slower one, not the same moment.
+        let target_port = text(&Client::connect(port).command(&[b"CLUSTER", b"NODES"]))
+            .lines()
+            .find(|line| line.starts_with(&masters[to]))
+            .and_then(port_of)
+            .expect("the target's port");
+        let owned = || {
+            slots_of_myself(&text(
+                &Client::connect(target_port).command(&[b"CLUSTER", b"NODES"]),
+            ))
+        };
+        let (before, wanted) = (owned(), 1 + rng.below(299) as usize);
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while owned() < before + wanted && !reshard.is_finished() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(2));
+        }
         let victim = rng.below(6) as usize;
-        crash(victim, Duration::from_millis(rng.below(300)));
+        nodes.kill(victim);
+        std::thread::sleep(Duration::from_millis(rng.below(300)));
+        nodes.restart(victim);
         // The reshard may have failed on the dead node: what it left open is fix's.
         let resharded = reshard.join().expect("the reshard thread");
         // Its plan names each slot as "    Moving slot N from ID", each move done as "Moving
@@ -564,9 +561,9 @@ fn reshard_crash_rounds(
         check_possible(&client, &possible, &what);
         let acknowledged = possible.values().filter(|v| v[0] != "(nil)").count();
         eprintln!(
-            "{who}, seed {seed}: node {victim} killed; the reshard moved {moved} of 300 \
-             slots (exit {:?}); {dropped} stale copies dropped; {fixes} fix runs; \
-             {acknowledged} keys checked",
+            "{who}, seed {seed}: node {victim} killed at slot {wanted}; the reshard moved \
+             {moved} of 300 slots (exit {:?}); {dropped} stale copies dropped; {fixes} fix \
+             runs; {acknowledged} keys checked",
             resharded.status.code()
         );
     }
@@ -581,11 +578,25 @@ fn reshard_crash_rounds(
 /// replicated before it died, and what came after was acknowledged by a live master.
 #[test]
 fn a_killed_master_is_failed_over_and_loses_no_replicated_write() {
-    let seeds = crash_seeds(2);
-    let durable = DURABLE;
-    let timeout = 2000;
-    let (mut nodes, ports) = create_with("failover-crash", timeout, &durable);
-    let client = crash_client(&ports);
+    let mut toys = ToyCrash::create("failover-crash", CRASH_TIMEOUT);
+    let ports = toys.ports.clone();
+    failover_crash_rounds("toy", &ports, crash_seeds(2), &mut toys);
+}
+
+/// The reference for the test above: the same rounds, seeds and checks on six real
+/// redis-server nodes with the same files and node timeout (`CRASH_SEEDS`, 2 by default).
+#[test]
+fn real_servers_fail_over_a_killed_master_and_lose_no_replicated_write() {
+    let mut cluster = real_crash_cluster();
+    let ports = real_ports(&cluster);
+    failover_crash_rounds("redis-server", &ports, crash_seeds(2), &mut cluster);
+}
+
+/// The rounds of the automatic failover crash tests on the six nodes of `nodes`, on `ports`,
+/// their node timeout [`CRASH_TIMEOUT`].
+fn failover_crash_rounds(who: &str, ports: &[(u16, u16)], seeds: u64, nodes: &mut impl Crash) {
+    let timeout = CRASH_TIMEOUT;
+    let client = crash_client(ports);
     let mut possible = Possible::new();
     // One round of writes of every key: each key's possible values after it.
     let write_round = |possible: &mut Possible, tag: &str| {
@@ -620,9 +631,7 @@ fn a_killed_master_is_failed_over_and_loses_no_replicated_write() {
             .expect("a node of the test");
         let victim_id = id_of(&view, victim_port);
         let witness = ports[(victim + 1) % 6].0;
-        let child = &mut nodes.children[victim];
-        child.kill().expect("SIGKILL");
-        child.wait().expect("reaped");
+        nodes.kill(victim);
 
         // Writes go on while the replica is elected (those to its slots fail until then).
         let down = Duration::from_millis(timeout + 200 + rng.below(2000));
@@ -642,21 +651,19 @@ fn a_killed_master_is_failed_over_and_loses_no_replicated_write() {
                     .count()
                     == 3
         });
-        let (vport, vcport) = ports[victim];
-        nodes.children[victim] = spawn_with(&nodes.dir, vport, vcport, timeout, &durable);
-        wait_listening(vport);
+        nodes.restart(victim);
         wait_for_nodes(witness, Duration::from_secs(30), "never rejoined", |view| {
             view.lines()
                 .any(|l| l.starts_with(&victim_id) && l.contains("slave") && !l.contains("fail"))
         });
         write_round(&mut possible, &format!("{seed}/after"));
 
-        let what = format!("seed {seed}, master {victim} killed");
+        let what = format!("{who}, seed {seed}, master {victim} killed");
         let fixes = fix_until_clean(witness, &what);
         check_possible(&client, &possible, &what);
         eprintln!(
-            "seed {seed}: master {victim} killed for {} ms, failed over, back as a replica; \
-             {rounds} rounds written meanwhile; {fixes} fix runs; {} keys checked",
+            "{who}, seed {seed}: master {victim} killed for {} ms, failed over, back as a \
+             replica; {rounds} rounds written meanwhile; {fixes} fix runs; {} keys checked",
             down.as_millis(),
             possible.len()
         );
@@ -672,13 +679,32 @@ fn a_killed_master_is_failed_over_and_loses_no_replicated_write() {
 /// three masters, and every key at its value.
 #[test]
 fn a_node_killed_during_a_manual_failover_leaves_one_master_per_shard_and_every_key() {
+    let mut toys = ToyCrash::create("manual-crash", CRASH_TIMEOUT);
+    let ports = toys.ports.clone();
+    manual_failover_crash_rounds("toy", &ports, crash_seeds(2), &mut toys);
+}
+
+/// The reference for the test above: the same rounds, seeds and checks on six real
+/// redis-server nodes with the same files and node timeout (`CRASH_SEEDS`, 2 by default).
+#[test]
+fn real_servers_killed_during_a_manual_failover_leave_one_master_per_shard_and_every_key() {
+    let mut cluster = real_crash_cluster();
+    let ports = real_ports(&cluster);
+    manual_failover_crash_rounds("redis-server", &ports, crash_seeds(2), &mut cluster);
+}
+
+/// The rounds of the manual failover crash tests on the six nodes of `nodes`, on `ports`,
+/// their node timeout [`CRASH_TIMEOUT`].
+fn manual_failover_crash_rounds(
+    who: &str,
+    ports: &[(u16, u16)],
+    seeds: u64,
+    nodes: &mut impl Crash,
+) {
     use std::collections::HashMap;
 
-    let seeds = crash_seeds(2);
-    let durable = DURABLE;
-    let timeout = 2000;
-    let (mut nodes, ports) = create_with("manual-crash", timeout, &durable);
-    let client = crash_client(&ports);
+    let timeout = CRASH_TIMEOUT;
+    let client = crash_client(ports);
     let mut values: HashMap<String, String> = HashMap::new();
 
     for seed in 1..=seeds {
@@ -725,9 +751,7 @@ fn a_node_killed_during_a_manual_failover_leaves_one_master_per_shard_and_every_
             .iter()
             .position(|(port, _)| *port == victim_port)
             .expect("a node of the test");
-        let child = &mut nodes.children[victim];
-        child.kill().expect("SIGKILL");
-        child.wait().expect("reaped");
+        nodes.kill(victim);
         let long = rng.below(2) == 0;
         let down = if long {
             Duration::from_millis(timeout * 2 + rng.below(1000))
@@ -735,9 +759,7 @@ fn a_node_killed_during_a_manual_failover_leaves_one_master_per_shard_and_every_
             Duration::from_millis(rng.below(300))
         };
         std::thread::sleep(down);
-        let (vport, vcport) = ports[victim];
-        nodes.children[victim] = spawn_with(&nodes.dir, vport, vcport, timeout, &durable);
-        wait_listening(vport);
+        nodes.restart(victim);
 
         let role = if victim_port == replica {
             "the replica"
@@ -745,14 +767,15 @@ fn a_node_killed_during_a_manual_failover_leaves_one_master_per_shard_and_every_
             "the master"
         };
         let what = format!(
-            "seed {seed}: {role} ({victim_port}) of a manual failover killed, down {} ms",
+            "{who}, seed {seed}: {role} ({victim_port}) of a manual failover killed, down {} \
+             ms",
             down.as_millis()
         );
         let witness = ports[(victim + 1) % 6].0;
         // Settled, as every node sees it (a role change reaches each with the next PING
         // from the node that changed): six nodes up, three masters with slots, three
         // replicas.
-        for &(port, _) in &ports {
+        for &(port, _) in ports {
             wait_for_nodes(port, Duration::from_secs(40), &what, |view| {
                 let up = view.lines().filter(|l| !l.contains("fail")).count();
                 let masters = view
@@ -845,6 +868,79 @@ fn check_possible(client: &redis::cluster::ClusterClient, possible: &Possible, w
 /// The crash tests' nodes: an append-only file synced on every write.
 const DURABLE: [&str; 4] = ["--appendonly", "yes", "--appendfsync", "always"];
 
+/// The node timeout (ms) of the failover crash tests.
+const CRASH_TIMEOUT: u64 = 2000;
+
+/// Six nodes of a crash test, toy or real: each can be killed and started again from its
+/// files.
+trait Crash {
+    /// Kills node `i` with SIGKILL and reaps it.
+    fn kill(&mut self, i: usize);
+    /// Starts node `i` again as it was started, from its files, once it is dead; returns when
+    /// it accepts clients.
+    fn restart(&mut self, i: usize);
+}
+
+/// Six toy nodes made durable ([`DURABLE`]) and formed by `redis-cli --cluster create`.
+struct ToyCrash {
+    nodes: Nodes,
+    ports: Vec<(u16, u16)>,
+    timeout: u64,
+}
+
+impl ToyCrash {
+    fn create(name: &str, timeout: u64) -> Self {
+        let (nodes, ports) = create_with(name, timeout, &DURABLE);
+        Self {
+            nodes,
+            ports,
+            timeout,
+        }
+    }
+}
+
+impl Crash for ToyCrash {
+    fn kill(&mut self, i: usize) {
+        let child = &mut self.nodes.children[i];
+        child.kill().expect("SIGKILL");
+        child.wait().expect("reaped");
+    }
+
+    fn restart(&mut self, i: usize) {
+        let (port, cport) = self.ports[i];
+        self.nodes.children[i] = spawn_with(&self.nodes.dir, port, cport, self.timeout, &DURABLE);
+        wait_listening(port);
+    }
+}
+
+impl Crash for support::RealCluster {
+    fn kill(&mut self, i: usize) {
+        self.nodes[i].kill();
+    }
+
+    fn restart(&mut self, i: usize) {
+        self.nodes[i].restart();
+    }
+}
+
+/// Six real redis-server nodes (three masters, a replica each), as durable as the toy ones,
+/// with the failover crash tests' node timeout.
+fn real_crash_cluster() -> support::RealCluster {
+    let timeout = CRASH_TIMEOUT.to_string();
+    let mut extra = DURABLE.to_vec();
+    extra.extend(["--cluster-node-timeout", &timeout]);
+    support::RealCluster::start(3, 1, &extra)
+}
+
+/// The client and bus ports of each node of `cluster`.
+fn real_ports(cluster: &support::RealCluster) -> Vec<(u16, u16)> {
+    cluster
+        .nodes
+        .iter()
+        .map(|node| (node.port(), node.bus_port()))
+        .collect()
+}
+
 /// How many seeds a crash test runs: `CRASH_SEEDS`, else `default` (CI's).
 fn crash_seeds(default: u64) -> u64 {
     std::env::var("CRASH_SEEDS")
@@ -853,7 +949,11 @@ fn crash_seeds(default: u64) -> u64 {
         .unwrap_or(default)
 }
 
-/// A cluster client of the nodes on `ports`, quick to give up on a dead node.
+/// A cluster client of the nodes on `ports`, quick to give up on a dead node and on a slot
+/// a kill left open. redis-rs retries a command 16 times by default, sleeping up to 2^n × 10
+/// ms before the n-th: a writer whose key's slot stays open until `--cluster fix` (the fix
+/// runs once the writer has stopped) slept there for minutes. A write given up on is not
+/// acknowledged, so it only widens that key's possible values.
 fn crash_client(ports: &[(u16, u16)]) -> redis::cluster::ClusterClient {
     redis::cluster::ClusterClient::builder(
         ports
@@ -862,8 +962,29 @@ fn crash_client(ports: &[(u16, u16)]) -> redis::cluster::ClusterClient {
     )
     .connection_timeout(Duration::from_secs(2))
     .response_timeout(Duration::from_secs(2))
+    .retries(4)
+    .min_retry_wait(10)
+    .max_retry_wait(250)
     .build()
     .expect("a cluster client")
+}
+
+/// How many slots the `myself` line of a `CLUSTER NODES` reply gives its node.
+fn slots_of_myself(nodes: &str) -> usize {
+    let Some(line) = nodes.lines().find(|l| l.contains("myself")) else {
+        return 0;
+    };
+    line.split(' ')
+        .skip(8)
+        .filter(|token| !token.starts_with('['))
+        .map(|token| match token.split_once('-') {
+            Some((a, b)) => match (a.parse::<usize>(), b.parse::<usize>()) {
+                (Ok(a), Ok(b)) if b >= a => b - a + 1,
+                _ => 0,
+            },
+            None => usize::from(token.parse::<usize>().is_ok()),
+        })
+        .sum()
 }
 
 /// The client port of a `CLUSTER NODES` line.
