@@ -2,8 +2,9 @@
 //! nutcracker's YAML (yaml-rust2, and the event walk that finds an unknown key's line) never
 //! panic, and a file is read the same whichever way its format was decided.
 //!
-//! Seeds: nutcracker 0.5.0's own example file, the TOML of the proxy's documentation, and a
-//! YAML file with pools of the proxy's kinds.
+//! Seeds: nutcracker 0.5.0's own example file, the TOML of the proxy's documentation, a
+//! TOML pool with every client limit set in the server's words, and a YAML file with pools
+//! of the proxy's kinds.
 #![no_main]
 
 #[allow(dead_code)]
