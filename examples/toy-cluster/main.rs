@@ -379,6 +379,9 @@ fn main() {
 }
 
 async fn cluster_main() {
+    // The nodes' log lines are tracing events; this layer writes them as the server does,
+    // each to its node's logfile (none here: stdout), at the `--verbose` level or above.
+    log::ServerFormat::install();
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
         Some("-h" | "--help") => {

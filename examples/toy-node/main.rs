@@ -61,6 +61,8 @@ async fn main() {
         }
         _ => {}
     }
+    // Every log line is a tracing event; this layer writes them as the server does.
+    log::ServerFormat::install();
     let options = match node::Options::parse(&args) {
         Ok(options) => options,
         Err(e) => {
