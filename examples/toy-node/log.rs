@@ -235,9 +235,12 @@ mod tests {
 
     use super::{Fields, Level, Log, ServerFormat, TARGET};
 
+    /// An event as another layer sees it: its target, level, `role` and message.
+    type Event = (String, tracing::Level, String, String);
+
     /// A layer of a hosting program's own: what it is given of each event.
     #[derive(Clone, Default)]
-    struct Seen(Arc<Mutex<Vec<(String, tracing::Level, String, String)>>>);
+    struct Seen(Arc<Mutex<Vec<Event>>>);
 
     impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Seen {
         fn on_event(
