@@ -8,7 +8,7 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use redis_cluster_route::CommandTable;
+use redis_cluster_route::{CommandTable, server_of_info};
 use redis_resp::{Frame, Status};
 
 type F<'a> = Frame<&'a [u8]>;
@@ -349,5 +349,19 @@ fn every_name_of_command_list_is_in_the_table() {
             let spec = table.by_full_name(upper.as_bytes());
             assert_eq!(spec.map(|spec| spec.name), Some(name), "{server}");
         }
+    }
+}
+
+/// The real `INFO server` of each of the four servers names the table made from that
+/// server's own `COMMAND` reply.
+#[test]
+fn each_real_info_server_picks_its_own_table() {
+    for (_, folder, _, table) in SERVERS {
+        let path = vectors(folder).join("info-server.txt");
+        let text =
+            std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let (name, version) = server_of_info(&text);
+        let chosen = CommandTable::for_server(name, version);
+        assert_eq!(chosen.server, table.server, "{folder}: {name} {version}");
     }
 }
