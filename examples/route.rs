@@ -31,28 +31,26 @@ fn main() {
 }
 
 fn run() -> io::Result<()> {
-    let mut args: Vec<String> = std::env::args().skip(1).collect();
     let mut table = CommandTable::REDIS_7_0;
-    loop {
-        match args.first().map(String::as_str) {
-            Some("-h" | "--help") => {
+    let mut batch_mode = false;
+    // The options, then the command's words as they are (a word may start with a dash).
+    let mut words: Vec<std::ffi::OsString> = Vec::new();
+    let mut parser = lexopt::Parser::from_env();
+    while let Some(arg) = parser.next().map_err(exit::lexopt)? {
+        use lexopt::Arg::{Long, Short, Value};
+        match arg {
+            Short('h') | Long("help") => {
                 println!("{USAGE}");
                 return Ok(());
             }
-            Some("-V" | "--version") => {
+            Short('V') | Long("version") => {
                 println!("route {}", env!("CARGO_PKG_VERSION"));
                 return Ok(());
             }
-            Some("--valkey") => {
-                args.remove(0);
-                table = CommandTable::VALKEY_8_1;
-            }
-            Some("--server") => {
-                args.remove(0);
-                if args.is_empty() {
-                    return Err(exit::usage(format!("--server needs a value\n{USAGE}")));
-                }
-                let server = args.remove(0);
+            Long("valkey") => table = CommandTable::VALKEY_8_1,
+            Long("server") => {
+                let server = parser.value().map_err(exit::lexopt)?;
+                let server = server.to_string_lossy();
                 let Some((name, version)) = server.rsplit_once('-') else {
                     return Err(exit::usage(format!(
                         "--server {server:?}: not NAME-VERSION (redis-8.2.3)\n{USAGE}"
@@ -60,12 +58,24 @@ fn run() -> io::Result<()> {
                 };
                 table = CommandTable::for_server(name, version);
             }
-            _ => break,
+            Long("batch") => batch_mode = true,
+            Value(command) => {
+                words.push(command);
+                words.extend(parser.raw_args().map_err(exit::lexopt)?);
+            }
+            other => return Err(exit::usage(format!("{}\n{USAGE}", other.unexpected()))),
         }
     }
-    if args.first().map(String::as_str) == Some("--batch") {
+    if batch_mode {
+        if !words.is_empty() {
+            return Err(exit::usage(format!("--batch takes no command\n{USAGE}")));
+        }
         return batch(table);
     }
+    let args: Vec<String> = words
+        .into_iter()
+        .map(|word| word.to_string_lossy().into_owned())
+        .collect();
     if args.is_empty() {
         return Err(exit::usage(format!("no command given\n{USAGE}")));
     }

@@ -244,22 +244,43 @@ fn render(frame: &Frame) -> String {
 }
 
 fn main() {
-    let mut args: Vec<String> = std::env::args().skip(1).collect();
-    if args.first().is_some_and(|a| a == "-h" || a == "--help") {
-        println!("{USAGE}");
-        return;
-    }
-    if args.first().is_some_and(|a| a == "-V" || a == "--version") {
-        println!("cluster-client {}", env!("CARGO_PKG_VERSION"));
-        return;
-    }
-    let verbose = args.first().is_some_and(|a| a == "-v");
-    if verbose {
-        args.remove(0);
+    let mut verbose = false;
+    // The options, the seed, then the command's words as they are.
+    let mut args: Vec<String> = Vec::new();
+    let mut parser = lexopt::Parser::from_env();
+    let usage = |why: &dyn std::fmt::Display| -> ! {
+        eprintln!("cluster-client: {why}\n{USAGE}");
+        std::process::exit(2);
+    };
+    loop {
+        use lexopt::Arg::{Long, Short, Value};
+        let arg = match parser.next() {
+            Ok(Some(arg)) => arg,
+            Ok(None) => break,
+            Err(e) => usage(&e),
+        };
+        match arg {
+            Short('h') | Long("help") => {
+                println!("{USAGE}");
+                return;
+            }
+            Short('V') | Long("version") => {
+                println!("cluster-client {}", env!("CARGO_PKG_VERSION"));
+                return;
+            }
+            Short('v') => verbose = true,
+            Value(seed) => {
+                args.push(seed.to_string_lossy().into_owned());
+                match parser.raw_args() {
+                    Ok(rest) => args.extend(rest.map(|w| w.to_string_lossy().into_owned())),
+                    Err(e) => usage(&e),
+                }
+            }
+            other => usage(&other.unexpected()),
+        }
     }
     let Some(seed) = args.first().and_then(|a| a.parse::<Endpoint>().ok()) else {
-        eprintln!("{USAGE}");
-        std::process::exit(2);
+        usage(&"HOST:PORT first");
     };
     let mut client = Client::new(seed, verbose);
     let words = |line: &[String]| line.iter().map(|w| Bytes::from(w.clone())).collect();

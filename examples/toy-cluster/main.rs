@@ -225,31 +225,31 @@ fn parse(args: &[String]) -> Result<Plan, String> {
         dir: None,
         verbose: false,
     };
-    let mut args = args.iter();
-    while let Some(name) = args.next() {
-        if name == "--verbose" {
-            plan.verbose = true;
+    let mut args = lexopt::Parser::from_args(args);
+    while let Some(arg) = args.next().map_err(|e| e.to_string())? {
+        use lexopt::Arg::Long;
+        let name = match arg {
+            Long("verbose") => {
+                plan.verbose = true;
+                continue;
+            }
+            Long(name @ ("masters" | "replicas" | "port" | "cluster-node-timeout" | "dir")) => {
+                format!("--{name}")
+            }
+            other => return Err(other.unexpected().to_string()),
+        };
+        let value = args.value().map_err(|e| e.to_string())?;
+        if name == "--dir" {
+            plan.dir = Some(PathBuf::from(value));
             continue;
         }
-        const OPTIONS: [&str; 5] = [
-            "--masters",
-            "--replicas",
-            "--port",
-            "--cluster-node-timeout",
-            "--dir",
-        ];
-        if !OPTIONS.contains(&name.as_str()) {
-            return Err(format!("unknown option {name:?}"));
-        }
-        let value = args.next().ok_or(format!("{name} needs a value"))?;
+        let value = value.to_string_lossy();
         let number = || format!("{name}: not a number: {value:?}");
         match name.as_str() {
             "--masters" => plan.masters = value.parse().map_err(|_| number())?,
             "--replicas" => plan.replicas = value.parse().map_err(|_| number())?,
             "--port" => plan.port = value.parse().map_err(|_| number())?,
-            "--cluster-node-timeout" => plan.node_timeout = value.parse().map_err(|_| number())?,
-            "--dir" => plan.dir = Some(PathBuf::from(value)),
-            other => return Err(format!("unknown option {other:?}")),
+            _ => plan.node_timeout = value.parse().map_err(|_| number())?,
         }
     }
     if plan.masters == 0 || plan.masters > 16384 {

@@ -24,6 +24,13 @@ pub(crate) fn usage(text: String) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidInput, Usage(text))
 }
 
+/// A command line lexopt could not read (an unknown option, a missing or extra value) as a
+/// [`usage`] error.
+#[allow(dead_code)] // keyslot reads its command line by hand
+pub(crate) fn lexopt(e: lexopt::Error) -> io::Error {
+    usage(e.to_string())
+}
+
 /// Ends the tool named `tool` as its `run` went: exit 0 on success and when its reader
 /// stopped reading (`tool … | head`: a broken pipe is not an error), else `tool: error` on
 /// standard error and exit 2 for a [`usage`] error, 1 for any other.

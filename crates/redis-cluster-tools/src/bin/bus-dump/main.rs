@@ -36,40 +36,36 @@ fn run() -> io::Result<()> {
     let mut input = Vec::new();
     let mut dialect = None;
     let mut path = None;
-    let mut args = std::env::args_os().skip(1);
-    let usage = exit::usage;
-    while let Some(arg) = args.next() {
-        match arg.to_str() {
-            Some("-h" | "--help") => {
+    let mut args = lexopt::Parser::from_env();
+    while let Some(arg) = args.next().map_err(exit::lexopt)? {
+        use lexopt::Arg::{Long, Short, Value};
+        match arg {
+            Short('h') | Long("help") => {
                 println!("{USAGE}");
                 return Ok(());
             }
-            Some("-V" | "--version") => {
+            Short('V') | Long("version") => {
                 println!("bus-dump {}", env!("CARGO_PKG_VERSION"));
                 return Ok(());
             }
-            Some("--dialect") => {
-                let value = args
-                    .next()
-                    .ok_or_else(|| usage("--dialect needs a value".into()))?;
+            Long("dialect") => {
+                let value = args.value().map_err(exit::lexopt)?;
                 dialect = match value.to_str() {
                     Some("auto") => None,
                     Some("redis") => Some(Dialect::Redis),
                     Some("valkey") => Some(Dialect::Valkey),
                     _ => {
                         let value = value.to_string_lossy();
-                        return Err(usage(format!(
+                        return Err(exit::usage(format!(
                             "--dialect {value}: not auto, redis or valkey"
                         )));
                     }
                 };
             }
-            // `-` is standard input; any other word of a dash is an option it does not know.
-            Some(option) if option.starts_with('-') && option != "-" => {
-                return Err(usage(format!("unknown option {option}\n{USAGE}")));
-            }
-            _ if path.is_none() => path = Some(arg).filter(|arg| arg != "-"),
-            _ => return Err(usage(format!("one file at most\n{USAGE}"))),
+            // `-` is standard input.
+            Value(arg) if path.is_none() => path = Some(arg).filter(|arg| arg != "-"),
+            Value(_) => return Err(exit::usage(format!("one file at most\n{USAGE}"))),
+            other => return Err(exit::usage(format!("{}\n{USAGE}", other.unexpected()))),
         }
     }
     match path {

@@ -71,6 +71,14 @@ const USAGE: &str = "usage: cluster-doctor [HOST:PORT] [--weight keys|memory|ops
   --atomic  move each source's slots with one CLUSTER MIGRATESLOTS (Valkey 9.0 and later: the
             servers copy and hand over the slots themselves) instead of MIGRATE key by key";
 
+/// The value of the option `name` that `args` just read.
+fn value(args: &mut lexopt::Parser, name: &str) -> Result<String, String> {
+    let value = args.value().map_err(|e| e.to_string())?;
+    value
+        .into_string()
+        .map_err(|text| format!("{name}: not UTF-8: {}", text.to_string_lossy()))
+}
+
 fn parse(args: impl Iterator<Item = String>) -> Result<Options, String> {
     let mut options = Options {
         addr: "127.0.0.1:7000".into(),
@@ -88,18 +96,18 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Options, String> {
         quiet: false,
         atomic: false,
     };
-    let mut args = args.peekable();
-    while let Some(arg) = args.next() {
-        let mut value = |name: &str| args.next().ok_or(format!("{name} needs a value"));
-        let number = |name: &str, text: String| -> Result<f64, String> {
-            text.parse::<f64>()
-                .ok()
-                .filter(|n| n.is_finite() && *n >= 0.0)
-                .ok_or(format!("{name}: not a number: {text}"))
-        };
-        match arg.as_str() {
-            "--weight" => {
-                options.weight = match value("--weight")?.as_str() {
+    let mut args = lexopt::Parser::from_args(args);
+    let number = |name: &str, text: String| -> Result<f64, String> {
+        text.parse::<f64>()
+            .ok()
+            .filter(|n| n.is_finite() && *n >= 0.0)
+            .ok_or(format!("{name}: not a number: {text}"))
+    };
+    while let Some(arg) = args.next().map_err(|e| e.to_string())? {
+        use lexopt::Arg::{Long, Short, Value};
+        match arg {
+            Long("weight") => {
+                options.weight = match value(&mut args, "--weight")?.as_str() {
                     "keys" => Weight::Keys,
                     "memory" => Weight::Memory,
                     "ops" => Weight::Ops,
@@ -109,14 +117,14 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Options, String> {
                     }
                 }
             }
-            "--ratio" => {
-                options.ratio = number("--ratio", value("--ratio")?)?;
+            Long("ratio") => {
+                options.ratio = number("--ratio", value(&mut args, "--ratio")?)?;
                 if options.ratio < 1.0 {
                     return Err("--ratio must be at least 1.0".into());
                 }
             }
-            "--capacity" => {
-                let text = value("--capacity")?;
+            Long("capacity") => {
+                let text = value(&mut args, "--capacity")?;
                 let (node, weight) = text
                     .rsplit_once('=')
                     .filter(|(node, _)| !node.is_empty())
@@ -126,21 +134,30 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Options, String> {
                     .map_err(|_| format!("--capacity: not a whole number: {weight}"))?;
                 options.capacities.push((node.to_owned(), weight));
             }
-            "--sample" => {
-                options.sample = Duration::from_secs_f64(number("--sample", value("--sample")?)?)
+            Long("sample") => {
+                options.sample =
+                    Duration::from_secs_f64(number("--sample", value(&mut args, "--sample")?)?)
             }
-            "--scan" => options.scan_limit = number("--scan", value("--scan")?)? as u64,
-            "--top" => options.top = number("--top", value("--top")?)? as usize,
-            "--batch" => options.batch = (number("--batch", value("--batch")?)? as usize).max(1),
-            "--svg" => options.svg = Some(value("--svg")?),
-            "--json" => options.json = true,
-            "--apply" => options.apply = true,
-            "--dry-run" => options.dry_run = true,
-            "--quiet" => options.quiet = true,
-            "--atomic" => options.atomic = true,
-            "-h" | "--help" => return Err(USAGE.into()),
-            other if !other.starts_with('-') => options.addr = other.to_owned(),
-            other => return Err(format!("unknown option {other}\n{USAGE}")),
+            Long("scan") => {
+                options.scan_limit = number("--scan", value(&mut args, "--scan")?)? as u64
+            }
+            Long("top") => options.top = number("--top", value(&mut args, "--top")?)? as usize,
+            Long("batch") => {
+                options.batch = (number("--batch", value(&mut args, "--batch")?)? as usize).max(1)
+            }
+            Long("svg") => options.svg = Some(value(&mut args, "--svg")?),
+            Long("json") => options.json = true,
+            Long("apply") => options.apply = true,
+            Long("dry-run") => options.dry_run = true,
+            Long("quiet") => options.quiet = true,
+            Long("atomic") => options.atomic = true,
+            Short('h') | Long("help") => return Err(USAGE.into()),
+            Value(addr) => {
+                options.addr = addr
+                    .into_string()
+                    .map_err(|addr| format!("not UTF-8: {}", addr.to_string_lossy()))?
+            }
+            other => return Err(format!("{}\n{USAGE}", other.unexpected())),
         }
     }
     Ok(options)
