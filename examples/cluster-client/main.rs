@@ -279,8 +279,11 @@ fn main() {
             other => usage(&other.unexpected()),
         }
     }
-    let Some(seed) = args.first().and_then(|a| a.parse::<Endpoint>().ok()) else {
-        usage(&"HOST:PORT first");
+    let seed = match args.first() {
+        None => usage(&"HOST:PORT first"),
+        Some(first) => first
+            .parse::<Endpoint>()
+            .unwrap_or_else(|_| usage(&format!("not HOST:PORT: {first}"))),
     };
     let mut client = Client::new(seed, verbose);
     let words = |line: &[String]| line.iter().map(|w| Bytes::from(w.clone())).collect();
