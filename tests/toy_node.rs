@@ -886,9 +886,9 @@ trait Crash {
     /// Whether a lost write fails the test. The toy nodes must lose none. The real servers
     /// are the reference: what they lose is counted and printed, and a run fails only on
     /// what they must always do (a clean `--cluster check`, one master per shard, every key
-    /// readable). Redis 7.0.15 lost one acknowledged, replicated write in 50 seeds of the
-    /// manual failover rounds here (a replica killed within 300 ms of `CLUSTER FAILOVER`
-    /// and down past the node timeout).
+    /// readable). Redis 7.0.15 lost one acknowledged, replicated write in 100 seeds of the
+    /// manual failover rounds here, two runs of 50 (a replica killed within 300 ms of
+    /// `CLUSTER FAILOVER` and down past the node timeout).
     const LOSES_NOTHING: bool;
     /// Kills node `i` with SIGKILL and reaps it.
     fn kill(&mut self, i: usize);
