@@ -97,9 +97,12 @@ pub(crate) struct ClientLimits {
 
 impl Default for ClientLimits {
     fn default() -> Self {
+        // The server's `proto-max-bulk-len` and `client-query-buffer-limit`, as the decoder's
+        // own defaults have them.
+        let server = redis_cluster_proto::resp::Limits::DEFAULT;
         Self {
-            max_bulk_len: 512 << 20,
-            query_buffer: 1 << 30,
+            max_bulk_len: server.max_bulk_len,
+            query_buffer: server.max_frame_len as u64,
             pubsub: OutputLimit {
                 hard: 32 << 20,
                 soft: 8 << 20,
