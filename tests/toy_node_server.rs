@@ -236,6 +236,32 @@ fn config_get_and_set_answer_as_the_real_server() {
         })
         .collect();
     assert_eq!(replies[0], replies[1], "a hostname of 256 characters");
+    // Values of one argument with spaces in it, each followed by the value read back.
+    for (name, value) in [
+        (
+            "client-output-buffer-limit",
+            "pubsub 1Kb 2MB +3 SLAVE 4 5 6",
+        ),
+        ("client-output-buffer-limit", "normal -1 0 0"),
+        ("client-output-buffer-limit", "pubsub 1x 2 3"),
+        ("client-output-buffer-limit", "pubsub 10 20 -1"),
+        ("client-output-buffer-limit", "pubsub 1 2 3  normal 0 0 0"),
+        ("client-output-buffer-limit", "master 1 2 3"),
+        ("client-output-buffer-limit", "bogus 1x 2 3"),
+        ("client-output-buffer-limit", "pubsub 7 8 9 normal 1x 0 0"),
+        ("client-output-buffer-limit", ""),
+        ("maxmemory", "-1"),
+        ("maxmemory", "+5"),
+        ("maxmemory", "1gB"),
+    ] {
+        for line in [
+            &[&b"CONFIG"[..], b"SET", name.as_bytes(), value.as_bytes()][..],
+            &[b"CONFIG", b"GET", name.as_bytes()],
+        ] {
+            let replies: Vec<Frame> = clients.iter_mut().map(|c| c.command(line)).collect();
+            assert_eq!(replies[0], replies[1], "{name} {value:?}");
+        }
+    }
     // What the toy cannot change live is refused, not taken in silence.
     for line in [
         "CONFIG SET dir /tmp",

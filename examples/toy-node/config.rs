@@ -10,6 +10,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
+use redis_cluster_proto::resp::output::{OutputLimit, OutputLimits, parse_memory};
 use redis_cluster_proto::resp::{Decoder, Frame};
 use redis_cluster_proto::route::glob_match;
 
@@ -336,13 +337,15 @@ fn check(kind: Kind, name: &str, words: &[String]) -> Result<String, String> {
             Ok(word.to_string())
         }
         Kind::Memory => {
-            let n = memory(word).ok_or_else(|| String::from("argument must be a memory value"))?;
-            // The server's bounds on the input limits (1 MiB at least).
+            let n = parse_memory(word)
+                .ok_or_else(|| String::from("argument must be a memory value"))?;
+            // The server's bounds on the input limits (1 MiB at least). The toy keeps every
+            // memory value within i64.
             let lo = match name {
                 "client-query-buffer-limit" | "proto-max-bulk-len" => 1 << 20,
                 _ => 0,
             };
-            if n < lo {
+            if n < lo || i64::try_from(n).is_err() {
                 return Err(format!(
                     "argument must be between {lo} and {} inclusive",
                     i64::MAX
@@ -387,6 +390,14 @@ fn check(kind: Kind, name: &str, words: &[String]) -> Result<String, String> {
 }
 
 fn words_value(name: &str, words: &[String]) -> Result<String, String> {
+    if name == "client-output-buffer-limit" {
+        // The server joins a file line's words with one space; CONFIG SET's one argument is
+        // taken as it is, split at each single space.
+        let value = words.join(" ");
+        let mut limits = OutputLimits::DEFAULT;
+        limits.apply(&value).map_err(|e| e.to_string())?;
+        return Ok(value);
+    }
     // CONFIG SET passes the words as one argument; the file passes them apart.
     let words: Vec<&str> = words.iter().flat_map(|w| w.split_whitespace()).collect();
     let ints = |what: &str| -> Result<(), String> {
@@ -420,126 +431,40 @@ fn words_value(name: &str, words: &[String]) -> Result<String, String> {
                 return Err("wrong number of arguments".into());
             }
         }
-        "client-output-buffer-limit" => {
-            if words.len() % 4 != 0 {
-                return Err("Wrong number of arguments in buffer limit configuration.".into());
-            }
-            for group in words.chunks(4) {
-                if !matches!(
-                    group[0].to_ascii_lowercase().as_str(),
-                    "normal" | "slave" | "replica" | "pubsub"
-                ) {
-                    return Err(
-                        "Invalid client class specified in buffer limit configuration.".into(),
-                    );
-                }
-                if memory(group[1]).is_none() || memory(group[2]).is_none() {
-                    return Err("Error in hard or soft limit in buffer limit configuration.".into());
-                }
-                if group[3].parse::<u64>().is_err() {
-                    return Err("Error in soft limit seconds in buffer limit configuration.".into());
-                }
-            }
-        }
         _ => {}
     }
     Ok(words.join(" "))
 }
 
-/// One client class's `client-output-buffer-limit`: a client is closed once the replies it
-/// has not read pass `hard` bytes, or stay past `soft` bytes longer than `soft_seconds`
-/// (0 for no limit).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct OutputLimit {
-    pub(crate) hard: u64,
-    pub(crate) soft: u64,
-    pub(crate) soft_seconds: u64,
+/// `current` (a value as CONFIG GET shows it) with the classes `new` names replaced, written
+/// as CONFIG GET shows it. `new` has been checked.
+fn merged_output_limits(current: &str, new: &str) -> String {
+    let mut limits = output_limits_of(current);
+    // Checked by `words_value`: a refusal leaves `current`'s limits.
+    let _ = limits.apply(new);
+    limits.to_string()
 }
 
-/// `client-output-buffer-limit`'s three classes.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct OutputLimits {
-    pub(crate) normal: OutputLimit,
-    pub(crate) replica: OutputLimit,
-    pub(crate) pubsub: OutputLimit,
+/// The limits a stored value (CONFIG GET's form, always valid) sets.
+fn output_limits_of(value: &str) -> OutputLimits {
+    let mut limits = OutputLimits::DEFAULT;
+    let _ = limits.apply(value);
+    limits
 }
 
-impl OutputLimits {
-    /// Reads a value in the groups of four that [`check`] accepted (`replica` or `slave`,
-    /// sizes with units); a later group of a class replaces an earlier one.
-    fn parse(value: &str) -> Self {
-        let mut limits = Self::default();
-        let words: Vec<&str> = value.split_whitespace().collect();
-        for group in words.chunks_exact(4) {
-            let bytes = |w: &str| memory(w).and_then(|n| u64::try_from(n).ok()).unwrap_or(0);
-            let limit = OutputLimit {
-                hard: bytes(group[1]),
-                soft: bytes(group[2]),
-                soft_seconds: group[3].parse().unwrap_or(0),
-            };
-            match group[0].to_ascii_lowercase().as_str() {
-                "normal" => limits.normal = limit,
-                "slave" | "replica" => limits.replica = limit,
-                "pubsub" => limits.pubsub = limit,
-                _ => {}
-            }
-        }
-        limits
-    }
-
-    /// `current` with the classes `new` names replaced, written as CONFIG GET shows it: all
-    /// three classes, in bytes, the replica class named `slave`.
-    pub(crate) fn merged(current: &str, new: &str) -> String {
-        let words = format!("{current} {new}");
-        let limits = Self::parse(&words);
-        let group =
-            |name: &str, l: OutputLimit| format!("{name} {} {} {}", l.hard, l.soft, l.soft_seconds);
-        format!(
-            "{} {} {}",
-            group("normal", limits.normal),
-            group("slave", limits.replica),
-            group("pubsub", limits.pubsub)
-        )
+/// The limit of `client`'s class: pub/sub once it has subscribed, else normal. (A replica's
+/// connection leaves the client loop at PSYNC.)
+pub(crate) fn class_limit(limits: &OutputLimits, client: &crate::commands::Client) -> OutputLimit {
+    match client.inbox {
+        Some(_) => limits.pubsub,
+        None => limits.normal,
     }
 }
-
-impl OutputLimits {
-    /// The limit of `client`'s class: pub/sub once it has subscribed, else normal. (A
-    /// replica's connection leaves the client loop at PSYNC.)
-    pub(crate) fn of(&self, client: &crate::commands::Client) -> OutputLimit {
-        match client.inbox {
-            Some(_) => self.pubsub,
-            None => self.normal,
-        }
-    }
-}
-
 impl Settings {
     /// `client-output-buffer-limit`, as it is now.
     pub(crate) fn output_limits(&self) -> OutputLimits {
-        OutputLimits::parse(self.get("client-output-buffer-limit").unwrap_or(""))
+        output_limits_of(self.get("client-output-buffer-limit").unwrap_or(""))
     }
-}
-
-/// A memory value as the server reads it: digits with an optional unit (`b`, `k`, `kb`, `m`,
-/// `mb`, `g`, `gb`, any case).
-fn memory(word: &str) -> Option<i64> {
-    let lower = word.to_ascii_lowercase();
-    let split = lower
-        .find(|c: char| !(c.is_ascii_digit() || c == '-'))
-        .unwrap_or(lower.len());
-    let (digits, unit) = lower.split_at(split);
-    let scale: i64 = match unit {
-        "" | "b" => 1,
-        "k" => 1000,
-        "kb" => 1024,
-        "m" => 1000 * 1000,
-        "mb" => 1024 * 1024,
-        "g" => 1000 * 1000 * 1000,
-        "gb" => 1024 * 1024 * 1024,
-        _ => return None,
-    };
-    digits.parse::<i64>().ok()?.checked_mul(scale)
 }
 
 /// Splits a configuration line into words as redis.conf is read: blanks separate words,
@@ -793,7 +718,7 @@ impl Settings {
             let mut value =
                 check(param.kind, &param.name, &words).map_err(|e| fatal(n + 1, line, &e))?;
             if param.name == "client-output-buffer-limit" {
-                value = OutputLimits::merged(&param.value, &value);
+                value = merged_output_limits(&param.value, &value);
             }
             // `save` lines add up; the first one read replaces the default.
             if param.name == "save" {
@@ -902,7 +827,7 @@ impl Settings {
             let words = vec![String::from_utf8_lossy(value).into_owned()];
             let mut value = check(param.kind, &param.name, &words).map_err(|e| failed(&e))?;
             if param.name == "client-output-buffer-limit" {
-                value = OutputLimits::merged(&param.value, &value);
+                value = merged_output_limits(&param.value, &value);
             }
             staged.push((at, value));
         }

@@ -23,12 +23,13 @@ use tokio::sync::mpsc::error::TrySendError;
 use tokio::sync::{Notify, mpsc, oneshot};
 
 use crate::commands::{Client, Migration, Outcome};
-use crate::config::{self, OutputLimit, Settings};
+use crate::config::{self, Settings};
 use crate::db::Db;
 use crate::db::Entry;
 use crate::dump::{Snapshot, rdb_file, read_rdb};
 use crate::log::{Level, Log};
 use crate::replication::Replication;
+use redis_cluster_proto::resp::output::OutputLimit;
 
 /// The command line and configuration file, as redis-server reads them (`config.rs`), with
 /// the paths resolved against `dir`.
@@ -844,7 +845,7 @@ async fn serve_client(shared: Shared, mut stream: TcpStream) {
                         let deadline = *blocked_until.get_or_insert(deadline);
                         blocked.get_or_insert_with(|| Blocked::new(&shared));
                         if !out.is_empty() {
-                            let limit = output.of(&client);
+                            let limit = config::class_limit(&output, &client);
                             if !flush(&shared, &mut stream, &mut out, limit, client.id).await {
                                 return;
                             }
@@ -867,14 +868,14 @@ async fn serve_client(shared: Shared, mut stream: TcpStream) {
             // that pipelines large reads and does not read holds its replies in the socket,
             // not in memory.
             if out.len() > 64 * 1024 {
-                let limit = output.of(&client);
+                let limit = config::class_limit(&output, &client);
                 if !flush(&shared, &mut stream, &mut out, limit, client.id).await {
                     return;
                 }
             }
         }
         if !out.is_empty() {
-            let limit = output.of(&client);
+            let limit = config::class_limit(&output, &client);
             if !flush(&shared, &mut stream, &mut out, limit, client.id).await {
                 return;
             }

@@ -17,8 +17,8 @@ use redis_cluster_proto::resp::Frame;
 use redis_cluster_proto::route::glob_match;
 use tokio::sync::mpsc;
 
-use crate::config::OutputLimit;
 use crate::node::Node;
+use redis_cluster_proto::resp::output::OutputLimit;
 
 type Reply = Frame<Vec<u8>>;
 
@@ -248,7 +248,7 @@ impl PubSub {
             // The frame's bytes as written: each word with its `$len\r\n` and CRLF.
             let bytes = words.iter().map(|w| w.len() as u64 + 16).sum::<u64>() + 4;
             let held = mailbox.queued.load(Ordering::Relaxed) + bytes;
-            if !over_limit(limit, held, &mut mailbox.over_soft_since, now) {
+            if !limit.exceeded(held, &mut mailbox.over_soft_since, now) {
                 let items = words.iter().map(|w| Frame::BulkString(w.clone())).collect();
                 let frame = if mailbox.resp3 {
                     Frame::Push(items)
@@ -342,24 +342,4 @@ pub(crate) fn drop_unserved(node: &mut Node) {
             }
         }
     }
-}
-
-/// Whether a client that would hold `held` bytes of replies is past `limit` at `now` (Unix
-/// ms), as the server judges it: past the hard limit, or past the soft one for longer than
-/// its seconds (`over_soft_since` is when it went past, reset once it is back under).
-pub(crate) fn over_limit(
-    limit: OutputLimit,
-    held: u64,
-    over_soft_since: &mut Option<u64>,
-    now: u64,
-) -> bool {
-    if limit.hard > 0 && held > limit.hard {
-        return true;
-    }
-    if limit.soft == 0 || held <= limit.soft {
-        *over_soft_since = None;
-        return false;
-    }
-    let since = *over_soft_since.get_or_insert(now);
-    now.saturating_sub(since) > limit.soft_seconds * 1000
 }

@@ -173,7 +173,7 @@ fn cut_slow_replicas(node: &mut Node) {
     let mut cut = Vec::new();
     for replica in &mut node.replication.replicas {
         let held = offset.saturating_sub(replica.fed.load(Ordering::Relaxed));
-        if crate::pubsub::over_limit(limit, held, &mut replica.over_soft_since, now) {
+        if limit.exceeded(held, &mut replica.over_soft_since, now) {
             replica.cut.notify_one();
             cut.push(replica.serial);
         }

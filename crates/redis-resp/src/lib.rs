@@ -25,6 +25,9 @@
 //! through [`encode`]). The errors name the rule that was broken and the offset of the byte
 //! that broke it ([`DecodeError`]).
 //!
+//! [`output`] has the server's rules for what a connection may hold: memory values as
+//! `redis.conf` writes them and `client-output-buffer-limit`.
+//!
 //! # What it does not do
 //! No sockets, no clock, no threads: a [`Decoder`] is fed bytes and returns values. It does not
 //! know commands either: which arguments are keys is `redis-cluster-route`'s business.
@@ -72,6 +75,7 @@ pub mod errors;
 mod fast;
 mod frame;
 mod limits;
+pub mod output;
 mod parse;
 mod scan;
 

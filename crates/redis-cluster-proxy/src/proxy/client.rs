@@ -24,9 +24,9 @@ use tokio::task::AbortHandle;
 const WINDOW: usize = 16;
 
 use super::cluster::{Argv, Pending, Pool};
-use super::config::OutputLimit;
 use super::driver::{Answer, EngineClient, Gate, PushTx, Reporter};
 use super::log;
+use redis_cluster_proto::resp::output::OutputLimit;
 
 enum Item {
     /// A reply to come, when the command arrived, and its place in the client's window.
@@ -120,7 +120,7 @@ pub(crate) async fn serve(mut stream: TcpStream, pool: Arc<Pool>) {
         // this task is done (each closed client's tasks and buffers stayed alive forever).
         let pushes = tx.downgrade();
         let (backlog, cut) = (push_backlog.clone(), cut_off.clone());
-        let over = OutputLimitCheck::new(pool.limits.pubsub);
+        let over = OutputLimitCheck::new(pool.limits.pubsub, Instant::now());
         let pushes: PushTx = Arc::new(move |frame| {
             // A subscriber that does not read its messages is disconnected once they pass
             // the pool's `client_output_buffer_limit pubsub`, as the server disconnects it.
@@ -298,44 +298,42 @@ pub(crate) async fn serve(mut stream: TcpStream, pool: Arc<Pool>) {
     stats.connected.fetch_sub(1, Ordering::Relaxed);
 }
 
-/// Whether a client is past its [`OutputLimit`]: owed more than `hard` bytes, or more than
-/// `soft` for longer than `soft_seconds` (the server's `client-output-buffer-limit` rule: the
-/// first time over `soft` starts the clock, and going back under it stops it).
+/// A subscriber's [`OutputLimit`] and its clock: whether it is owed more than `hard` bytes,
+/// or more than `soft` for longer than `soft_seconds` (the server's rule, from the first time
+/// over `soft` until it is back under it).
 struct OutputLimitCheck {
     limit: OutputLimit,
-    /// Since when the client has been over `soft`.
-    soft_since: std::sync::Mutex<Option<Instant>>,
+    /// Where the limit's milliseconds count from.
+    start: Instant,
+    /// Since when (ms from `start`) the client has been over `soft`.
+    soft_since: std::sync::Mutex<Option<u64>>,
 }
 
 impl OutputLimitCheck {
-    fn new(limit: OutputLimit) -> Self {
+    fn new(limit: OutputLimit, start: Instant) -> Self {
         Self {
             limit,
+            start,
             soft_since: std::sync::Mutex::new(None),
         }
     }
 
     /// Why a client owed `owed` bytes at `now` is to be closed; `None` while it is not.
     fn check(&self, owed: u64, now: Instant) -> Option<&'static str> {
-        let OutputLimit {
-            hard,
-            soft,
-            soft_seconds,
-        } = self.limit;
-        if hard > 0 && owed > hard {
-            return Some("over the hard limit");
-        }
+        let now_ms = u64::try_from(now.saturating_duration_since(self.start).as_millis())
+            .unwrap_or(u64::MAX);
         let mut since = self
             .soft_since
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if soft == 0 || owed <= soft {
-            *since = None;
+        if !self.limit.exceeded(owed, &mut since, now_ms) {
             return None;
         }
-        let started = *since.get_or_insert(now);
-        (now.duration_since(started) > Duration::from_secs(soft_seconds))
-            .then_some("over the soft limit for too long")
+        Some(if self.limit.hard > 0 && owed > self.limit.hard {
+            "over the hard limit"
+        } else {
+            "over the soft limit for too long"
+        })
     }
 }
 
@@ -626,12 +624,15 @@ mod tests {
 
     #[test]
     fn a_subscriber_is_cut_past_the_hard_limit_or_over_the_soft_one_too_long() {
-        let check = OutputLimitCheck::new(OutputLimit {
-            hard: 100,
-            soft: 10,
-            soft_seconds: 2,
-        });
         let t0 = Instant::now();
+        let check = OutputLimitCheck::new(
+            OutputLimit {
+                hard: 100,
+                soft: 10,
+                soft_seconds: 2,
+            },
+            t0,
+        );
         let at = |secs: u64| t0 + Duration::from_secs(secs);
         assert_eq!(check.check(10, at(0)), None);
         assert_eq!(check.check(101, at(0)), Some("over the hard limit"));
@@ -648,11 +649,7 @@ mod tests {
         assert_eq!(check.check(50, at(7)), None);
         assert!(check.check(50, at(8)).is_some());
         // 0 turns a bound off.
-        let off = OutputLimitCheck::new(OutputLimit {
-            hard: 0,
-            soft: 0,
-            soft_seconds: 0,
-        });
+        let off = OutputLimitCheck::new(OutputLimit::NONE, t0);
         assert_eq!(off.check(u64::MAX, at(0)), None);
         assert_eq!(off.check(u64::MAX, at(1000)), None);
     }

@@ -33,6 +33,7 @@
 
 use std::time::Duration;
 
+use redis_cluster_proto::resp::output::{OutputLimit, OutputLimits, parse_memory};
 use redis_cluster_proto::route::ReadFrom;
 use yaml_rust2::{Yaml, YamlLoader};
 
@@ -103,49 +104,13 @@ impl Default for ClientLimits {
         Self {
             max_bulk_len: server.max_bulk_len,
             query_buffer: server.max_frame_len as u64,
-            pubsub: OutputLimit {
-                hard: 32 << 20,
-                soft: 8 << 20,
-                soft_seconds: 60,
-            },
+            pubsub: OutputLimits::DEFAULT.pubsub,
         }
     }
 }
 
-/// One class of `client-output-buffer-limit`: a client is closed once it is owed more than
-/// `hard` bytes, or more than `soft` for longer than `soft_seconds`; 0 turns a bound off.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct OutputLimit {
-    pub(crate) hard: u64,
-    pub(crate) soft: u64,
-    pub(crate) soft_seconds: u64,
-}
-
 /// The least the server takes for `proto-max-bulk-len` and `client-query-buffer-limit`.
 const MIN_INPUT_LIMIT: u64 = 1 << 20;
-
-/// A memory value as redis.conf writes one: digits with an optional unit, `b`, `k` (1000),
-/// `kb` (1024), `m`, `mb`, `g`, `gb`, in any case. `None` for anything else.
-fn memory_value(text: &str) -> Option<u64> {
-    const UNITS: [(&str, u64); 7] = [
-        ("kb", 1 << 10),
-        ("mb", 1 << 20),
-        ("gb", 1 << 30),
-        ("k", 1_000),
-        ("m", 1_000_000),
-        ("g", 1_000_000_000),
-        ("b", 1),
-    ];
-    let lower = text.trim().to_ascii_lowercase();
-    let (digits, scale) = UNITS
-        .iter()
-        .find_map(|&(unit, scale)| lower.strip_suffix(unit).map(|d| (d, scale)))
-        .unwrap_or((lower.as_str(), 1));
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    digits.parse::<u64>().ok()?.checked_mul(scale)
-}
 
 /// A memory value of the TOML file: a number of bytes, or a string with a unit.
 #[derive(Debug, serde::Deserialize)]
@@ -160,7 +125,7 @@ impl TomlMemory {
     fn bytes(&self, key: &str) -> Result<u64, String> {
         match self {
             Self::Bytes(n) => Ok(*n),
-            Self::Text(text) => memory_value(text).ok_or_else(|| {
+            Self::Text(text) => parse_memory(text).ok_or_else(|| {
                 format!(
                     "`{key}` = \"{text}\" is not a memory value (bytes, or digits with b, k, \
                      kb, m, mb, g or gb)"
@@ -185,47 +150,34 @@ fn input_limit(value: Option<&TomlMemory>, key: &str, default: u64) -> Result<u6
     Ok(bytes)
 }
 
-/// `client_output_buffer_limit`: the server's words, `class hard soft seconds` once or more.
-/// The `pubsub` class is applied; `replica` (or `slave`) is taken and has nothing to bind,
-/// the proxy having no replicas; `normal` must be `0 0 0`: the proxy stops reading a client
-/// that does not read its replies long before any limit would close it.
-fn output_limits(text: &str, mut pubsub: OutputLimit) -> Result<OutputLimit, String> {
+/// `client_output_buffer_limit`: the server's words, `class hard soft seconds` once or more,
+/// read as a line of redis.conf is. The `pubsub` class is applied; `replica` (or `slave`) is
+/// taken and has nothing to bind, the proxy having no replicas; `normal` must be `0 0 0`: the
+/// proxy stops reading a client that does not read its replies long before any limit would
+/// close it.
+fn output_limits(text: &str, pubsub: OutputLimit) -> Result<OutputLimit, String> {
     const KEY: &str = "`client_output_buffer_limit`";
+    // The server joins a line's words with one space, and splits the value at each.
     let words: Vec<&str> = text.split_whitespace().collect();
-    if words.is_empty() || words.len() % 4 != 0 {
+    if words.is_empty() {
         return Err(format!(
             "{KEY} must be \"class hard soft seconds\", once or more (as the server's)"
         ));
     }
-    for group in words.chunks(4) {
-        let bad = || {
-            format!(
-                "{KEY}: bad hard, soft or seconds in \"{}\"",
-                group.join(" ")
-            )
-        };
-        let hard = memory_value(group[1]).ok_or_else(bad)?;
-        let soft = memory_value(group[2]).ok_or_else(bad)?;
-        let soft_seconds = group[3].parse::<u64>().map_err(|_| bad())?;
-        let limit = OutputLimit {
-            hard,
-            soft,
-            soft_seconds,
-        };
-        match group[0].to_ascii_lowercase().as_str() {
-            "pubsub" => pubsub = limit,
-            "replica" | "slave" => {}
-            "normal" if hard == 0 && soft == 0 => {}
-            "normal" => {
-                return Err(format!(
-                    "{KEY}: the normal class must be \"normal 0 0 0\": a client that does not \
-                     read its replies stops being read instead"
-                ));
-            }
-            other => return Err(format!("{KEY}: unknown class \"{other}\"")),
-        }
+    let mut limits = OutputLimits {
+        pubsub,
+        ..OutputLimits::DEFAULT
+    };
+    limits
+        .apply(&words.join(" "))
+        .map_err(|e| format!("{KEY} = \"{text}\": {e}"))?;
+    if limits.normal.hard != 0 || limits.normal.soft != 0 {
+        return Err(format!(
+            "{KEY}: the normal class must be \"normal 0 0 0\": a client that does not read \
+             its replies stops being read instead"
+        ));
     }
-    Ok(pubsub)
+    Ok(limits.pubsub)
 }
 
 /// What a pool fronts.
@@ -1068,17 +1020,33 @@ client_query_buffer_limit = \"2MB\"\n\
                 .contains("\"1xb\" is not a memory value")
         );
         assert!(refused("client_query_buffer_limit = \"mb\"").contains("is not a memory value"));
-        assert!(
-            refused("client_output_buffer_limit = \"pubsub 1mb\"")
-                .contains("class hard soft seconds")
+        assert_eq!(
+            refused("client_output_buffer_limit = \"pubsub 1mb\""),
+            "pool a: `client_output_buffer_limit` = \"pubsub 1mb\": Wrong number of arguments \
+             in buffer limit configuration."
         );
+        assert!(refused("client_output_buffer_limit = \" \"").contains("class hard soft seconds"));
         assert!(
             refused("client_output_buffer_limit = \"bogus 1 1 1\"")
-                .contains("unknown class \"bogus\"")
+                .ends_with("Invalid client class specified in buffer limit configuration.")
         );
         assert!(
-            refused("client_output_buffer_limit = \"pubsub 1x 1 1\"")
-                .contains("bad hard, soft or seconds")
+            refused("client_output_buffer_limit = \"pubsub 1x 1 1\"").ends_with(
+                "Error in hard, soft or soft_seconds setting in buffer limit configuration."
+            )
+        );
+        // A file's words, as redis.conf's: any blanks between them.
+        let spaced = limits(&format!(
+            "{TOML}client_output_buffer_limit = \"  pubsub 3mb\\t2mb 1 \"\n"
+        ))
+        .expect("loads");
+        assert_eq!(
+            spaced.pubsub,
+            OutputLimit {
+                hard: 3 << 20,
+                soft: 2 << 20,
+                soft_seconds: 1
+            }
         );
         assert!(
             refused("client_output_buffer_limit = \"normal 1mb 0 0\"").contains("stops being read")
