@@ -2957,8 +2957,23 @@ fn a_toy_node_joins_real_servers_and_takes_slots_with_their_keys() {
 fn a_toy_node_in_a_cluster_of_the_servers_version_takes_slots_and_votes() {
     let real = support::RealCluster::start(3, 1, &["--cluster-node-timeout", "3000"]);
     let free = free_ports(2);
-    let _toy = start("any-version", &[(free[0], free[1])], 3000);
+    // With a hostname the toy sets the header's extension flag, as 7.0.15 does; only then do
+    // newer servers send it their extensions (shard id, human node name).
+    let toy_nodes = start_with(
+        "any-version",
+        &[(free[0], free[1])],
+        3000,
+        &["--cluster-announce-hostname", "toy-node.test"],
+    );
     let (toy, first) = (free[0], real.nodes[0].port());
+    // A name announced before the toy meets the cluster (Redis 7.2+ and Valkey have it).
+    let named = Client::connect(first).command(&[
+        b"CONFIG",
+        b"SET",
+        b"cluster-announce-human-nodename",
+        b"first-master",
+    ]);
+    let named = text(&named) == "OK";
     let (port, bus) = (first.to_string(), real.nodes[0].bus_port().to_string());
     let meet: [&[u8]; 5] = [
         b"CLUSTER",
@@ -2988,6 +3003,11 @@ fn a_toy_node_in_a_cluster_of_the_servers_version_takes_slots_and_votes() {
     }
     let myid = |port: u16| text(&Client::connect(port).command(&[b"CLUSTER", b"MYID"]));
     let (toy_id, first_id) = (myid(toy), myid(first));
+    announced_names_and_shards_are_kept(
+        &toy_nodes.dir.join(format!("nodes-{toy}.conf")),
+        &real,
+        named,
+    );
     let reshard = |from: &str, to: &str, slots: &str| {
         let out = redis_cli(
             &[
@@ -3097,6 +3117,52 @@ fn a_toy_node_in_a_cluster_of_the_servers_version_takes_slots_and_votes() {
     }
     read_all(&[toy, real.nodes[4].port()]);
     signal(hung.pid(), "CONT");
+}
+
+/// Issue 23: what newer servers say of themselves in ping extensions (shard id, human node
+/// name) reaches the toy node's nodes.conf as they keep it there; a 7.0 cluster says
+/// neither, and the toy invents no shard id for it.
+fn announced_names_and_shards_are_kept(conf: &Path, real: &support::RealCluster, named: bool) {
+    let shards: Vec<(String, Option<String>)> = real
+        .nodes
+        .iter()
+        .map(|node| {
+            let mut client = Client::connect(node.port());
+            let id = text(&client.command(&[b"CLUSTER", b"MYID"]));
+            let shard = match client.command(&[b"CLUSTER", b"MYSHARDID"]) {
+                Frame::BulkString(shard) => Some(String::from_utf8_lossy(&shard).into_owned()),
+                _ => None,
+            };
+            (id, shard)
+        })
+        .collect();
+    let newer = shards.iter().all(|(_, shard)| shard.is_some());
+    assert_eq!(
+        named, newer,
+        "a server names itself exactly when it has shard ids"
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let text = std::fs::read_to_string(conf).unwrap_or_default();
+        let line = |id: &str| text.lines().find(|l| l.starts_with(id)).unwrap_or("");
+        let kept = shards.iter().enumerate().all(|(n, (id, shard))| {
+            let address = line(id).split(' ').nth(1).unwrap_or("");
+            let shard_ok = match shard {
+                Some(shard) => address.ends_with(&format!("shard-id={shard}")),
+                None => !address.contains("shard-id="),
+            };
+            let name_ok = (n == 0 && named) == address.contains(",nodename=first-master,");
+            shard_ok && name_ok && !line(id).is_empty()
+        });
+        if kept {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the toy's nodes.conf never held {shards:?} (named: {named}):\n{text}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
 }
 
 #[test]

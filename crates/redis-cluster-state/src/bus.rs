@@ -1,6 +1,7 @@
 //! What a message does to the tables (semantics sections 2 and 9): a MEET's handshake, the
 //! sender's epochs, role, address and slot claims from every header, UPDATE, config-epoch
-//! collisions, the hostname and FORGOTTEN_NODE extensions; and the commands that change
+//! collisions, the hostname, human-nodename, shard-id and FORGOTTEN_NODE extensions; and the
+//! commands that change
 //! the same things (MEET, REPLICATE).
 
 use alloc::{string::String, vec::Vec};
@@ -286,6 +287,7 @@ impl ClusterNode {
             }
         }
         self.update_hostname(&sender_id, ping);
+        self.update_nodename_and_shard(&sender_id, header.replicaof(), ping);
         self.forget_as_told(&sender_id, ping, now);
         let paused = header
             .message_flags()
@@ -363,6 +365,59 @@ impl ClusterNode {
             if node.hostname != host {
                 node.hostname = host;
             }
+        }
+    }
+
+    /// What a newer server (Redis 7.2+, Valkey) says of itself in ping extensions 1 and 3,
+    /// taken as it takes them (`clusterProcessPingExt`): the sender's human node name (none
+    /// without the extension), and its shard id, or its master's when it sends none (a 7.0
+    /// node; nothing when that is unknown too). A replica of the sender takes the sender's
+    /// shard id as its own. Both are kept as nodes.conf aux fields (`nodename=`,
+    /// `shard-id=`), saved as the server saves them. (Newer servers send extensions only to a
+    /// node whose headers carry the extension flag: this one's do while it has a hostname.)
+    fn update_nodename_and_shard(
+        &mut self,
+        sender: &NodeId,
+        master: Option<NodeId>,
+        ping: &redis_cluster_bus::Ping<'_>,
+    ) {
+        let dialect = redis_cluster_bus::Dialect::Redis;
+        let mut nodename = None;
+        let mut shard = None;
+        for ext in ping.extensions() {
+            if ext.kind() == ExtensionType::HUMAN_NODENAME {
+                nodename = ext.text_in(dialect).map(|t| String::from_utf8_lossy(t));
+            } else if let Some(id) = ext.shard_id() {
+                shard = Some(id);
+            }
+        }
+        let nodename = nodename.filter(|n| !n.is_empty());
+        let shard = shard.or_else(|| {
+            let master = master.filter(|m| m != sender)?;
+            self.node(&master)?.shard_id()
+        });
+        let shard_text = shard.map(|id| alloc::format!("{id}"));
+        let mut changed = false;
+        if let Some(at) = self.topology.index_of(sender) {
+            // Aux fields are not read by the cron: no new table version.
+            if let Some(node) = self.topology.at_mut_quiet(at) {
+                changed |= node.set_aux_field("nodename", nodename.as_deref());
+                if let Some(shard) = &shard_text {
+                    changed |= node.set_aux_field("shard-id", Some(shard));
+                }
+            }
+        }
+        let me = self.myself();
+        if let Some(shard) = &shard_text {
+            if me.id != *sender && me.is_replica() && me.master == Some(*sender) {
+                let at = self.topology.index_of(&me.id);
+                if let Some(node) = at.and_then(|at| self.topology.at_mut_quiet(at)) {
+                    changed |= node.set_aux_field("shard-id", Some(shard));
+                }
+            }
+        }
+        if changed {
+            self.push(Output::SaveConfig);
         }
     }
 

@@ -200,7 +200,7 @@ impl ClusterNode {
     /// the shard's master.
     pub fn shard_id(&self) -> String {
         let me = self.myself();
-        if let Some(id) = me.aux.split(',').find_map(|f| f.strip_prefix("shard-id=")) {
+        if let Some(id) = me.aux_field("shard-id") {
             return String::from(id);
         }
         let master = me.master.filter(|_| me.is_replica()).unwrap_or(me.id);

@@ -286,6 +286,68 @@ impl Node {
     pub(crate) fn set(&mut self, flag: NodeFlags, on: bool) {
         self.flags.set(flag, on);
     }
+
+    /// An aux field's value (`shard-id`, `nodename`, `tls-port`, …), as nodes.conf of Redis
+    /// 7.2+ and Valkey keeps it after the hostname; `None` when it has none.
+    pub fn aux_field(&self, name: &str) -> Option<&str> {
+        self.aux.split(',').find_map(|field| {
+            field
+                .strip_prefix(name)
+                .and_then(|rest| rest.strip_prefix('='))
+        })
+    }
+
+    /// The shard id it announced (ping extension 3, Redis 7.2+ and Valkey) or that a newer
+    /// server's nodes.conf gave it; `None` for a node no newer server told us of.
+    pub fn shard_id(&self) -> Option<NodeId> {
+        self.aux_field("shard-id")?.parse().ok()
+    }
+
+    /// The human node name it announced (`cluster-announce-human-nodename`, ping extension
+    /// 1, Redis 7.2+ and Valkey); `None` when it announces none.
+    pub fn human_nodename(&self) -> Option<&str> {
+        self.aux_field("nodename").filter(|name| !name.is_empty())
+    }
+
+    /// Sets an aux field (`None` removes it); whether it changed. A new field goes where the
+    /// newer servers write it: their order is `client-ipv6`, `client-ipv4`, `tls-port`,
+    /// `tcp-port`, `nodename`, `shard-id`, unknown fields kept where they are.
+    pub(crate) fn set_aux_field(&mut self, name: &str, value: Option<&str>) -> bool {
+        const ORDER: [&str; 6] = [
+            "client-ipv6",
+            "client-ipv4",
+            "tls-port",
+            "tcp-port",
+            "nodename",
+            "shard-id",
+        ];
+        if self.aux_field(name) == value {
+            return false;
+        }
+        let rank = |field: &str| {
+            let key = field.split('=').next().unwrap_or(field);
+            ORDER.iter().position(|known| *known == key)
+        };
+        let mut fields: Vec<String> = self
+            .aux
+            .split(',')
+            .filter(|field| !field.is_empty() && field.split('=').next() != Some(name))
+            .map(String::from)
+            .collect();
+        if let Some(value) = value {
+            let new = alloc::format!("{name}={value}");
+            let at = match rank(name) {
+                Some(mine) => fields
+                    .iter()
+                    .position(|field| rank(field).is_some_and(|theirs| theirs > mine))
+                    .unwrap_or(fields.len()),
+                None => fields.len(),
+            };
+            fields.insert(at, new);
+        }
+        self.aux = fields.join(",");
+        true
+    }
 }
 
 #[cfg(test)]

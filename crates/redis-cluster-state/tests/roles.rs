@@ -184,3 +184,128 @@ fn a_forgotten_node_extension_removes_the_node_for_its_ttl() {
     assert!(!ping_from_b(&mut replica, &[C], &[], 1_000));
     assert!(replica.node(&id(C)).is_some());
 }
+
+/// A PING from `sender` (a master claiming nothing, or a replica of `master`) with the
+/// human-nodename and shard-id extensions a Redis 7.2+ / Valkey node sends about itself;
+/// whether a save was asked for.
+fn ping_announcing(
+    node: &mut ClusterNode,
+    sender: &str,
+    port: u16,
+    master: Option<&str>,
+    nodename: Option<&str>,
+    shard: Option<&str>,
+) -> bool {
+    use redis_cluster_bus::{
+        ExtensionType, Message, MessageType, OwnedExtension, OwnedMessage, OwnedPing,
+    };
+    let mut header = support::master_header(id(sender), port, 5, 5, SlotSet::new());
+    if let Some(master) = master {
+        header.replicaof = id(master);
+        header.flags = NodeFlags::REPLICA | NodeFlags::MYSELF;
+    }
+    let mut ping = OwnedPing::default();
+    if let Some(name) = nodename {
+        ping.extensions.push(OwnedExtension {
+            kind: ExtensionType::HUMAN_NODENAME,
+            payload: name.as_bytes().to_vec(),
+            raw: false,
+        });
+    }
+    if let Some(shard) = shard {
+        ping.extensions.push(OwnedExtension {
+            kind: ExtensionType::SHARD_ID,
+            payload: id(shard).0.to_vec(),
+            raw: true,
+        });
+    }
+    let mut wire = Vec::new();
+    OwnedMessage::new(MessageType::PING, header, ping).encode(&mut wire);
+    let message = Message::decode(&wire).expect("a PING");
+    let link = node.handle_accepted(Instant::from_millis(1_000));
+    node.handle_message(link, "127.0.0.1", &message, Instant::from_millis(1_000));
+    let mut saved = false;
+    while let Some(output) = node.poll_output(&mut Vec::new()) {
+        saved |= matches!(output, Output::SaveConfig);
+    }
+    saved
+}
+
+/// As Redis 7.2+ and Valkey take them (`clusterProcessPingExt`): a sender's human node name
+/// and shard id are recorded and saved as nodes.conf aux fields in the servers' order; a
+/// replica that sends no shard id (a 7.0 node) is put in its master's shard; a node whose
+/// master announces a shard id takes it as its own (CLUSTER MYSHARDID); a name no longer
+/// announced is dropped.
+#[test]
+fn human_nodenames_and_shard_ids_are_taken_as_newer_servers_take_them() {
+    const SHARD: &str = "5555555555555555555555555555555555555555";
+    let mut node = support::linked(&format!(
+        "{ME} 127.0.0.1:7000@17000 myself,slave {C} 0 0 3 connected\n\
+         {B} 127.0.0.1:7001@17001 master - 0 0 5 connected 0-99\n\
+         {C} 127.0.0.1:7002@17002 master - 0 0 3 connected 100-199\n\
+         {D} 127.0.0.1:7003@17003,,tls-port=0 slave {C} 0 0 3 connected\n\
+         vars currentEpoch 5 lastVoteEpoch 0\n"
+    ));
+    let before = node.shard_id();
+    assert_eq!(before, C, "a 7.0 replica's shard is named by its master");
+
+    assert!(ping_announcing(
+        &mut node,
+        C,
+        7002,
+        None,
+        Some("cache-c"),
+        Some(SHARD)
+    ));
+    let c = node.node(&id(C)).expect("C");
+    assert_eq!(c.human_nodename(), Some("cache-c"));
+    assert_eq!(c.shard_id(), Some(id(SHARD)));
+    assert!(
+        line_of(&node, C).starts_with(&format!(
+            "{C} 127.0.0.1:7002@17002,,nodename=cache-c,shard-id={SHARD} master"
+        )),
+        "{}",
+        line_of(&node, C)
+    );
+    // CLUSTER NODES leaves the aux fields out, as the servers do.
+    assert!(
+        node.cluster_nodes()
+            .lines()
+            .any(|l| l.starts_with(&format!("{C} 127.0.0.1:7002@17002 master"))),
+        "{}",
+        node.cluster_nodes()
+    );
+    // Its replica (this node) joins its shard.
+    assert_eq!(node.shard_id(), SHARD);
+    assert!(line_of(&node, ME).contains(&format!(",,shard-id={SHARD} myself,slave")));
+    // The same again: nothing new to save.
+    assert!(!ping_announcing(
+        &mut node,
+        C,
+        7002,
+        None,
+        Some("cache-c"),
+        Some(SHARD)
+    ));
+
+    // A replica without extensions is put in its master's shard; its aux field before the
+    // new ones stays first.
+    assert!(ping_announcing(&mut node, D, 7003, Some(C), None, None));
+    assert!(
+        line_of(&node, D).contains(&format!(",,tls-port=0,shard-id={SHARD} slave")),
+        "{}",
+        line_of(&node, D)
+    );
+    // A name no longer announced is dropped; the shard id stays.
+    assert!(ping_announcing(&mut node, C, 7002, None, None, None));
+    let c = node.node(&id(C)).expect("C");
+    assert_eq!((c.human_nodename(), c.shard_id()), (None, Some(id(SHARD))));
+    // A master of a 7.0 cluster, which sends neither, gets nothing invented.
+    assert!(!ping_announcing(&mut node, B, 7001, None, None, None));
+    assert_eq!(node.node(&id(B)).and_then(|b| b.shard_id()), None);
+    // What was saved loads back the same.
+    let conf = node.nodes_conf();
+    let loaded = support::linked(&conf);
+    assert_eq!(loaded.nodes_conf(), conf);
+    assert_eq!(loaded.shard_id(), SHARD);
+}

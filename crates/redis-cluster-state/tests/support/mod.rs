@@ -7,7 +7,8 @@
 use std::path::{Path, PathBuf};
 
 use redis_cluster_bus::{
-    Message, MessageType, NodeFlags, NodeId, OwnedHeader, OwnedMessage, OwnedPing,
+    ExtensionType, Message, MessageType, NodeFlags, NodeId, OwnedExtension, OwnedHeader,
+    OwnedMessage, OwnedPing,
 };
 use redis_cluster_state::{ClusterNode, Config, Instant, LinkId, Output};
 use redis_hash_slot::SlotSet;
@@ -138,8 +139,30 @@ fn pong_of(node: &ClusterNode, id: &NodeId) -> Vec<u8> {
         state: 0,
         mflags: [0; 3],
     };
+    // What the peer says of itself in extensions, as the server that wrote the file would.
+    let mut ping = OwnedPing::default();
+    let texts = [
+        (ExtensionType::HOSTNAME, peer.hostname.as_deref()),
+        (ExtensionType::HUMAN_NODENAME, peer.human_nodename()),
+    ];
+    for (kind, text) in texts {
+        if let Some(text) = text {
+            ping.extensions.push(OwnedExtension {
+                kind,
+                payload: text.as_bytes().to_vec(),
+                raw: false,
+            });
+        }
+    }
+    if let Some(shard) = peer.shard_id() {
+        ping.extensions.push(OwnedExtension {
+            kind: ExtensionType::SHARD_ID,
+            payload: shard.0.to_vec(),
+            raw: true,
+        });
+    }
     let mut wire = Vec::new();
-    OwnedMessage::new(MessageType::PONG, header, OwnedPing::default()).encode(&mut wire);
+    OwnedMessage::new(MessageType::PONG, header, ping).encode(&mut wire);
     wire
 }
 
@@ -154,13 +177,10 @@ pub fn load(dir: &Path, port: u16) -> ClusterNode {
     let ids: Vec<NodeId> = node.nodes().map(|n| n.id).filter(|id| *id != me).collect();
     connect(&mut node, Instant::from_millis(NOW));
     for id in &ids {
-        let hostname = node.node(id).and_then(|n| n.hostname.clone());
         let wire = pong_of(&node, id);
         let message = Message::decode(&wire).expect("a PONG");
         let link = link_to(&node, id);
         node.handle_message(link, "127.0.0.1", &message, Instant::from_millis(NOW));
-        // Hostnames travel in a ping extension this PONG does not carry: put it back.
-        node.set_hostname(id, hostname);
     }
     while node.poll_output(&mut Vec::new()).is_some() {}
     node
