@@ -350,8 +350,8 @@ fn writes(queue: &[Vec<Vec<u8>>]) -> bool {
 /// (it is the server's own), so the table cannot say: these are the 7.0.15 commands that a
 /// CLIENT PAUSE WRITE held on the real server, measured, while SCRIPT FLUSH and EVAL_RO ran.
 fn may_replicate(spec: &CommandSpec) -> bool {
-    spec.flags.contains(CommandFlags::WRITE)
-        || spec.flags.contains(CommandFlags::MAY_REPLICATE)
+    spec.flags
+        .intersects(CommandFlags::WRITE | CommandFlags::MAY_REPLICATE)
         || matches!(
             spec.name,
             "eval" | "evalsha" | "fcall" | "publish" | "spublish" | "pfcount"

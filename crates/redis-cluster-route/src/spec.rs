@@ -97,6 +97,11 @@ macro_rules! bits {
                 self.0 & other.0 == other.0
             }
 
+            /// Whether any flag of `other` is set.
+            pub const fn intersects(self, other: Self) -> bool {
+                self.0 & other.0 != 0
+            }
+
             /// The flag the server calls `name`, as `COMMAND` spells it.
             pub fn from_name(name: &str) -> Option<Self> {
                 Self::NAMES.iter().find(|(_, n)| *n == name).map(|(flag, _)| *flag)
@@ -108,6 +113,21 @@ macro_rules! bits {
                     .iter()
                     .filter(move |(flag, _)| self.contains(*flag))
                     .map(|(_, name)| *name)
+            }
+        }
+
+        /// Both sets of flags, as [`Self::or`].
+        impl core::ops::BitOr for $name {
+            type Output = Self;
+
+            fn bitor(self, other: Self) -> Self {
+                self.or(other)
+            }
+        }
+
+        impl core::ops::BitOrAssign for $name {
+            fn bitor_assign(&mut self, other: Self) {
+                *self = self.or(other);
             }
         }
 
@@ -123,6 +143,16 @@ bits! {
     /// Command flags (`COMMAND`'s third field), numbered in the order the servers list them
     /// (Redis's and Valkey's `addReplyFlagsForCommand`), so that
     /// [`CommandFlags::names`] gives a reply's order.
+    ///
+    /// ```
+    /// use redis_cluster_route::CommandFlags;
+    ///
+    /// let set = CommandFlags::WRITE | CommandFlags::DENYOOM;
+    /// assert!(set.contains(CommandFlags::WRITE));
+    /// assert!(set.intersects(CommandFlags::WRITE | CommandFlags::ADMIN));
+    /// assert!(!set.intersects(CommandFlags::ADMIN | CommandFlags::NOSCRIPT));
+    /// assert_eq!(set.names().collect::<Vec<_>>(), ["write", "denyoom"]);
+    /// ```
     CommandFlags(u32) {
         /// May modify the keyspace.
         WRITE = 0, "write";
