@@ -117,13 +117,32 @@ fn a_replica_serves_its_masters_slots_until_they_move() {
     assert!(!node.serves_slot(slot(150)));
 }
 
+/// Hands `node` a PING made of `header` and `ping` on a new inbound link at `now`; whether a
+/// save was asked for.
+fn deliver(
+    node: &mut ClusterNode,
+    header: redis_cluster_bus::OwnedHeader,
+    ping: redis_cluster_bus::OwnedPing,
+    now: u64,
+) -> bool {
+    use redis_cluster_bus::{Message, MessageType, OwnedMessage};
+    let mut wire = Vec::new();
+    OwnedMessage::new(MessageType::PING, header, ping).encode(&mut wire);
+    let message = Message::decode(&wire).expect("a PING");
+    let link = node.handle_accepted(Instant::from_millis(now));
+    node.handle_message(link, "127.0.0.1", &message, Instant::from_millis(now));
+    let mut saved = false;
+    while let Some(output) = node.poll_output(&mut Vec::new()) {
+        saved |= matches!(output, Output::SaveConfig);
+    }
+    saved
+}
+
 /// A PING from B at `now`, carrying a FORGOTTEN_NODE extension for each of `forget` (as a
 /// Redis 7.2+ / Valkey node sends while a `CLUSTER FORGET` keeps a node out) and a gossip
 /// entry about each of `gossip` (id, port); whether a save was asked for.
 fn ping_from_b(node: &mut ClusterNode, forget: &[&str], gossip: &[(&str, u16)], now: u64) -> bool {
-    use redis_cluster_bus::{
-        ExtensionType, Message, MessageType, OwnedExtension, OwnedGossip, OwnedMessage, OwnedPing,
-    };
+    use redis_cluster_bus::{ExtensionType, OwnedExtension, OwnedGossip, OwnedPing};
     let mut slots = SlotSet::new();
     for s in 0..100 {
         slots.insert(Slot::new(s).expect("a slot"));
@@ -146,16 +165,7 @@ fn ping_from_b(node: &mut ClusterNode, forget: &[&str], gossip: &[(&str, u16)], 
             raw: false,
         });
     }
-    let mut wire = Vec::new();
-    OwnedMessage::new(MessageType::PING, header, ping).encode(&mut wire);
-    let message = Message::decode(&wire).expect("a PING");
-    let link = node.handle_accepted(Instant::from_millis(now));
-    node.handle_message(link, "127.0.0.1", &message, Instant::from_millis(now));
-    let mut saved = false;
-    while let Some(output) = node.poll_output(&mut Vec::new()) {
-        saved |= matches!(output, Output::SaveConfig);
-    }
-    saved
+    deliver(node, header, ping, now)
 }
 
 /// As Redis 7.2 and Valkey do, a node told by a peer to forget another removes it and keeps
@@ -196,9 +206,7 @@ fn ping_announcing(
     nodename: Option<&str>,
     shard: Option<&str>,
 ) -> bool {
-    use redis_cluster_bus::{
-        ExtensionType, Message, MessageType, OwnedExtension, OwnedMessage, OwnedPing,
-    };
+    use redis_cluster_bus::{ExtensionType, OwnedExtension, OwnedPing};
     let mut header = support::master_header(id(sender), port, 5, 5, SlotSet::new());
     if let Some(master) = master {
         header.replicaof = id(master);
@@ -219,16 +227,7 @@ fn ping_announcing(
             raw: true,
         });
     }
-    let mut wire = Vec::new();
-    OwnedMessage::new(MessageType::PING, header, ping).encode(&mut wire);
-    let message = Message::decode(&wire).expect("a PING");
-    let link = node.handle_accepted(Instant::from_millis(1_000));
-    node.handle_message(link, "127.0.0.1", &message, Instant::from_millis(1_000));
-    let mut saved = false;
-    while let Some(output) = node.poll_output(&mut Vec::new()) {
-        saved |= matches!(output, Output::SaveConfig);
-    }
-    saved
+    deliver(node, header, ping, 1_000)
 }
 
 /// As Redis 7.2+ and Valkey take them (`clusterProcessPingExt`): a sender's human node name
