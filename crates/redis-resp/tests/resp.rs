@@ -773,3 +773,45 @@ proptest! {
         }
     }
 }
+
+mod output_limits {
+    use proptest::prelude::*;
+    use redis_resp::output::{OutputLimit, OutputLimits, parse_memory};
+
+    fn limit() -> impl Strategy<Value = OutputLimit> {
+        (any::<u64>(), any::<u64>(), any::<u64>()).prop_map(|(hard, soft, soft_seconds)| {
+            OutputLimit {
+                hard,
+                soft,
+                soft_seconds,
+            }
+        })
+    }
+
+    proptest! {
+        /// What CONFIG GET writes, CONFIG SET reads back to the same limits, whatever they
+        /// were before.
+        #[test]
+        fn written_limits_read_back_the_same(
+            normal in limit(), replica in limit(), pubsub in limit(), before in limit()
+        ) {
+            let limits = OutputLimits { normal, replica, pubsub };
+            let mut read = OutputLimits { normal: before, replica: before, pubsub: before };
+            read.apply(&limits.to_string()).expect("its own writing");
+            prop_assert_eq!(read, limits);
+        }
+
+        /// Any text: an answer, never a panic; a refused value changes nothing; a number
+        /// with a unit is that many bytes unless it overflows.
+        #[test]
+        fn any_value_is_taken_whole_or_refused(text in "[ a-zA-Z0-9+-]{0,40}", n in any::<u32>()) {
+            let mut limits = OutputLimits::DEFAULT;
+            if limits.apply(&text).is_err() {
+                prop_assert_eq!(limits, OutputLimits::DEFAULT);
+            }
+            let _ = parse_memory(&text);
+            prop_assert_eq!(parse_memory(&format!("{n}kB")), Some(u64::from(n) * 1024));
+            prop_assert_eq!(parse_memory(&format!("{n}M")), Some(u64::from(n) * 1_000_000));
+        }
+    }
+}
