@@ -10,7 +10,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use redis_cluster_proto::resp::output::{OutputLimit, OutputLimits, parse_memory};
+use redis_cluster_proto::resp::server_limits::{OutputLimit, OutputLimits, parse_memory};
 use redis_cluster_proto::resp::{Decoder, Frame};
 use redis_cluster_proto::route::glob_match;
 

@@ -29,7 +29,7 @@ use crate::db::Entry;
 use crate::dump::{Snapshot, rdb_file, read_rdb};
 use crate::log::{Level, Log};
 use crate::replication::Replication;
-use redis_cluster_proto::resp::output::OutputLimit;
+use redis_cluster_proto::resp::server_limits::OutputLimit;
 
 /// The command line and configuration file, as redis-server reads them (`config.rs`), with
 /// the paths resolved against `dir`.

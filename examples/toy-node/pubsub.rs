@@ -18,7 +18,7 @@ use redis_cluster_proto::route::glob_match;
 use tokio::sync::mpsc;
 
 use crate::node::Node;
-use redis_cluster_proto::resp::output::OutputLimit;
+use redis_cluster_proto::resp::server_limits::OutputLimit;
 
 type Reply = Frame<Vec<u8>>;
 

@@ -25,7 +25,7 @@
 //! through [`encode`]). The errors name the rule that was broken and the offset of the byte
 //! that broke it ([`DecodeError`]).
 //!
-//! [`output`] has the server's rules for what a connection may hold: memory values as
+//! [`server_limits`] has the server's rules for what a connection may hold: memory values as
 //! `redis.conf` writes them and `client-output-buffer-limit`.
 //!
 //! # What it does not do
@@ -75,9 +75,9 @@ pub mod errors;
 mod fast;
 mod frame;
 mod limits;
-pub mod output;
 mod parse;
 mod scan;
+pub mod server_limits;
 
 #[cfg(feature = "codec")]
 pub mod codec;

@@ -774,9 +774,9 @@ proptest! {
     }
 }
 
-mod output_limits {
+mod server_limits {
     use proptest::prelude::*;
-    use redis_resp::output::{OutputLimit, OutputLimits, parse_memory};
+    use redis_resp::server_limits::{OutputLimit, OutputLimits, parse_memory};
 
     fn limit() -> impl Strategy<Value = OutputLimit> {
         (any::<u64>(), any::<u64>(), any::<u64>()).prop_map(|(hard, soft, soft_seconds)| {

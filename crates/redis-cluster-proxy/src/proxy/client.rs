@@ -26,7 +26,7 @@ const WINDOW: usize = 16;
 use super::cluster::{Argv, Pending, Pool};
 use super::driver::{Answer, EngineClient, Gate, PushTx, Reporter};
 use super::log;
-use redis_cluster_proto::resp::output::OutputLimit;
+use redis_cluster_proto::resp::server_limits::OutputLimit;
 
 enum Item {
     /// A reply to come, when the command arrived, and its place in the client's window.

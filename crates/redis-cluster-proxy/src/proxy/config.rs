@@ -33,7 +33,7 @@
 
 use std::time::Duration;
 
-use redis_cluster_proto::resp::output::{OutputLimit, OutputLimits, parse_memory};
+use redis_cluster_proto::resp::server_limits::{OutputLimit, OutputLimits, parse_memory};
 use redis_cluster_proto::route::ReadFrom;
 use yaml_rust2::{Yaml, YamlLoader};
 

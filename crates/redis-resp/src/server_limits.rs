@@ -6,7 +6,7 @@
 //! reads a clock: the caller counts the bytes it holds for a client and passes the time in.
 //!
 //! ```
-//! use redis_resp::output::{OutputLimits, parse_memory};
+//! use redis_resp::server_limits::{OutputLimits, parse_memory};
 //!
 //! assert_eq!(parse_memory("64mb"), Some(64 << 20));
 //! let mut limits = OutputLimits::DEFAULT;
@@ -22,7 +22,7 @@
 //! assert!(!limits.pubsub.exceeded(600 << 10, &mut over_soft_since, 1_000));
 //! assert!(!limits.pubsub.exceeded(600 << 10, &mut over_soft_since, 11_000));
 //! assert!(limits.pubsub.exceeded(600 << 10, &mut over_soft_since, 11_001));
-//! # Ok::<(), redis_resp::output::OutputLimitError>(())
+//! # Ok::<(), redis_resp::server_limits::OutputLimitError>(())
 //! ```
 
 use core::fmt;
