@@ -215,6 +215,7 @@ impl ClusterNode {
             let mut node = Node::new(id);
             node.ip = NodeIp::new(&String::from_utf8_lossy(entry.ip()));
             node.port = entry.port();
+            node.pport = entry.pport();
             node.cport = entry.cport();
             let replica = flags.contains(NodeFlags::REPLICA);
             node.set(NodeFlags::REPLICA, replica);

@@ -153,6 +153,7 @@ fn ping_from_b(node: &mut ClusterNode, forget: &[&str], gossip: &[(&str, u16)], 
             .with_ip(b"127.0.0.1")
             .with_port(port)
             .with_cport(port + 10000)
+            .with_pport(port + 1000)
             .with_flags(NodeFlags::MASTER)
     });
     let mut ping = OwnedPing::default().with_gossip(entries);
@@ -182,7 +183,14 @@ fn a_forgotten_node_extension_removes_the_node_for_its_ttl() {
     assert!(node.node(&id(D)).is_none());
     // After it, gossip brings it back.
     ping_from_b(&mut node, &[], &[(D, 7003)], 32_000);
-    assert!(node.node(&id(D)).is_some(), "{}", node.nodes_conf());
+    let back = node.node(&id(D));
+    assert!(back.is_some(), "{}", node.nodes_conf());
+    // With the whole address the entry gives, its TLS port (pport) included, as the
+    // server's `clusterProcessGossipSection` takes it.
+    assert_eq!(
+        back.map(|d| (d.port, d.pport, d.cport)),
+        Some((7003, 8003, 17003))
+    );
 
     // A replica does not forget its master.
     let mut replica = support::linked(&format!(
