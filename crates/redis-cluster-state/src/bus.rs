@@ -269,7 +269,10 @@ impl ClusterNode {
         // the table again after one.
         let nofailover = header.flags().contains(NodeFlags::NOFAILOVER);
         let (moved, flagged) = self.node(&sender_id).map_or((false, false), |node| {
-            let moved = node.ip != ip || node.port != header.port() || node.cport != header.cport();
+            let moved = node.ip != ip
+                || node.port != header.port()
+                || node.cport != header.cport()
+                || node.pport != header.pport();
             (
                 moved,
                 node.flags.contains(NodeFlags::NOFAILOVER) != nofailover,

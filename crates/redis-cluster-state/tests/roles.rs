@@ -88,6 +88,15 @@ fn roles_learned_from_headers_are_saved() {
         line_of(&node, D)
     );
 
+    // A new other port (pport: TLS or plaintext) in B's header is its new address, as the
+    // server's `nodeUpdateAddressIfNeeded` compares it too.
+    let mut header = support::master_header(id(B), 7001, 5, 5, SlotSet::new());
+    header.replicaof = id(C);
+    header.flags = NodeFlags::REPLICA | NodeFlags::MYSELF;
+    header.pport = 8001;
+    support::ping_from(&mut node, header);
+    assert_eq!(node.node(&id(B)).map(|b| b.pport), Some(8001));
+
     // A replica turned master.
     assert!(ping(&mut node, D, 7003, None, &[]));
     assert!(
