@@ -1766,7 +1766,9 @@ fn toy_cluster_starts_a_cluster_that_redis_cli_uses() {
         &["examples/toy-cluster", "examples/toy-node", "crates"],
     );
     for stop in ["INT", "TERM"] {
-        // Six consecutive client ports and their bus ports: try a few bases.
+        // Six consecutive client ports and their bus ports: try a few bases. What each
+        // attempt that did not come up wrote, for the message if none does.
+        let mut failures = Vec::new();
         let (mut child, port, ready) = (0..8u16)
             .find_map(|attempt| {
                 let base = 20_000 + (std::process::id() as u16 % 500) * 20 + attempt * 2_000;
@@ -1786,9 +1788,17 @@ fn toy_cluster_starts_a_cluster_that_redis_cli_uses() {
                     .arg(&dir)
                     .stdin(Stdio::null())
                     .stdout(Stdio::piped())
-                    .stderr(Stdio::null())
+                    .stderr(Stdio::piped())
                     .spawn()
                     .expect("start toy-cluster");
+                // Its errors, read to the end on a thread of their own (it ends when
+                // toy-cluster does).
+                let mut stderr = child.stderr.take().expect("toy-cluster's stderr");
+                let errors = std::thread::spawn(move || {
+                    let mut text = String::new();
+                    let _ = std::io::Read::read_to_string(&mut stderr, &mut text);
+                    text
+                });
                 // Its banner ends with the Ctrl-C line; it exits (EOF) if it cannot start.
                 let stdout = child.stdout.take().expect("toy-cluster's stdout");
                 let mut out = String::new();
@@ -1813,10 +1823,17 @@ fn toy_cluster_starts_a_cluster_that_redis_cli_uses() {
                     let _ = child.kill();
                     let _ = child.wait();
                     let _ = std::fs::remove_dir_all(&dir);
+                    let errors = errors.join().unwrap_or_default();
+                    failures.push(format!("port {base}: {errors}{out}"));
                     None
                 }
             })
-            .expect("toy-cluster came up on one of 8 port ranges");
+            .unwrap_or_else(|| {
+                panic!(
+                    "toy-cluster came up on none of 8 port ranges:\n{}",
+                    failures.join("\n")
+                )
+            });
         assert!(
             ready.contains(&format!("redis-cli -c -p {port}")),
             "{ready}"
@@ -3390,7 +3407,18 @@ fn pub_sub_crosses_the_cluster_as_between_real_servers() {
         shapes.sort();
         shapes
     };
-    assert_eq!(links(ordered[0]), links(real_ports[0]));
+    // Compared once both have every link: a real node under load may be a link short for a
+    // moment (seen once in CI: four links from the others instead of five).
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let complete = |shapes: &[String]| shapes.len() == 2 * (ordered.len() - 1);
+    loop {
+        let (ours, theirs) = (links(ordered[0]), links(real_ports[0]));
+        if (complete(&ours) && complete(&theirs)) || Instant::now() > deadline {
+            assert_eq!(ours, theirs);
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
 }
 
 /// `tests/redis_py/cluster_pubsub.py` against the cluster at `ports`.
