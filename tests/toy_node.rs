@@ -1771,7 +1771,11 @@ fn toy_cluster_starts_a_cluster_that_redis_cli_uses() {
         let mut failures = Vec::new();
         let (mut child, port, ready) = (0..8u16)
             .find_map(|attempt| {
-                let base = 20_000 + (std::process::id() as u16 % 500) * 20 + attempt * 2_000;
+                // Below the ephemeral range (32768 and up), bus ports (+10000) too: a port
+                // an outgoing connection of another test holds, or left in TIME_WAIT, cannot
+                // be listened on (checked: EADDRINUSE even with SO_REUSEADDR), and the suite
+                // makes thousands of them. That took all 8 bases once in CI.
+                let base = 12_000 + (std::process::id() as u16 % 150) * 20 + attempt * 800;
                 let dir = std::env::temp_dir().join(format!("toy-cluster-test-{base}"));
                 // A directory toy-cluster marked as its own, with a file of an earlier run
                 // and one of the user's: only the first may go.
