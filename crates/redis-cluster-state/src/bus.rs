@@ -361,7 +361,9 @@ impl ClusterNode {
                 .then(|| e.text().map(|t| String::from_utf8_lossy(t).into_owned()))
                 .flatten()
         });
-        let host = host.filter(|h| !h.is_empty());
+        // Only what a server lets itself announce (letters, digits, `-`, `.`): a peer's
+        // blank, comma or line break would be written into nodes.conf and CLUSTER NODES.
+        let host = host.filter(|h| !h.is_empty() && is_hostname(h.as_bytes()));
         // The cron does not read hostnames: no new table version.
         let at = self.topology.index_of(id);
         if let Some(node) = at.and_then(|at| self.topology.at_mut_quiet(at)) {
@@ -394,7 +396,10 @@ impl ClusterNode {
                 shard = Some(id);
             }
         }
-        let nodename = nodename.filter(|n| !n.is_empty());
+        // Kept only when it cannot break the nodes.conf line it is written into: printable
+        // ASCII without blanks or commas (the 7.2–8.2 servers check their own setting
+        // against a looser rule, which lets both through).
+        let nodename = nodename.filter(|n| !n.is_empty() && is_aux_value(n.as_bytes()));
         let shard = shard.or_else(|| {
             let master = master.filter(|m| m != sender)?;
             self.node(&master)?.shard_id()
@@ -634,4 +639,17 @@ impl ClusterNode {
         self.topology.myself_mut().config_epoch = epoch;
         self.push(Output::SaveConfig);
     }
+}
+
+/// A hostname as a server lets itself announce one (`cluster-announce-hostname`): letters,
+/// digits, `-` and `.`.
+fn is_hostname(text: &[u8]) -> bool {
+    text.iter()
+        .all(|&b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.')
+}
+
+/// A value that a nodes.conf aux field can hold whole: printable ASCII, no blank (the line's
+/// separator) and no comma (the fields').
+fn is_aux_value(text: &[u8]) -> bool {
+    text.iter().all(|&b| b.is_ascii_graphic() && b != b',')
 }

@@ -325,3 +325,68 @@ fn human_nodenames_and_shard_ids_are_taken_as_newer_servers_take_them() {
     assert_eq!(loaded.nodes_conf(), conf);
     assert_eq!(loaded.shard_id(), SHARD);
 }
+
+/// A peer's hostname or human node name that would break the line it is written into
+/// (blanks, commas, line breaks) is not taken: nodes.conf stays one line a node, and the
+/// names a server can announce still are.
+#[test]
+fn hostile_names_from_a_peer_do_not_reach_nodes_conf() {
+    use redis_cluster_bus::{ExtensionType, OwnedExtension, OwnedPing};
+    let mut node = fixture();
+    let announce = |node: &mut ClusterNode, texts: &[(ExtensionType, &str)]| {
+        let mut slots = SlotSet::new();
+        for s in 100..200 {
+            slots.insert(Slot::new(s).expect("a slot"));
+        }
+        let header = support::master_header(id(C), 7002, 5, 3, slots);
+        let mut ping = OwnedPing::default();
+        for &(kind, text) in texts {
+            ping.extensions.push(OwnedExtension {
+                kind,
+                payload: text.as_bytes().to_vec(),
+                raw: false,
+            });
+        }
+        deliver(node, header, ping, 1_000);
+    };
+    let hostile = [
+        "evil\nffffffffffffffffffffffffffffffffffffffff 127.0.0.1:1@2 master - 0 0 9 connected 0-16383",
+        "two words",
+        "a,b",
+        "tab\there",
+    ];
+    for text in hostile {
+        announce(
+            &mut node,
+            &[
+                (ExtensionType::HOSTNAME, text),
+                (ExtensionType::HUMAN_NODENAME, text),
+            ],
+        );
+        let c = node.node(&id(C)).expect("C");
+        assert_eq!(
+            (c.hostname.as_deref(), c.human_nodename()),
+            (None, None),
+            "{text:?}"
+        );
+        let conf = node.nodes_conf();
+        assert_eq!(conf.lines().count(), 5, "{text:?}:\n{conf}");
+        assert!(
+            line_of(&node, C).starts_with(&format!("{C} 127.0.0.1:7002@17002 master - ")),
+            "{text:?}: {}",
+            line_of(&node, C)
+        );
+    }
+    announce(
+        &mut node,
+        &[
+            (ExtensionType::HOSTNAME, "node-c.example"),
+            (ExtensionType::HUMAN_NODENAME, "cache_c:1"),
+        ],
+    );
+    let c = node.node(&id(C)).expect("C");
+    assert_eq!(
+        (c.hostname.as_deref(), c.human_nodename()),
+        (Some("node-c.example"), Some("cache_c:1"))
+    );
+}
