@@ -397,8 +397,8 @@ impl ClusterNode {
             }
         }
         // Kept only when it cannot break the nodes.conf line it is written into: printable
-        // ASCII without blanks or commas (the 7.2–8.2 servers check their own setting
-        // against a looser rule, which lets both through).
+        // ASCII without blanks or commas (Redis 7.2's source checks its own setting against
+        // a looser rule, which lets both through, and a peer's not at all).
         let nodename = nodename.filter(|n| !n.is_empty() && is_aux_value(n.as_bytes()));
         let shard = shard.or_else(|| {
             let master = master.filter(|m| m != sender)?;
