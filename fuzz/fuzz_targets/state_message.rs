@@ -1,7 +1,7 @@
 //! Hostile bus input: any bytes, framed as a bus stream, fed to a node that is part of a
 //! three-node cluster, on an inbound link or on its links to the others, with its cron in
 //! between. Nothing panics, and the node's tables stay consistent: every slot's owner is a
-//! known node whose slot set holds the slot.
+//! known node whose slot set holds the slot, and nodes.conf has one line a node.
 //!
 //! The node is built once per process and cloned for each input (loading its nodes.conf
 //! binds 16 384 slots one by one, most of an input's time when it was built each time).
@@ -122,6 +122,11 @@ fuzz_target!(|input: &[u8]| {
         }
         run = owner.map(|owner| (owner, n));
     }
-    let _ = node.nodes_conf();
+    // One line a known node (those still in a handshake are not written) and the vars
+    // line: nothing a peer sent breaks a line (a hostname or node name with a line break
+    // once did).
+    let conf = node.nodes_conf();
+    let written = node.nodes().filter(|n| !n.in_handshake()).count();
+    assert_eq!(conf.lines().count(), written + 1, "nodes.conf:\n{conf}");
     let _ = node.cluster_info();
 });
