@@ -43,16 +43,6 @@ impl Level {
         }
     }
 
-    /// tracing's level of the server's.
-    fn to_tracing(self) -> tracing::Level {
-        match self {
-            Self::Debug => tracing::Level::TRACE,
-            Self::Verbose => tracing::Level::DEBUG,
-            Self::Notice => tracing::Level::INFO,
-            Self::Warning => tracing::Level::WARN,
-        }
-    }
-
     /// The server's level of tracing's (`ERROR` is a warning: the server has no higher).
     fn of_tracing(level: tracing::Level) -> Self {
         match level {
@@ -130,11 +120,12 @@ impl Log {
                 tracing::event!(target: TARGET, $level, role, logfile, "{text}")
             };
         }
-        match level.to_tracing() {
-            tracing::Level::TRACE => emit!(tracing::Level::TRACE),
-            tracing::Level::DEBUG => emit!(tracing::Level::DEBUG),
-            tracing::Level::INFO => emit!(tracing::Level::INFO),
-            _ => emit!(tracing::Level::WARN),
+        // The server's level as tracing's; `Level::of_tracing` is the way back.
+        match level {
+            Level::Debug => emit!(tracing::Level::TRACE),
+            Level::Verbose => emit!(tracing::Level::DEBUG),
+            Level::Notice => emit!(tracing::Level::INFO),
+            Level::Warning => emit!(tracing::Level::WARN),
         }
     }
 
