@@ -5,8 +5,8 @@ use std::borrow::Cow;
 use std::time::Instant;
 
 use bytes::Bytes;
-use redis_cluster_route::{CommandFlags, ReadFrom, Route, SlotMap, Split};
-use redis_hash_slot::{Slot, key_slot};
+use redis_cluster_route::{CommandFlags, ReadFrom, Route};
+use redis_hash_slot::Slot;
 use redis_resp::{Frame, errors};
 
 use crate::conn::{Conn, Expect};
@@ -45,8 +45,17 @@ impl Engine {
         let Some(map) = &self.map else {
             return;
         };
-        // One lookup of the command for its route, flags and key count.
-        let routed = self.table.routed(&argv);
+        // One lookup of the command for its route, flags and key count. Standalone masters
+        // check no slots: the keys one master serves go to it as one command, as predixy and
+        // nutcracker send them, where a cluster needs one command per slot (a 10-key MGET
+        // through one server was ten calls). While a range is held (a failover), the split
+        // stays by slot: holds are by range.
+        let routed = if self.config.fixed_map.is_some() && self.holds.is_empty() {
+            self.table
+                .routed_by(&argv, |slot| map.shard_index(slot).unwrap_or(usize::MAX))
+        } else {
+            self.table.routed(&argv)
+        };
         let (route, spec, keys) = match routed {
             Ok(r) => (Ok(r.route), Some(r.spec), r.keys),
             Err(e) => (Err(e), self.table.lookup(&argv), 0),
@@ -68,7 +77,6 @@ impl Engine {
                 return;
             }
             Ok(Route::Split(split)) => {
-                let split = self.by_master(map, &argv).unwrap_or(split);
                 let calls = (0..split.parts().len())
                     .map(|i| {
                         let part = &split.parts()[i];
@@ -131,19 +139,6 @@ impl Engine {
             self.enqueue(key);
             self.dispatch(now, key);
         }
-    }
-
-    /// Standalone masters ([`Config::fixed_map`](crate::Config)) check no slots: the keys one
-    /// master serves go to it as one command, as predixy and nutcracker send them, where a
-    /// cluster needs one command per slot. A 10-key MGET through one server was ten calls.
-    /// While a range is held (a failover), the split stays by slot: holds are by range.
-    fn by_master(&self, map: &SlotMap, argv: &[Bytes]) -> Option<Split> {
-        if self.config.fixed_map.is_none() || !self.holds.is_empty() {
-            return None;
-        }
-        self.table.split_by(argv, |key| {
-            map.shard_index(key_slot(key)).unwrap_or(usize::MAX)
-        })
     }
 
     /// Commands the engine answers itself (HELLO), with the reply.

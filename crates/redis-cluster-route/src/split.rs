@@ -152,24 +152,34 @@ impl Split {
         if let Some(error) = replies.iter().find(|r| is_error(r)) {
             return Ok(error.clone());
         }
-        let mut out: Vec<Option<Frame<B>>> = alloc::vec![None; self.groups];
-        for (part, reply) in self.parts.iter().zip(replies) {
-            let Frame::Array(items) = reply else {
-                return Err(MergeError::Unexpected(Merge::ByKey));
-            };
-            if items.len() != part.groups.len() {
-                return Err(MergeError::Unexpected(Merge::ByKey));
+        let unexpected = MergeError::Unexpected(Merge::ByKey);
+        let fits = |part: &Part, reply: &Frame<B>| {
+            matches!(reply, Frame::Array(items) if items.len() == part.groups.len())
+        };
+        // One part (every key on one server) holds every group in order: its reply is the
+        // merged one as it is.
+        if let ([part], [reply]) = (&self.parts[..], &replies[..]) {
+            if !fits(part, reply) {
+                return Err(unexpected);
             }
+            return replies.into_iter().next().ok_or(unexpected);
+        }
+        // The parts' groups are every group once, so each place below is written once.
+        let mut out = Vec::new();
+        out.resize_with(self.groups, || Frame::Null);
+        for (part, reply) in self.parts.iter().zip(replies) {
+            if !fits(part, &reply) {
+                return Err(unexpected);
+            }
+            let Frame::Array(items) = reply else {
+                return Err(unexpected);
+            };
             for (&group, item) in part.groups.iter().zip(items) {
-                if let Some(slot) = out.get_mut(group) {
-                    *slot = Some(item);
-                }
+                let place = out.get_mut(group).ok_or(unexpected)?;
+                *place = item;
             }
         }
-        out.into_iter()
-            .collect::<Option<Vec<_>>>()
-            .map(Frame::Array)
-            .ok_or(MergeError::Unexpected(Merge::ByKey))
+        Ok(Frame::Array(out))
     }
 }
 
@@ -297,10 +307,42 @@ impl CommandTable {
     /// assert_eq!((routed.spec.name, routed.keys), ("set", 1));
     /// ```
     pub fn routed<A: AsRef<[u8]>>(&self, argv: &[A]) -> Result<Routed, KeyError> {
+        self.routed_by(argv, usize::from)
+    }
+
+    /// [`CommandTable::routed`] for servers that each serve many slots and take a command
+    /// over any of theirs (standalone masters behind a proxy, which check no slots): a
+    /// [`Route::Split`] has one part per `shard` of its keys' slots instead of one per slot,
+    /// each part's [`Part::slot`] the slot of its first key. Commands over one slot route as
+    /// in `routed`. Each key is hashed once; splitting by slot and then again by shard hashed
+    /// each twice and built the slot split for nothing.
+    ///
+    /// ```
+    /// use redis_cluster_route::{CommandTable, Route};
+    ///
+    /// // Two servers: the lower half of the slots and the upper half.
+    /// let argv = ["MGET", "a", "b", "c"]; // slots 15495, 3300, 7365
+    /// let routed = CommandTable::REDIS_7_0.routed_by(&argv, |slot| usize::from(u16::from(slot) >= 8192))?;
+    /// let Route::Split(split) = routed.route else { panic!("a split") };
+    /// assert_eq!(split.parts().len(), 2);
+    /// let upper: Vec<&str> = split.argv(0, &argv).copied().collect();
+    /// assert_eq!(upper, ["MGET", "a"]);
+    /// let lower: Vec<&str> = split.argv(1, &argv).copied().collect();
+    /// assert_eq!(lower, ["MGET", "b", "c"]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn routed_by<A: AsRef<[u8]>>(
+        &self,
+        argv: &[A],
+        mut shard: impl FnMut(Slot) -> usize,
+    ) -> Result<Routed, KeyError> {
         let spec = self.checked(argv)?;
         let keys = Keys::routing(spec, argv);
         let answer = keys.slot(argv);
-        let route = route_of(spec, argv, answer);
+        let route = route_of(spec, argv, answer, |key| {
+            let slot = key_slot(key);
+            (shard(slot), Some(slot))
+        });
         Ok(Routed {
             route,
             spec,
@@ -321,7 +363,12 @@ pub struct Routed {
     pub keys: usize,
 }
 
-fn route_of<A: AsRef<[u8]>>(spec: &'static CommandSpec, argv: &[A], answer: SlotAnswer) -> Route {
+fn route_of<A: AsRef<[u8]>>(
+    spec: &'static CommandSpec,
+    argv: &[A],
+    answer: SlotAnswer,
+    shard: impl FnMut(&[u8]) -> (usize, Option<Slot>),
+) -> Route {
     {
         let tips = spec.tips;
         let merge = match tips.response_policy() {
@@ -336,8 +383,7 @@ fn route_of<A: AsRef<[u8]>>(spec: &'static CommandSpec, argv: &[A], answer: Slot
             (SlotAnswer::NoKeys, _) => Route::Any,
             (SlotAnswer::Slot(slot), _) => Route::Slot(slot),
             (SlotAnswer::CrossSlot, Some(RequestPolicy::MultiShard)) => {
-                split(spec, argv, merge, |key| usize::from(key_slot(key)))
-                    .map_or(Route::CrossSlot, Route::Split)
+                split(spec, argv, merge, shard).map_or(Route::CrossSlot, Route::Split)
             }
             (SlotAnswer::CrossSlot, _) => Route::CrossSlot,
         }
@@ -369,7 +415,7 @@ impl CommandTable {
     pub fn split_by<A: AsRef<[u8]>>(
         &self,
         argv: &[A],
-        shard: impl FnMut(&[u8]) -> usize,
+        mut shard: impl FnMut(&[u8]) -> usize,
     ) -> Option<Split> {
         let spec = self.lookup(argv)?;
         if spec.tips.request_policy() != Some(RequestPolicy::MultiShard) {
@@ -379,17 +425,18 @@ impl CommandTable {
             Some(policy) => Merge::Policy(policy),
             None => Merge::ByKey,
         };
-        split(spec, argv, merge, shard)
+        split(spec, argv, merge, |key| (shard(key), None))
     }
 }
 
 /// Splits a command whose one key spec is a range to the end with the keys at every `step`,
-/// each followed by `step - 1` arguments of its own, and nothing else, by `shard` of each key.
+/// each followed by `step - 1` arguments of its own, and nothing else, by `shard` of each key
+/// (which may give the key's slot too, when it had to hash the key).
 fn split<A: AsRef<[u8]>>(
     spec: &CommandSpec,
     argv: &[A],
     merge: Merge,
-    mut shard: impl FnMut(&[u8]) -> usize,
+    mut shard: impl FnMut(&[u8]) -> (usize, Option<Slot>),
 ) -> Option<Split> {
     let [key_spec] = spec.key_specs else {
         return None;
@@ -414,11 +461,11 @@ fn split<A: AsRef<[u8]>>(
     let mut parts: Vec<Part> = Vec::new();
     for index in 0..args / group {
         let key = argv.get(prefix + index * group)?.as_ref();
-        let to = shard(key);
+        let (to, slot) = shard(key);
         match parts.iter_mut().find(|p| p.shard == to) {
             Some(part) => part.groups.push(index),
             None => parts.push(Part {
-                slot: key_slot(key),
+                slot: slot.unwrap_or_else(|| key_slot(key)),
                 shard: to,
                 groups: alloc::vec![index],
             }),

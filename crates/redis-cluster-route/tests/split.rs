@@ -117,6 +117,50 @@ fn merges_follow_the_response_policy() {
     );
 }
 
+#[test]
+fn a_by_key_merge_takes_only_arrays_of_each_parts_length() {
+    let bulk = Frame::BulkString;
+    let unexpected = Err(MergeError::Unexpected(Merge::ByKey));
+    let error = Frame::SimpleError("ERR x");
+    // One part, every key on one shard: its reply, as it is, when it has a value a key.
+    let one = TABLE.split_by(&["MGET", "a", "b"], |_| 0).expect("splits");
+    let reply = Frame::Array(vec![bulk("1"), Frame::NullBulkString]);
+    assert_eq!(one.merge(vec![reply.clone()]), Ok(reply));
+    assert_eq!(one.merge(vec![Frame::Array(vec![bulk("1")])]), unexpected);
+    assert_eq!(one.merge(vec![bulk("1")]), unexpected);
+    assert_eq!(one.merge(vec![error.clone()]), Ok(error.clone()));
+    assert_eq!(
+        one.merge(Vec::<Frame<&str>>::new()),
+        Err(MergeError::Count {
+            expected: 1,
+            got: 0
+        })
+    );
+    // Two parts: values back in their keys' places; a short part or a non-array refused.
+    let two = TABLE
+        .split_by(&["MGET", "a", "bb", "c"], |key| key.len())
+        .expect("splits");
+    assert_eq!(
+        two.merge(vec![
+            Frame::Array(vec![bulk("a"), bulk("c")]),
+            Frame::Array(vec![bulk("bb")])
+        ]),
+        Ok(Frame::Array(vec![bulk("a"), bulk("bb"), bulk("c")]))
+    );
+    assert_eq!(
+        two.merge(vec![Frame::Array(vec![bulk("a")]), Frame::Array(vec![bulk("bb")])]),
+        unexpected
+    );
+    assert_eq!(
+        two.merge(vec![Frame::Array(vec![bulk("a"), bulk("c")]), bulk("bb")]),
+        unexpected
+    );
+    assert_eq!(
+        two.merge(vec![Frame::Array(vec![bulk("a"), bulk("c")]), error.clone()]),
+        Ok(error)
+    );
+}
+
 /// A keyspace of strings that runs the splittable commands as one server would.
 #[derive(Clone, Debug, Default, PartialEq)]
 struct Model(HashMap<Vec<u8>, Vec<u8>>);
@@ -248,6 +292,43 @@ proptest! {
                 .split_by(&argv, |key| usize::from(key_slot(key)))
                 .expect("splits");
             prop_assert_eq!(again, by_slot);
+        }
+    }
+}
+
+proptest! {
+    /// Routing by the shard of each key's slot: a command over one slot routes as `routed`
+    /// routes it; one over several shards splits as `split_by` with that shard function
+    /// does, one part per shard, and merges back to the one-server reply.
+    #[test]
+    fn routed_by_shard_of_slot_splits_by_shard(
+        start in proptest::collection::vec((key(), "[x-z]{1,2}"), 0..10),
+        argv in command(),
+        shards in 1u16..5,
+    ) {
+        let shard = |slot: redis_hash_slot::Slot| usize::from(u16::from(slot) % shards);
+        let by_slot = TABLE.routed(&argv).expect("known");
+        let routed = TABLE.routed_by(&argv, shard).expect("known");
+        prop_assert_eq!((routed.spec, routed.keys), (by_slot.spec, by_slot.keys));
+        match (routed.route, by_slot.route) {
+            (Route::Split(split), Route::Split(_)) => {
+                let again = TABLE
+                    .split_by(&argv, |key| shard(key_slot(key)))
+                    .expect("splits");
+                prop_assert_eq!(&split, &again);
+                for part in split.parts() {
+                    prop_assert_eq!(shard(part.slot), part.shard);
+                }
+                let mut one = Model(start.into_iter().map(|(k, v)| (k, v.into_bytes())).collect());
+                let mut split_model = one.clone();
+                let whole = one.run(&argv);
+                let replies: Vec<Reply> = (0..split.parts().len())
+                    .map(|p| split_model.run(&split.argv(p, &argv).cloned().collect::<Vec<_>>()))
+                    .collect();
+                prop_assert_eq!(split.merge(replies), Ok(whole));
+                prop_assert_eq!(split_model, one);
+            }
+            (ours, theirs) => prop_assert_eq!(ours, theirs),
         }
     }
 }
