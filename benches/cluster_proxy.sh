@@ -25,7 +25,7 @@ cargo build -q --release -p redis-cluster-proxy
 source benches/common.sh
 nodes=()
 for _ in 1 2 3; do
-    port=$(free_port)
+    port=$(free_cluster_port)
     mkdir -p "$dir/$port"
     redis-server --port "$port" --bind 127.0.0.1 --cluster-enabled yes --save '' \
         --appendonly no --dir "$dir/$port" --logfile "$dir/$port/log" &
