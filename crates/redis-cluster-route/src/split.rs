@@ -1,7 +1,7 @@
 //! [`Route`]: where a command goes, and for commands over several slots or every node, how
 //! to split it and merge the replies into the reply one server would have sent.
 
-use alloc::vec::Vec;
+use alloc::{collections::BTreeMap, vec::Vec};
 
 use redis_hash_slot::{Slot, key_slot};
 use redis_resp::Frame;
@@ -429,6 +429,9 @@ impl CommandTable {
     }
 }
 
+/// Up to this many parts, a key's part is found by walking them.
+const WALKED_PARTS: usize = 16;
+
 /// Splits a command whose one key spec is a range to the end with the keys at every `step`,
 /// each followed by `step - 1` arguments of its own, and nothing else, by `shard` of each key
 /// (which may give the key's slot too, when it had to hash the key).
@@ -459,16 +462,33 @@ fn split<A: AsRef<[u8]>>(
         return None;
     }
     let mut parts: Vec<Part> = Vec::new();
+    // Each key's part, found by a walk over the parts while they are few, then through an
+    // index: a walk for every key made an MGET of a million keys over a cluster's 16384
+    // slots take four seconds.
+    let mut by_shard: BTreeMap<usize, usize> = BTreeMap::new();
     for index in 0..args / group {
         let key = argv.get(prefix + index * group)?.as_ref();
         let (to, slot) = shard(key);
-        match parts.iter_mut().find(|p| p.shard == to) {
+        let found = if parts.len() <= WALKED_PARTS {
+            parts.iter().position(|p| p.shard == to)
+        } else {
+            if by_shard.is_empty() {
+                by_shard.extend(parts.iter().enumerate().map(|(at, p)| (p.shard, at)));
+            }
+            by_shard.get(&to).copied()
+        };
+        match found.and_then(|at| parts.get_mut(at)) {
             Some(part) => part.groups.push(index),
-            None => parts.push(Part {
-                slot: slot.unwrap_or_else(|| key_slot(key)),
-                shard: to,
-                groups: alloc::vec![index],
-            }),
+            None => {
+                if !by_shard.is_empty() {
+                    by_shard.insert(to, parts.len());
+                }
+                parts.push(Part {
+                    slot: slot.unwrap_or_else(|| key_slot(key)),
+                    shard: to,
+                    groups: alloc::vec![index],
+                });
+            }
         }
     }
     Some(Split {

@@ -161,6 +161,35 @@ fn a_by_key_merge_takes_only_arrays_of_each_parts_length() {
     );
 }
 
+/// Past the parts walked for each key (16), parts are found through an index: the same
+/// split, one part per slot in the order slots first appear, keys in order.
+#[test]
+fn a_split_over_many_slots_is_the_walked_split() {
+    for keys in [15, 16, 17, 40, 2_000] {
+        let argv: Vec<String> = std::iter::once("MGET".to_string())
+            .chain((0..keys).map(|i| format!("key:{}", i % 700)))
+            .collect();
+        let Route::Split(split) = TABLE.route(&argv).expect("known") else {
+            panic!("a split")
+        };
+        let mut want: Vec<(u16, Vec<usize>)> = Vec::new();
+        for (group, key) in argv[1..].iter().enumerate() {
+            let slot = u16::from(key_slot(key.as_bytes()));
+            match want.iter_mut().find(|(s, _)| *s == slot) {
+                Some((_, groups)) => groups.push(group),
+                None => want.push((slot, vec![group])),
+            }
+        }
+        let got: Vec<(u16, Vec<usize>)> = split
+            .parts()
+            .iter()
+            .map(|p| (u16::from(p.slot), p.groups.clone()))
+            .collect();
+        assert_eq!(got, want, "{keys} keys");
+        assert!(split.parts().iter().all(|p| p.shard == usize::from(p.slot)));
+    }
+}
+
 /// A keyspace of strings that runs the splittable commands as one server would.
 #[derive(Clone, Debug, Default, PartialEq)]
 struct Model(HashMap<Vec<u8>, Vec<u8>>);
