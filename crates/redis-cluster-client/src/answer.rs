@@ -166,8 +166,7 @@ impl Engine {
                 let raw = u16::from(slot);
                 if let Some(queue) = state.slots.get_mut(&raw) {
                     // Usually the oldest: answers come in order.
-                    if let Some(at) = queue.keys.iter().position(|k| *k == key) {
-                        queue.keys.remove(at);
+                    if let Some(at) = queue.keys.remove(key) {
                         if at < queue.clear {
                             queue.clear -= 1;
                         }

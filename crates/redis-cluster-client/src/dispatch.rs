@@ -220,12 +220,12 @@ impl Engine {
         let large: Vec<CallKey>;
         let rest = queue.keys.len() - start;
         let keys: &[CallKey] = if rest <= small.len() {
-            for (at, key) in small.iter_mut().zip(queue.keys.range(start..)) {
+            for (at, key) in small.iter_mut().zip(queue.keys.iter_from(start)) {
                 *at = *key;
             }
             &small[..rest]
         } else {
-            large = queue.keys.range(start..).copied().collect();
+            large = queue.keys.iter_from(start).copied().collect();
             &large
         };
         // Whether every call so far is written on `on` and none is a barrier: the prefix

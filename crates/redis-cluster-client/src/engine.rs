@@ -40,13 +40,57 @@ pub(crate) struct ClientState {
 /// One client's unanswered calls of one slot, oldest first.
 #[derive(Debug, Default)]
 pub(crate) struct SlotQueue {
-    pub(crate) keys: VecDeque<CallKey>,
+    pub(crate) keys: CallQueue,
     /// How many calls at the front are known to be written on `conn`, none of them a
     /// barrier: `pump` looks at the calls after them only, so a pipeline of n commands of
     /// one slot costs n steps, not n². Anything that takes one of them off `conn` (a
     /// redirect, a retry) sets it back to 0; an answer takes one off the count.
     pub(crate) clear: usize,
     pub(crate) conn: Option<ConnId>,
+}
+
+/// Calls in order: the first kept inline, the others in a `VecDeque`. A slot's queue
+/// usually holds one call (a pipeline of commands on random keys meets a slot once), and
+/// lives from that call's sending to its answer: a `VecDeque` alone took a heap block and
+/// gave it back for each, one allocation per call (as many as ten for an MGET in a cluster).
+#[derive(Debug, Default)]
+pub(crate) struct CallQueue {
+    /// The oldest call; `None` only when `more` is empty too.
+    first: Option<CallKey>,
+    more: VecDeque<CallKey>,
+}
+
+impl CallQueue {
+    pub(crate) fn push_back(&mut self, key: CallKey) {
+        match self.first {
+            None => self.first = Some(key),
+            Some(_) => self.more.push_back(key),
+        }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        usize::from(self.first.is_some()) + self.more.len()
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.first.is_none()
+    }
+
+    /// The calls from index `start` on, oldest first.
+    pub(crate) fn iter_from(&self, start: usize) -> impl Iterator<Item = &CallKey> {
+        self.first.iter().chain(self.more.iter()).skip(start)
+    }
+
+    /// Takes `key` out; its index, if it was there.
+    pub(crate) fn remove(&mut self, key: CallKey) -> Option<usize> {
+        if self.first == Some(key) {
+            self.first = self.more.pop_front();
+            return Some(0);
+        }
+        let at = self.more.iter().position(|k| *k == key)?;
+        self.more.remove(at);
+        Some(at + 1)
+    }
 }
 
 impl ClientState {
@@ -525,4 +569,50 @@ pub(crate) fn endpoint(addr: &str) -> Endpoint {
         host: addr.to_string(),
         ..Endpoint::default()
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::CallQueue;
+    use crate::RequestId;
+
+    /// The inline first call and the spilled ones form one queue: order kept through
+    /// pushes and removals at the front, the middle and the back, as a `VecDeque` keeps it.
+    #[test]
+    fn a_call_queue_keeps_order_as_a_vecdeque() {
+        let key = |n: u64| (RequestId(n), 0);
+        let mut queue = CallQueue::default();
+        let mut model = std::collections::VecDeque::new();
+        let check = |queue: &CallQueue, model: &std::collections::VecDeque<_>| {
+            assert_eq!(queue.len(), model.len());
+            assert_eq!(queue.is_empty(), model.is_empty());
+            for start in 0..=model.len() {
+                let got: Vec<_> = queue.iter_from(start).copied().collect();
+                let want: Vec<_> = model.iter().skip(start).copied().collect();
+                assert_eq!(got, want);
+            }
+        };
+        check(&queue, &model);
+        for n in 0..5 {
+            queue.push_back(key(n));
+            model.push_back(key(n));
+            check(&queue, &model);
+        }
+        for n in [2, 0, 4, 9, 1, 3] {
+            let at = model.iter().position(|k| *k == key(n));
+            if let Some(at) = at {
+                model.remove(at);
+            }
+            assert_eq!(queue.remove(key(n)), at, "{n}");
+            check(&queue, &model);
+            queue.push_back(key(10 + n));
+            model.push_back(key(10 + n));
+            check(&queue, &model);
+        }
+        while let Some(&front) = model.front() {
+            model.pop_front();
+            assert_eq!(queue.remove(front), Some(0));
+            check(&queue, &model);
+        }
+    }
 }

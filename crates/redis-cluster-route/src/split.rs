@@ -153,9 +153,7 @@ impl Split {
             return Ok(error.clone());
         }
         let unexpected = MergeError::Unexpected(Merge::ByKey);
-        let fits = |part: &Part, reply: &Frame<B>| {
-            matches!(reply, Frame::Array(items) if items.len() == part.groups.len())
-        };
+        let fits = |part: &Part, reply: &Frame<B>| matches!(reply, Frame::Array(items) if items.len() == part.groups.len());
         // One part (every key on one server) holds every group in order: its reply is the
         // merged one as it is.
         if let ([part], [reply]) = (&self.parts[..], &replies[..]) {

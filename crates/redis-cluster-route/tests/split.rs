@@ -148,7 +148,10 @@ fn a_by_key_merge_takes_only_arrays_of_each_parts_length() {
         Ok(Frame::Array(vec![bulk("a"), bulk("bb"), bulk("c")]))
     );
     assert_eq!(
-        two.merge(vec![Frame::Array(vec![bulk("a")]), Frame::Array(vec![bulk("bb")])]),
+        two.merge(vec![
+            Frame::Array(vec![bulk("a")]),
+            Frame::Array(vec![bulk("bb")])
+        ]),
         unexpected
     );
     assert_eq!(
@@ -156,7 +159,10 @@ fn a_by_key_merge_takes_only_arrays_of_each_parts_length() {
         unexpected
     );
     assert_eq!(
-        two.merge(vec![Frame::Array(vec![bulk("a"), bulk("c")]), error.clone()]),
+        two.merge(vec![
+            Frame::Array(vec![bulk("a"), bulk("c")]),
+            error.clone()
+        ]),
         Ok(error)
     );
 }
