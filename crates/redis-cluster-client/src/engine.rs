@@ -312,6 +312,7 @@ impl Engine {
             combine: Combine::One,
             reply: None,
             silent: false,
+            answered: 0,
         };
         self.requests.insert(id, request);
         match self.clients.get_mut(&client) {

@@ -121,12 +121,32 @@ pub(crate) struct Request {
     pub(crate) reply: Option<Frame>,
     /// Answered by pushes, not by a reply (SUBSCRIBE).
     pub(crate) silent: bool,
+    /// How many calls from the first had replies when [`Request::combined`] last looked: a
+    /// hint, each call is stepped over once instead of all of them at every reply (an MGET
+    /// split over the 16384 slots spent a fifth of its time there).
+    pub(crate) answered: usize,
 }
 
 impl Request {
     /// The one reply, once every call has one.
     pub(crate) fn combined(&mut self) -> Option<Frame> {
-        if self.unrouted.is_some() || self.calls.iter().any(|c| c.reply.is_none()) {
+        if self.unrouted.is_some() {
+            return None;
+        }
+        while self
+            .calls
+            .get(self.answered)
+            .is_some_and(|c| c.reply.is_some())
+        {
+            self.answered += 1;
+        }
+        if self.answered < self.calls.len() {
+            return None;
+        }
+        // Once per request, which makes a stale hint harmless (calls replaced, a reply
+        // taken back): it is only where the next look starts.
+        if self.calls.iter().any(|c| c.reply.is_none()) {
+            self.answered = 0;
             return None;
         }
         let replies: Vec<Frame> = self
@@ -193,4 +213,73 @@ pub(crate) fn scan_step(reply: Frame, node: usize, masters: usize) -> Result<Fra
         Frame::BulkString(Bytes::from(cursor.to_string())),
         keys,
     ]))
+}
+
+#[cfg(test)]
+mod tests {
+    use redis_cluster_route::Merge;
+    use redis_resp::Frame;
+
+    use super::{Call, Combine, Request, Target};
+    use crate::ClientId;
+
+    fn with_calls(calls: usize) -> Request {
+        Request {
+            client: ClientId(1),
+            unrouted: None,
+            calls: (0..calls)
+                .map(|_| Call::new(Vec::new(), Target::Any))
+                .collect(),
+            combine: Combine::Fan(Merge::Aggregate),
+            reply: None,
+            silent: false,
+            answered: 0,
+        }
+    }
+
+    fn bulk(n: usize) -> Frame {
+        Frame::Array(vec![Frame::BulkString(n.to_string().into())])
+    }
+
+    /// Replies in any order: no reply until every call has one, then the merge in call
+    /// order; a hint left stale (calls replaced, a reply taken back) changes nothing.
+    #[test]
+    fn a_request_is_combined_once_every_call_has_its_reply() {
+        let merged = Some(Frame::Array(
+            (0..4)
+                .map(|n| Frame::BulkString(n.to_string().into()))
+                .collect(),
+        ));
+        for order in [[0, 1, 2, 3], [3, 2, 1, 0], [1, 3, 0, 2], [2, 0, 3, 1]] {
+            let mut request = with_calls(4);
+            for (i, &call) in order.iter().enumerate() {
+                request.calls[call].reply = Some(bulk(call));
+                let got = request.combined();
+                if i < 3 {
+                    assert_eq!(got, None, "{order:?} after {i}");
+                } else {
+                    assert_eq!(got, merged, "{order:?}");
+                }
+            }
+        }
+        let mut request = with_calls(4);
+        for call in 0..3 {
+            request.calls[call].reply = Some(bulk(call));
+            assert_eq!(request.combined(), None);
+        }
+        assert_eq!(request.answered, 3);
+        // A reply taken back behind the hint: still not complete.
+        request.calls[1].reply = None;
+        request.calls[3].reply = Some(bulk(3));
+        assert_eq!(request.combined(), None);
+        request.calls[1].reply = Some(bulk(1));
+        assert_eq!(request.combined(), merged);
+        // Fewer calls than the hint counts.
+        let mut request = with_calls(2);
+        request.answered = 5;
+        assert_eq!(request.combined(), None);
+        request.calls[0].reply = Some(bulk(0));
+        request.calls[1].reply = Some(bulk(1));
+        assert!(request.combined().is_some());
+    }
 }
