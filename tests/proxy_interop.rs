@@ -110,6 +110,38 @@ fn multi_key_commands_across_slots_answer_as_one_server() {
         let (got, want) = (ours.command(&argv(line)), theirs.command(&argv(line)));
         assert_eq!(got, want, "{line}");
     }
+    // Commands over thousands of slots (each split into one part per slot, the parts found
+    // through the split's index), keys missing among them, merged in key order.
+    let keys: Vec<Vec<u8>> = (0..20_000)
+        .map(|i| format!("many:{i}").into_bytes())
+        .collect();
+    let with = |name: &str, every: usize, values: bool| -> Vec<Vec<u8>> {
+        let mut command = vec![name.as_bytes().to_vec()];
+        for (i, key) in keys.iter().enumerate().filter(|(i, _)| i % every == 0) {
+            command.push(key.clone());
+            if values {
+                command.push(i.to_string().into_bytes());
+            }
+        }
+        command
+    };
+    for command in [
+        with("MSET", 2, true),
+        with("MGET", 1, false),
+        with("EXISTS", 3, false),
+        with("DEL", 5, false),
+        with("MGET", 1, false),
+    ] {
+        let refs: Vec<&[u8]> = command.iter().map(Vec::as_slice).collect();
+        let (got, want) = (ours.command(&refs), theirs.command(&refs));
+        assert_eq!(
+            got,
+            want,
+            "{} of {} arguments",
+            refs[0].escape_ascii(),
+            refs.len()
+        );
+    }
     // SCAN through the proxy walks every master: the same keys as the single server's.
     let keys = |client: &mut Client, scan: bool| -> Vec<Vec<u8>> {
         let mut found = Vec::new();
