@@ -195,10 +195,17 @@ impl<S: Source> Sink for FrameSink<'_, S> {
 /// events (`Open`, `Chunk`, `Close`), which callers never pass.
 #[inline(always)]
 pub(crate) fn leaf_frame<S: Source>(source: &S, event: Event) -> Frame<S::Slice> {
+    leaf_frame_with(event, |start, end| source.slice(start, end))
+}
+
+/// [`leaf_frame`] with its string (a leaf has one at most) made by `slice` from the string's
+/// start and end; `slice` is not called for a leaf without one.
+#[inline(always)]
+pub(crate) fn leaf_frame_with<B>(event: Event, slice: impl FnOnce(usize, usize) -> B) -> Frame<B> {
     match event {
         Event::Integer(n) => Frame::Integer(n),
         Event::Bulk { kind, start, end } => {
-            let payload = source.slice(start, end);
+            let payload = slice(start, end);
             if kind == Kind::BULK_ERROR {
                 Frame::BulkError(payload)
             } else {
@@ -206,7 +213,7 @@ pub(crate) fn leaf_frame<S: Source>(source: &S, event: Event) -> Frame<S::Slice>
             }
         }
         Event::Line { kind, start, end } => {
-            let text = source.slice(start, end);
+            let text = slice(start, end);
             match kind {
                 Kind::SIMPLE_ERROR => Frame::SimpleError(text),
                 Kind::DOUBLE => Frame::Double(text),
@@ -216,7 +223,7 @@ pub(crate) fn leaf_frame<S: Source>(source: &S, event: Event) -> Frame<S::Slice>
         }
         Event::Verbatim { format, start, end } => Frame::VerbatimString {
             format,
-            text: source.slice(start, end),
+            text: slice(start, end),
         },
         Event::Boolean(b) => Frame::Boolean(b),
         Event::NullBulkString => Frame::NullBulkString,

@@ -2,10 +2,10 @@
 
 use alloc::vec::Vec;
 
-use bytes::{Bytes, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 
 use crate::{
-    build::{FrameSink, replay},
+    build::{FrameSink, leaf_frame_with, replay},
     command::{BorrowedCommand, Command, CommandScanner},
     error::DecodeError,
     fast::{self, Frames, Validate},
@@ -100,6 +100,27 @@ impl Decoder {
         // A frame that is all here is read twice by the fast path, once to find its end and
         // once, split off and frozen, to build it; anything else goes to the scanner.
         if self.scanner.is_fresh() {
+            // A leaf (most replies) is read once, and its string cut out of the buffer
+            // before it is frozen: one reference to the buffer instead of one to the whole
+            // frame and one to a slice of it, and none for an integer.
+            if let Some((event, len)) = fast::leaf(buf, &self.config) {
+                let mut split = false;
+                let frame = leaf_frame_with(event, |start, end| {
+                    split = true;
+                    let mut text = buf.split_to(len);
+                    if start <= end && end <= len {
+                        text.truncate(end);
+                        text.advance(start);
+                    } else {
+                        text.clear(); // as `Source` slices: not reached
+                    }
+                    text.freeze()
+                });
+                if !split {
+                    buf.advance(len.min(buf.len()));
+                }
+                return Ok(Some(frame));
+            }
             if let Some(((), len)) = fast::read(&Validate, buf, &self.config) {
                 let bytes = buf.split_to(len).freeze();
                 if let Some((frame, _)) = fast::read(&Frames(&bytes), &bytes, &self.config) {

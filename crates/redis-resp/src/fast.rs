@@ -113,6 +113,26 @@ pub(crate) fn read_into<B: Build>(
     (len <= config.limits.max_frame_len).then_some(len)
 }
 
+/// The frame at the start of `buf` when it is a leaf (no aggregate): its event, whose
+/// offsets are `buf`'s, and its length; `None` for an aggregate, or if the scanner must
+/// decide. The same rules as [`read`] applies to a leaf.
+#[inline]
+pub(crate) fn leaf(buf: &[u8], config: &Config) -> Option<(Event, usize)> {
+    let kind = Kind(*buf.first()?);
+    if is_aggregate(kind) {
+        return None;
+    }
+    let reader = Reader {
+        build: &Validate,
+        buf,
+        config,
+        max_depth: 0,
+        budget: Cell::new(0),
+    };
+    let (event, len) = reader.leaf(kind, 0)?;
+    (len <= config.limits.max_frame_len).then_some((event, len))
+}
+
 struct Reader<'a, B> {
     build: &'a B,
     buf: &'a [u8],

@@ -31,6 +31,13 @@ fn round_trip_with(input: &[u8], config: Config) -> Frame<Bytes> {
     assert_eq!(used, input.len(), "{:?}", String::from_utf8_lossy(input));
     let owned = frame.to_owned_frame();
 
+    // All at once through the resumable decoder (its fast paths), the next frame kept.
+    let mut whole = BytesMut::from(input);
+    whole.extend_from_slice(b"+next\r\n");
+    let at_once = Decoder::with_config(config).decode(&mut whole);
+    assert_eq!(at_once, Ok(Some(owned.clone())));
+    assert_eq!(&whole[..], b"+next\r\n");
+
     // Byte by byte through the resumable decoder.
     let mut buf = BytesMut::new();
     let mut streamed = None;
