@@ -166,12 +166,12 @@ impl Split {
         let mut out = Vec::new();
         out.resize_with(self.groups, || Frame::Null);
         for (part, reply) in self.parts.iter().zip(replies) {
-            if !fits(part, &reply) {
-                return Err(unexpected);
-            }
             let Frame::Array(items) = reply else {
                 return Err(unexpected);
             };
+            if items.len() != part.groups.len() {
+                return Err(unexpected);
+            }
             for (&group, item) in part.groups.iter().zip(items) {
                 let place = out.get_mut(group).ok_or(unexpected)?;
                 *place = item;

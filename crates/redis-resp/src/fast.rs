@@ -115,7 +115,7 @@ pub(crate) fn read_into<B: Build>(
 
 /// The frame at the start of `buf` when it is a leaf (no aggregate): its event, whose
 /// offsets are `buf`'s, and its length; `None` for an aggregate, or if the scanner must
-/// decide. The same rules as [`read`] applies to a leaf.
+/// decide. The rules are [`read`]'s for a leaf.
 #[inline]
 pub(crate) fn leaf(buf: &[u8], config: &Config) -> Option<(Event, usize)> {
     let kind = Kind(*buf.first()?);
@@ -316,7 +316,7 @@ mod tests {
 
     use super::{Frames, Validate, read};
     use crate::{
-        build::FrameSink,
+        build::{FrameSink, leaf_frame},
         frame::Frame,
         limits::{Config, Limits},
         scan::{Scanned, Scanner},
@@ -337,6 +337,14 @@ mod tests {
         let fast = read(&Frames(&buf), buf, config);
         let span = read(&Validate, buf, config).map(|((), len)| len);
         assert_eq!(span, fast.as_ref().map(|(_, len)| *len), "{buf:?}");
+        // The leaf reading answers for every leaf the descent answers for, the same.
+        let leaf = super::leaf(buf, config).map(|(event, len)| (leaf_frame(&buf, event), len));
+        match buf.first() {
+            Some(&kind) if super::is_aggregate(crate::frame::Kind(kind)) => {
+                assert_eq!(leaf, None, "{buf:?}");
+            }
+            _ => assert_eq!(leaf, fast, "{buf:?} {config:?}"),
+        }
         if let Some(fast) = &fast {
             assert_eq!(
                 scanned(buf, config).as_ref(),
@@ -354,6 +362,7 @@ mod tests {
         b"~3\r\n#t\r\n#f\r\n_\r\n",
         b">2\r\n(-123\r\n=7\r\ntxt:abc\r\n",
         b"*1\r\n*1\r\n*0\r\n",
+        b"*-1\r\n",
         b"-ERR x\r\n",
         b"!3\r\nbad\r\n",
         b",-inf\r\n",
