@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use redis_cluster_proto::resp::server_limits::{OutputLimit, OutputLimits, parse_memory};
 use redis_cluster_proto::resp::{Decoder, Frame};
 use redis_cluster_proto::route::glob_match;
+use redis_cluster_proto::state::is_hostname;
 
 /// `CONFIG GET *` of a real redis-server 7.0.15: every parameter, in the server's order.
 const TABLE: &[u8] = include_bytes!("../../tests/vectors/commands/redis-7.0.15/config-get.resp2");
@@ -375,10 +376,7 @@ fn check(kind: Kind, name: &str, words: &[String]) -> Result<String, String> {
             Err("Hostnames must be less than 256 characters".into())
         }
         Kind::Text if name == "cluster-announce-hostname" => {
-            let ok = word
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.');
-            if ok {
+            if is_hostname(word.as_bytes()) {
                 Ok(word.to_string())
             } else {
                 Err("Hostnames may only contain alphanumeric characters, hyphens or dots".into())

@@ -11,6 +11,7 @@ use redis_hash_slot::{Slot, SlotSet};
 
 use crate::{
     cluster::{ClusterNode, random_id},
+    config::is_hostname,
     error::CommandError,
     node::{Node, NodeIp},
     output::{Event, LinkId, Output},
@@ -639,13 +640,6 @@ impl ClusterNode {
         self.topology.myself_mut().config_epoch = epoch;
         self.push(Output::SaveConfig);
     }
-}
-
-/// A hostname as a server lets itself announce one (`cluster-announce-hostname`): letters,
-/// digits, `-` and `.`.
-fn is_hostname(text: &[u8]) -> bool {
-    text.iter()
-        .all(|&b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.')
 }
 
 /// A value that a nodes.conf aux field can hold whole: printable ASCII, no blank (the line's

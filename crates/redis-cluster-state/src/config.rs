@@ -6,6 +6,22 @@ use redis_cluster_bus::NodeId;
 
 use crate::time::Duration;
 
+/// Whether `text` is a hostname as a server lets itself announce one
+/// (`cluster-announce-hostname`): letters, digits, `-` and `.` only, the empty one included.
+/// This node takes a peer's hostname only when it passes: a blank, comma or line break would
+/// be written into nodes.conf and CLUSTER NODES. (CONFIG SET also refuses 256 bytes and more.)
+///
+/// ```
+/// use redis_cluster_state::is_hostname;
+///
+/// assert!(is_hostname(b"node-1.example"));
+/// assert!(!is_hostname(b"a b") && !is_hostname(b"a,b") && !is_hostname(b"a\nb"));
+/// ```
+pub fn is_hostname(text: &[u8]) -> bool {
+    text.iter()
+        .all(|&b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.')
+}
+
 /// What `MOVED` / `ASK` and `CLUSTER SLOTS` name a node by
 /// (`cluster-preferred-endpoint-type`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

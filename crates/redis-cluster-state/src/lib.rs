@@ -169,7 +169,7 @@ mod timers;
 mod topology;
 
 pub use cluster::ClusterNode;
-pub use config::{Config, EndpointType};
+pub use config::{Config, EndpointType, is_hostname};
 pub use cron::CRON_MS;
 pub use election::FailoverMode;
 pub use error::CommandError;
