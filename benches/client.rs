@@ -1,0 +1,239 @@
+//! The cluster client engine's own cost per request, without sockets, tasks or channels:
+//! what `redis-cluster-proxy` spends in `redis-cluster-client` for each command it serves.
+//!
+//! Run with `cargo bench --bench client`. Each iteration is one round of a pipelining client:
+//! 16 commands handed to [`Engine::handle_request`], the bytes [`Engine::poll_transmit`] gives
+//! for each backend connection, the replies those backends sent to the same bytes fed back
+//! with [`Engine::handle_data`], and the 16 replies taken from [`Engine::poll_output`] and
+//! reported written, as the proxy's writer reports them. The backends' replies are recorded
+//! once, before the measurement, from what a scripted server answers to what the engine
+//! wrote; every iteration checks that the engine wrote as many bytes to each connection and
+//! answered every command. Set-ups:
+//! - `one server`: a static pool of one master ([`Config::fixed_map`]);
+//! - `three servers`: a static pool of three masters, the slots split in three;
+//! - `cluster`: a three-master cluster, its map read from `CLUSTER SHARDS`.
+//!
+//! Commands: `GET`, `SET` of a 64-byte value, and `MGET` of 10 keys (a split over slots in a
+//! cluster, over servers in a static pool).
+
+use std::collections::HashMap;
+use std::hint::black_box;
+use std::time::Instant;
+
+use bytes::{Bytes, BytesMut};
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use redis_cluster_proto::client::{ClientId, Config, ConnId, Engine, Output};
+use redis_cluster_proto::hash_slot::SlotRange;
+use redis_cluster_proto::resp::{Decoder, Frame, encode, encoded_len};
+use redis_cluster_proto::route::{Endpoint, SlotMap};
+
+/// Commands per round, as `redis-benchmark -P 16` pipelines them.
+const PIPELINE: usize = 16;
+
+fn node(port: u16) -> Endpoint {
+    Endpoint {
+        host: "127.0.0.1".into(),
+        port,
+        ..Endpoint::default()
+    }
+}
+
+fn bulk(text: &str) -> Frame {
+    Frame::BulkString(Bytes::copy_from_slice(text.as_bytes()))
+}
+
+/// `CLUSTER SHARDS` of masters on ports 7000, 7001, … with the slots split evenly.
+fn shards(masters: u16) -> Frame {
+    let ranges = ranges(masters);
+    Frame::Array(
+        ranges
+            .iter()
+            .enumerate()
+            .map(|(i, (first, last))| {
+                Frame::Array(vec![
+                    bulk("slots"),
+                    Frame::Array(vec![
+                        Frame::Integer(i64::from(*first)),
+                        Frame::Integer(i64::from(*last)),
+                    ]),
+                    bulk("nodes"),
+                    Frame::Array(vec![Frame::Array(vec![
+                        bulk("endpoint"),
+                        bulk("127.0.0.1"),
+                        bulk("port"),
+                        Frame::Integer(7000 + i as i64),
+                        bulk("role"),
+                        bulk("master"),
+                    ])]),
+                ])
+            })
+            .collect(),
+    )
+}
+
+fn ranges(masters: u16) -> Vec<(u16, u16)> {
+    let each = 16384 / masters;
+    (0..masters)
+        .map(|i| {
+            let last = if i + 1 == masters {
+                16383
+            } else {
+                (i + 1) * each - 1
+            };
+            (i * each, last)
+        })
+        .collect()
+}
+
+fn range(first: u16, last: u16) -> SlotRange {
+    format!("{first}-{last}").parse().expect("a slot range")
+}
+
+/// What a scripted server answers to each command in `wire`, as bytes.
+fn answer(wire: &[u8]) -> Vec<u8> {
+    let mut input = BytesMut::from(wire);
+    let mut decoder = Decoder::new();
+    let mut out = Vec::new();
+    while let Ok(Some(command)) = decoder.decode_command(&mut input) {
+        let args: Vec<Vec<u8>> = (0..command.len())
+            .filter_map(|i| command.arg(i))
+            .map(|a| a.to_ascii_uppercase())
+            .collect();
+        let reply = match args.first().map(Vec::as_slice) {
+            Some(b"INFO") => bulk("# Server\r\nredis_version:7.0.15\r\n"),
+            Some(b"CLUSTER") if args.get(1).is_some_and(|a| a == b"INFO") => {
+                bulk("cluster_state:ok\r\ncluster_current_epoch:3\r\n")
+            }
+            Some(b"CLUSTER") if args.get(1).is_some_and(|a| a == b"SHARDS") => shards(3),
+            Some(b"GET") => bulk("value"),
+            Some(b"SET") => Frame::SimpleString(Bytes::from_static(b"OK")),
+            Some(b"MGET") => Frame::Array(vec![bulk("value"); args.len() - 1]),
+            other => panic!("the scripted server does not answer {other:?}"),
+        };
+        encode(&reply, &mut out);
+    }
+    assert!(input.is_empty(), "a partial command in {wire:?}");
+    out
+}
+
+/// An engine with one client, its connections open and its map read.
+struct Bench {
+    engine: Engine,
+    client: ClientId,
+    now: Instant,
+    /// What each connection's backend answers to a round, and how many bytes the engine
+    /// writes to it in one.
+    script: HashMap<ConnId, (usize, Vec<u8>)>,
+    wire: Vec<u8>,
+}
+
+impl Bench {
+    fn new(setup: &str) -> Self {
+        let now = Instant::now();
+        let mut config = Config::new(vec![node(7000)]);
+        // As the proxy drives it: counted replies (reported written below).
+        config.client_output_limit = Some(4 << 20);
+        match setup {
+            "one server" => {
+                let mut map = SlotMap::default();
+                map.assign_range(range(0, 16383), node(7000));
+                config.fixed_map = Some(map);
+            }
+            "three servers" => {
+                let mut map = SlotMap::default();
+                for (i, (first, last)) in ranges(3).into_iter().enumerate() {
+                    map.assign_range(range(first, last), node(7000 + i as u16));
+                }
+                config.fixed_map = Some(map);
+            }
+            _ => {}
+        }
+        let mut engine = Engine::new(config, now);
+        let client = engine.open_client();
+        let mut bench = Self {
+            engine,
+            client,
+            now,
+            script: HashMap::new(),
+            wire: Vec::new(),
+        };
+        // Until the engine has its map (and the cluster's version) and asks nothing more.
+        bench.round(&[], true);
+        bench
+    }
+
+    /// Hands `commands` to the engine and runs the connections until it asks nothing more;
+    /// with `learn`, answers with the scripted server and records it. Returns the replies.
+    fn round(&mut self, commands: &[Vec<Bytes>], learn: bool) -> usize {
+        for argv in commands {
+            self.engine
+                .handle_request(self.now, self.client, argv.clone());
+        }
+        let mut replies = 0;
+        loop {
+            while let Some(output) = self.engine.poll_output() {
+                match output {
+                    Output::Connect { conn, .. } => self.engine.handle_connected(self.now, conn),
+                    Output::Reply { client, frame, .. } => {
+                        replies += 1;
+                        self.engine.handle_written(client, encoded_len(&frame));
+                        black_box(frame);
+                    }
+                    _ => {}
+                }
+            }
+            let Some(conn) = self.engine.poll_transmit(&mut self.wire) else {
+                return replies;
+            };
+            if learn {
+                self.script
+                    .insert(conn, (self.wire.len(), answer(&self.wire)));
+            }
+            let (len, reply) = &self.script[&conn];
+            assert_eq!(self.wire.len(), *len, "the engine wrote something else");
+            self.engine.handle_data(self.now, conn, reply);
+            self.wire.clear();
+        }
+    }
+}
+
+fn commands(name: &str) -> Vec<Vec<Bytes>> {
+    let key = |i: usize| Bytes::from(format!("key:{i:06}"));
+    (0..PIPELINE)
+        .map(|i| {
+            let name = Bytes::copy_from_slice(name.as_bytes());
+            match name.as_ref() {
+                b"GET" => vec![name, key(i)],
+                b"SET" => vec![name, key(i), Bytes::from(vec![b'v'; 64])],
+                _ => std::iter::once(name)
+                    .chain((0..10).map(|j| key(i * 10 + j)))
+                    .collect(),
+            }
+        })
+        .collect()
+}
+
+fn engine(c: &mut Criterion) {
+    for setup in ["one server", "three servers", "cluster"] {
+        let mut group = c.benchmark_group(format!("engine/{setup}"));
+        group.throughput(Throughput::Elements(PIPELINE as u64));
+        for name in ["GET", "SET", "MGET"] {
+            let commands = commands(name);
+            let mut bench = Bench::new(setup);
+            // The first rounds learn what the backends answer (the first has a new
+            // connection's set-up in it); the same round again must write the same bytes and
+            // be answered whole.
+            assert_eq!(bench.round(&commands, true), PIPELINE);
+            assert_eq!(bench.round(&commands, true), PIPELINE);
+            assert_eq!(bench.round(&commands, false), PIPELINE);
+            let label = if name == "MGET" { "MGET10" } else { name };
+            group.bench_function(BenchmarkId::from_parameter(label), |b| {
+                b.iter(|| assert_eq!(bench.round(&commands, false), PIPELINE));
+            });
+        }
+        group.finish();
+    }
+}
+
+criterion_group!(benches, engine);
+criterion_main!(benches);
