@@ -1384,11 +1384,46 @@ fn a_manual_then_an_automatic_sentinel_failover_show_no_error_and_lose_no_write(
         "the writer hardly ran: {}",
         replies.len()
     );
-    assert!(
-        errors.is_empty(),
-        "errors: {:?}",
-        &errors[..errors.len().min(5)]
-    );
+    // A Sentinel election can fail: on a starved machine (seen in CI, the whole suite and a
+    // build beside it) the Sentinels marked each other down, none was elected within the 10 s
+    // an election has (`-failover-abort-not-elected` in their logs), and the next try came
+    // 2 × failover-timeout later. Past the proxy's 10-s hold its writes get the hold's
+    // MASTERDOWN, then the stopped master's timeout, as a client of the master alone would
+    // get errors: those two, and nothing is lost. Otherwise no error at all.
+    let hold = Duration::from_secs(10);
+    if replaced > hold {
+        let not_elected = sentinels.iter().any(|s| {
+            std::fs::read_to_string(s.dir().join("redis.log"))
+                .expect("a Sentinel's log")
+                .contains("-failover-abort-not-elected")
+        });
+        assert!(
+            not_elected,
+            "the master was replaced after {replaced:?} with no failed election"
+        );
+        let expected = |frame: &Frame| match frame {
+            Frame::SimpleError(text) => {
+                let text = String::from_utf8_lossy(text);
+                text.starts_with("MASTERDOWN the failover of slots 0-16383 did not end")
+                    || text.starts_with(&format!(
+                        "ERR connection to 127.0.0.1:{} lost",
+                        second.port()
+                    ))
+            }
+            _ => false,
+        };
+        assert!(
+            errors.iter().all(|(_, e)| expected(e)),
+            "errors: {:?}",
+            &errors[..errors.len().min(5)]
+        );
+    } else {
+        assert!(
+            errors.is_empty(),
+            "errors: {:?}",
+            &errors[..errors.len().min(5)]
+        );
+    }
     assert!(lost.is_empty(), "lost: {:?}", &lost[..lost.len().min(10)]);
 }
 
