@@ -14,6 +14,31 @@ use crate::hello;
 use crate::request::{Call, CallKey, CallState, Combine, Target, scan_step};
 use crate::{ClientId, ConnId, Event, Output, RequestId};
 
+/// A finished request's reply (or its silent end) goes out, counted when `counting`.
+fn hand_out(
+    outputs: &mut std::collections::VecDeque<Output>,
+    unwritten: &mut usize,
+    counting: bool,
+    client: ClientId,
+    request: RequestId,
+    reply: Option<Frame>,
+    silent: bool,
+) {
+    match (reply, silent) {
+        (Some(frame), false) => {
+            if counting {
+                *unwritten += encoded_len(&frame);
+            }
+            outputs.push_back(Output::Reply {
+                client,
+                request,
+                frame,
+            });
+        }
+        _ => outputs.push_back(Output::Answered { client, request }),
+    }
+}
+
 impl Engine {
     /// What a reply on `conn` answers.
     pub(crate) fn answer(&mut self, now: Instant, conn: ConnId, expect: Expect, frame: Frame) {
@@ -188,14 +213,34 @@ impl Engine {
         let Some(request) = self.requests.get_mut(&id) else {
             return;
         };
-        request.reply = Some(reply);
         let client = request.client;
         let Some(state) = self.clients.get_mut(&client) else {
             // Its client is gone: nobody reads the reply.
             self.requests.remove(&id);
             return;
         };
+        if state.order.front() != Some(&id) {
+            // An earlier request is owed its reply: this one waits, and nothing else is
+            // ready (each was handed out when it became ready at the front).
+            request.reply = Some(reply);
+            return;
+        }
+        // Usually the case: replies come in order. Handed out at once, without a stop in the
+        // request's own entry.
+        let silent = request.silent;
+        state.order.pop_front();
+        self.requests.remove(&id);
         let counting = self.config.client_output_limit.is_some();
+        let out = &mut self.outputs;
+        hand_out(
+            out,
+            &mut state.unwritten,
+            counting,
+            client,
+            id,
+            Some(reply),
+            silent,
+        );
         while let Some(front) = state.order.front().copied() {
             let ready = self.requests.get(&front).is_some_and(|r| r.reply.is_some());
             if !ready {
@@ -203,22 +248,16 @@ impl Engine {
             }
             state.order.pop_front();
             if let Some(request) = self.requests.remove(&front) {
-                match (request.reply, request.silent) {
-                    (Some(frame), false) => {
-                        if counting {
-                            state.unwritten += encoded_len(&frame);
-                        }
-                        self.outputs.push_back(Output::Reply {
-                            client,
-                            request: front,
-                            frame,
-                        });
-                    }
-                    _ => self.outputs.push_back(Output::Answered {
-                        client,
-                        request: front,
-                    }),
-                }
+                let (reply, silent) = (request.reply, request.silent);
+                hand_out(
+                    out,
+                    &mut state.unwritten,
+                    counting,
+                    client,
+                    front,
+                    reply,
+                    silent,
+                );
             }
         }
         if state.order.is_empty() {

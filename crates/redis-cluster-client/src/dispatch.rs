@@ -10,7 +10,7 @@ use redis_hash_slot::Slot;
 use redis_resp::{Frame, errors};
 
 use crate::conn::{Conn, Expect};
-use crate::engine::{Engine, all_nodes, endpoint, masters};
+use crate::engine::{Engine, Name, all_nodes, endpoint, masters};
 use crate::hello;
 use crate::request::{Call, CallKey, CallState, Combine, Target, scan_cursor};
 use crate::{ClientId, ConnId, Event, Output, RequestId, error_frame};
@@ -32,13 +32,15 @@ impl Engine {
             self.unrouted.push(id);
             return;
         }
-        let Some(argv) = self.session(now, id, client, argv) else {
+        // The name in lower case, once: transactions, Pub/Sub and HELLO look at it.
+        let name = Name::of(&argv);
+        let Some(argv) = self.session(now, id, client, &name, argv) else {
             return;
         };
-        let Some(argv) = self.pubsub(now, id, client, argv) else {
+        let Some(argv) = self.pubsub(now, id, client, &name, argv) else {
             return;
         };
-        if let Some(reply) = self.local(client, &argv) {
+        if let Some(reply) = self.local(client, &name, &argv) {
             self.finish(id, reply);
             return;
         }
@@ -142,9 +144,8 @@ impl Engine {
     }
 
     /// Commands the engine answers itself (HELLO), with the reply.
-    pub(crate) fn local(&mut self, client: ClientId, argv: &[Bytes]) -> Option<Frame> {
-        let name = argv.first()?;
-        if !name.eq_ignore_ascii_case(b"HELLO") {
+    pub(crate) fn local(&mut self, client: ClientId, name: &Name, argv: &[Bytes]) -> Option<Frame> {
+        if name.as_bytes() != b"hello" {
             return None;
         }
         let state = self.clients.get_mut(&client)?;

@@ -67,9 +67,9 @@ impl Engine {
         now: Instant,
         id: RequestId,
         client: ClientId,
+        name: &Name,
         argv: Vec<Bytes>,
     ) -> Option<Vec<Bytes>> {
-        let name = Name::of(&argv);
         let name = name.as_bytes();
         let state = self.clients.get(&client)?;
         let active = state.subs.active();

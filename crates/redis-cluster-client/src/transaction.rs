@@ -47,11 +47,11 @@ impl Engine {
         now: Instant,
         id: RequestId,
         client: ClientId,
+        name: &Name,
         argv: Vec<Bytes>,
     ) -> Option<Vec<Bytes>> {
         let table = self.table;
         let state = self.clients.get_mut(&client)?;
-        let name = Name::of(&argv);
         let reply = match (name.as_bytes(), state.multi.as_mut()) {
             (b"multi", Some(_)) => error_frame("ERR MULTI calls can not be nested"),
             (b"multi", None) => {
