@@ -187,6 +187,9 @@ impl Engine {
             request.combined()
         };
         if let Some(slot) = slot {
+            // Whether calls of the slot are still queued (usually not: a pipeline on random
+            // keys meets a slot once), which the next may now be free to go.
+            let mut queued = false;
             if let Some(state) = self.clients.get_mut(&client) {
                 let raw = u16::from(slot);
                 if let Some(queue) = state.slots.get_mut(&raw) {
@@ -198,10 +201,14 @@ impl Engine {
                     }
                     if queue.keys.is_empty() {
                         state.slots.remove(&raw);
+                    } else {
+                        queued = true;
                     }
                 }
             }
-            self.pump(now, client, slot);
+            if queued {
+                self.pump(now, client, slot);
+            }
         }
         if let Some(reply) = merged {
             self.finish(key.0, reply);
@@ -268,7 +275,13 @@ impl Engine {
                 self.outputs.push_back(Output::Push { client, frame });
             }
         }
-        self.check_output_limit(client);
+        // `check_output_limit`, with the client at hand.
+        if let Some(limit) = self.config.client_output_limit {
+            if !state.paused && state.unwritten > limit {
+                state.paused = true;
+                self.outputs.push_back(Output::Pause { client });
+            }
+        }
     }
 
     /// With [`Config::client_output_limit`](crate::Config): a client owed more than the limit
