@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
@@ -14,7 +14,7 @@ use redis_cluster_proto::resp::{
 };
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
+use tokio::sync::{Notify, mpsc};
 use tokio::task::AbortHandle;
 
 /// How many replies one client may be owed (asked for and not yet written to its socket)
@@ -23,14 +23,67 @@ use tokio::task::AbortHandle;
 /// still flows.
 const WINDOW: usize = 16;
 
+/// A client's window: how many replies it is owed, at most [`WINDOW`]. The reader takes a
+/// place for each command and waits while every place is taken; the writer gives the places
+/// back once their replies are written, and closes the window when it ends, so that a reader
+/// waiting for a writer that is gone wakes up (and finds it gone). Two atomics where a
+/// semaphore took a lock and an `Arc` per command.
+#[derive(Debug, Default)]
+struct Window {
+    owed: AtomicUsize,
+    closed: AtomicBool,
+    freed: Notify,
+}
+
+impl Window {
+    /// Takes a place, waiting while all are taken; `false` once the window is closed.
+    async fn take(&self) -> bool {
+        loop {
+            if self.closed.load(Ordering::Acquire) {
+                return false;
+            }
+            // Only the reader adds: between this load and the add the count can only fall.
+            if self.owed.load(Ordering::Acquire) < WINDOW {
+                self.owed.fetch_add(1, Ordering::AcqRel);
+                return true;
+            }
+            self.freed.notified().await;
+        }
+    }
+
+    /// The replies of `places` places were written.
+    fn give_back(&self, places: usize) {
+        if places > 0 && self.owed.fetch_sub(places, Ordering::AcqRel) >= WINDOW {
+            // The reader may be waiting, or about to: `notify_one` keeps a permit for it.
+            self.freed.notify_one();
+        }
+    }
+
+    /// How many replies are owed.
+    fn owed(&self) -> usize {
+        self.owed.load(Ordering::Acquire)
+    }
+}
+
+/// Closes the window when the writer ends, however it ends (an abort included).
+struct CloseOnDrop(Arc<Window>);
+
+impl Drop for CloseOnDrop {
+    fn drop(&mut self) {
+        self.0.closed.store(true, Ordering::Release);
+        self.0.freed.notify_one();
+    }
+}
+
 use super::cluster::{Argv, Pending, Pool};
 use super::driver::{Answer, EngineClient, Gate, PushTx, Reporter};
 use super::log;
 use redis_cluster_proto::resp::server_limits::OutputLimit;
 
 enum Item {
-    /// A reply to come, when the command arrived, and its place in the client's window.
-    Reply(Pending, Instant, Option<OwnedSemaphorePermit>),
+    /// A reply to come, when the command arrived, and whether it holds a place in the
+    /// client's window.
+    Reply(Pending, Instant, bool),
     /// Frames out of band (Pub/Sub pushes from the engine).
     Frames(Vec<Frame>),
     /// Close the connection after the replies before it.
@@ -86,7 +139,7 @@ pub(crate) async fn serve(mut stream: TcpStream, pool: Arc<Pool>) {
     let _ = stream.set_nodelay(true);
     let (rd, wr) = stream.into_split();
     let (tx, rx) = mpsc::unbounded_channel();
-    let window = Arc::new(Semaphore::new(WINDOW));
+    let window = Arc::new(Window::default());
     // The engine's answers to this client's commands, in their order.
     let (answers, answers_rx) = mpsc::unbounded_channel();
     // Closed by the engine while the client is owed too many bytes.
@@ -151,6 +204,7 @@ pub(crate) async fn serve(mut stream: TcpStream, pool: Arc<Pool>) {
     let reporter = session.engine.as_ref().map(EngineClient::reporter);
     let mut writer = tokio::spawn(write_replies(
         wr,
+        window.clone(),
         rx,
         answers_rx,
         reporter,
@@ -176,7 +230,7 @@ pub(crate) async fn serve(mut stream: TcpStream, pool: Arc<Pool>) {
                 Ok(Some(command)) => {
                     // A client that does not read its replies stops being read once it owes
                     // WINDOW of them: its memory here stays bounded.
-                    let permit = window.clone().acquire_owned().await.ok();
+                    let permit = window.take().await;
                     let started = arrived;
                     stats.commands.fetch_add(1, Ordering::Relaxed);
                     let argv: Argv = (0..command.len())
@@ -220,7 +274,7 @@ pub(crate) async fn serve(mut stream: TcpStream, pool: Arc<Pool>) {
                     let _ = tx.send(Item::Reply(
                         Pending::Ready(error(&text)),
                         Instant::now(),
-                        None,
+                        false,
                     ));
                     let _ = tx.send(Item::Close);
                     by_proxy = true;
@@ -340,16 +394,16 @@ impl OutputLimitCheck {
 /// Ends once a client has been idle for `limit` (never, for none): that long with every
 /// permit of its `window` back, so that no reply is owed to it. A reply still to come
 /// (a blocked BLPOP, a slow backend) starts the wait again once it is written.
-async fn idle_for(limit: Option<Duration>, window: &Semaphore) {
+async fn idle_for(limit: Option<Duration>, window: &Window) {
     let Some(limit) = limit else {
         return std::future::pending().await;
     };
     loop {
         // Owed nothing: wait the limit, then check that nothing came to be owed meanwhile
         // (a command read is owed a reply until it is written).
-        if window.available_permits() == WINDOW {
+        if window.owed() == 0 {
             tokio::time::sleep(limit).await;
-            if window.available_permits() == WINDOW {
+            if window.owed() == 0 {
                 return;
             }
         }
@@ -525,6 +579,7 @@ fn info(pool: &Pool) -> String {
 /// closed the connection itself (a nutcracker pool's split request a server failed).
 async fn write_replies(
     mut wr: tokio::net::tcp::OwnedWriteHalf,
+    window: Arc<Window>,
     mut rx: mpsc::UnboundedReceiver<Item>,
     mut answers: mpsc::UnboundedReceiver<Answer>,
     reporter: Option<Reporter>,
@@ -535,7 +590,8 @@ async fn write_replies(
     // Given back when nothing more waits to be written, as the reader's buffer.
     let mut out = Vec::new();
     // The window places of the replies in `out`: given back once they are written.
-    let mut written = Vec::new();
+    let mut places = 0;
+    let window = CloseOnDrop(window);
     // When the commands of the replies in `out` arrived.
     let mut starts: Vec<Instant> = Vec::new();
     // Bytes of the engine's replies and pushes in `out`, reported once written; of the
@@ -549,7 +605,7 @@ async fn write_replies(
         while let Some(item) = next.take() {
             match item {
                 Item::Reply(pending, started, permit) => {
-                    written.extend(permit);
+                    places += usize::from(permit);
                     let from_engine = matches!(pending, Pending::Engine);
                     let (frame, hang_up) = match pending {
                         Pending::Engine => match answers.recv().await {
@@ -607,7 +663,7 @@ async fn write_replies(
         } else {
             out.clear();
         }
-        written.clear();
+        window.0.give_back(std::mem::take(&mut places));
         if close {
             let _ = wr.shutdown().await;
             return failed;
