@@ -17,6 +17,11 @@ use tokio::net::TcpStream;
 use tokio::sync::{Notify, mpsc};
 use tokio::task::AbortHandle;
 
+use super::cluster::{Argv, Pending, Pool};
+use super::driver::{Answer, EngineClient, Gate, PushTx, Reporter};
+use super::log;
+use redis_cluster_proto::resp::server_limits::OutputLimit;
+
 /// How many replies one client may be owed (asked for and not yet written to its socket)
 /// before the proxy stops reading its commands: a client pipelining GETs of 1 MB values that
 /// it never reads costs at most this many of them. A pipeline of 16 (redis-benchmark -P 16)
@@ -74,11 +79,6 @@ impl Drop for CloseOnDrop {
         self.0.freed.notify_one();
     }
 }
-
-use super::cluster::{Argv, Pending, Pool};
-use super::driver::{Answer, EngineClient, Gate, PushTx, Reporter};
-use super::log;
-use redis_cluster_proto::resp::server_limits::OutputLimit;
 
 enum Item {
     /// A reply to come, when the command arrived, and whether it holds a place in the
