@@ -1,11 +1,13 @@
 //! The cluster client engine's own cost per request, without sockets, tasks or channels:
 //! what `redis-cluster-proxy` spends in `redis-cluster-client` for each command it serves.
 //!
-//! Run with `cargo bench --bench client`. Each iteration is one round of a pipelining client:
-//! 16 commands handed to [`Engine::handle_request`], the bytes [`Engine::poll_transmit`] gives
-//! for each backend connection, the replies those backends sent to the same bytes fed back
-//! with [`Engine::handle_data`], and the 16 replies taken from [`Engine::poll_output`] and
-//! reported written, as the proxy's writer reports them. The backends' replies are recorded
+//! Run with `cargo bench --bench client`. Each iteration is one round of pipelining clients
+//! (one, or 50 as `redis-benchmark -c 50` has them): each client's 16 commands handed to
+//! [`Engine::handle_request`], the bytes [`Engine::poll_transmit`] gives for each backend
+//! connection, the replies those backends sent to the same bytes fed back with
+//! [`Engine::handle_data`], and every reply taken from [`Engine::poll_output`] and reported
+//! written, as the proxy's writer reports them. With 50 clients the engine's per-client
+//! state no longer fits in the nearest caches, as in the proxy. The backends' replies are recorded
 //! once, before the measurement, from what a scripted server answers to what the engine
 //! wrote; every iteration checks that the engine wrote as many bytes to each connection and
 //! answered every command. Set-ups:
@@ -116,10 +118,10 @@ fn answer(wire: &[u8]) -> Vec<u8> {
     out
 }
 
-/// An engine with one client, its connections open and its map read.
+/// An engine with its clients, its connections open and its map read.
 struct Bench {
     engine: Engine,
-    client: ClientId,
+    clients: Vec<ClientId>,
     now: Instant,
     /// What each connection's backend answers to a round, and how many bytes the engine
     /// writes to it in one.
@@ -128,7 +130,7 @@ struct Bench {
 }
 
 impl Bench {
-    fn new(setup: &str) -> Self {
+    fn new(setup: &str, clients: usize) -> Self {
         let now = Instant::now();
         let mut config = Config::new(vec![node(7000)]);
         // As the proxy drives it: counted replies (reported written below).
@@ -149,10 +151,10 @@ impl Bench {
             _ => {}
         }
         let mut engine = Engine::new(config, now);
-        let client = engine.open_client();
+        let clients = (0..clients).map(|_| engine.open_client()).collect();
         let mut bench = Self {
             engine,
-            client,
+            clients,
             now,
             script: HashMap::new(),
             wire: Vec::new(),
@@ -165,9 +167,10 @@ impl Bench {
     /// Hands `commands` to the engine and runs the connections until it asks nothing more;
     /// with `learn`, answers with the scripted server and records it. Returns the replies.
     fn round(&mut self, commands: &[Vec<Bytes>], learn: bool) -> usize {
-        for argv in commands {
-            self.engine
-                .handle_request(self.now, self.client, argv.clone());
+        for &client in &self.clients {
+            for argv in commands {
+                self.engine.handle_request(self.now, client, argv.clone());
+            }
         }
         let mut replies = 0;
         loop {
@@ -214,24 +217,31 @@ fn commands(name: &str) -> Vec<Vec<Bytes>> {
 }
 
 fn engine(c: &mut Criterion) {
-    for setup in ["one server", "three servers", "cluster"] {
-        let mut group = c.benchmark_group(format!("engine/{setup}"));
-        group.throughput(Throughput::Elements(PIPELINE as u64));
-        for name in ["GET", "SET", "MGET"] {
-            let commands = commands(name);
-            let mut bench = Bench::new(setup);
-            // The first rounds learn what the backends answer (the first has a new
-            // connection's set-up in it); the same round again must write the same bytes and
-            // be answered whole.
-            assert_eq!(bench.round(&commands, true), PIPELINE);
-            assert_eq!(bench.round(&commands, true), PIPELINE);
-            assert_eq!(bench.round(&commands, false), PIPELINE);
-            let label = if name == "MGET" { "MGET10" } else { name };
-            group.bench_function(BenchmarkId::from_parameter(label), |b| {
-                b.iter(|| assert_eq!(bench.round(&commands, false), PIPELINE));
-            });
+    for clients in [1, 50] {
+        for setup in ["one server", "three servers", "cluster"] {
+            let name = match clients {
+                1 => format!("engine/{setup}"),
+                n => format!("engine/{setup}, {n} clients"),
+            };
+            let mut group = c.benchmark_group(name);
+            let per_round = clients * PIPELINE;
+            group.throughput(Throughput::Elements(per_round as u64));
+            for name in ["GET", "SET", "MGET"] {
+                let commands = commands(name);
+                let mut bench = Bench::new(setup, clients);
+                // The first rounds learn what the backends answer (the first has a new
+                // connection's set-up in it); the same round again must write the same bytes
+                // and be answered whole.
+                assert_eq!(bench.round(&commands, true), per_round);
+                assert_eq!(bench.round(&commands, true), per_round);
+                assert_eq!(bench.round(&commands, false), per_round);
+                let label = if name == "MGET" { "MGET10" } else { name };
+                group.bench_function(BenchmarkId::from_parameter(label), |b| {
+                    b.iter(|| assert_eq!(bench.round(&commands, false), per_round));
+                });
+            }
+            group.finish();
         }
-        group.finish();
     }
 }
 
