@@ -48,8 +48,11 @@ impl Engine {
             Expect::Visit(key) => self.scan_visited(now, conn, key, frame),
             Expect::Queued(key) => {
                 if let Some(call) = self.call_mut(key) {
-                    if frame.is_error() && call.queued_error.is_none() {
-                        call.queued_error = Some(frame);
+                    if frame.is_error() {
+                        let rare = call.rare_mut();
+                        if rare.queued_error.is_none() {
+                            rare.queued_error = Some(frame);
+                        }
                     }
                 }
             }
@@ -107,7 +110,7 @@ impl Engine {
                 };
                 call.state = CallState::Queued;
                 if !moved {
-                    call.asking = Some(addr);
+                    call.rare_mut().asking = Some(addr);
                 }
                 self.dispatch(now, key);
             }

@@ -296,7 +296,7 @@ impl Engine {
     /// Where a call would go now, as `host:port` (borrowed from the map's addresses for a
     /// master: the common case allocates nothing).
     pub(crate) fn target_addr(&self, call: &Call) -> Option<Cow<'_, str>> {
-        if let Some(addr) = &call.asking {
+        if let Some(addr) = call.asking() {
             return Some(Cow::Owned(addr.clone()));
         }
         let map = self.map.as_ref();
@@ -348,7 +348,7 @@ impl Engine {
         let Some(call) = request.calls.get(key.1) else {
             return;
         };
-        if let Some(conn) = call.pinned {
+        if let Some(conn) = call.pinned() {
             return self.send_pinned(now, key, conn);
         }
         if !self.holds.is_empty() {
@@ -393,10 +393,11 @@ impl Engine {
         let Some(call) = request.calls.get_mut(key.1) else {
             return;
         };
-        if call.asking.take().is_some() {
+        let rare = call.rare.as_deref_mut();
+        if rare.and_then(|r| r.asking.take()).is_some() {
             c.write(&[&b"ASKING"[..]], Expect::Setup, now);
         }
-        if let Some(batch) = &call.batch {
+        if let Some(batch) = call.batch() {
             c.write(&[&b"MULTI"[..]], Expect::Queued(key), now);
             for command in batch {
                 c.write(command, Expect::Queued(key), now);
@@ -414,7 +415,9 @@ impl Engine {
         }
         c.write(&call.argv, last, now);
         call.attempts += 1;
-        call.queued_error = None;
+        if let Some(rare) = call.rare.as_deref_mut() {
+            rare.queued_error = None;
+        }
         call.state = CallState::Sent(conn);
         if c.open {
             self.writable.push_back(conn);
@@ -520,7 +523,7 @@ impl Engine {
         for (expect, _) in c.owed {
             match expect {
                 // A WATCH held on this connection is gone: no retry can bring it back.
-                Expect::Call(key) if self.call_ref(key).is_some_and(|c| c.pinned.is_some()) => {
+                Expect::Call(key) if self.call_ref(key).is_some_and(|c| c.pinned().is_some()) => {
                     self.complete(now, key, error_frame(&text));
                 }
                 Expect::Call(key) | Expect::Visit(key) => self.retry(now, key, error_frame(&text)),
@@ -542,7 +545,11 @@ impl Engine {
             return;
         };
         if call.attempts >= max {
-            let last = call.last_error.take().unwrap_or(error);
+            let last = call
+                .rare
+                .as_deref_mut()
+                .and_then(|r| r.last_error.take())
+                .unwrap_or(error);
             self.complete(now, key, last);
             return;
         }
@@ -552,7 +559,7 @@ impl Engine {
         };
         let pause = crate::config::backoff(base, longest, call.attempts.max(1));
         let at = now + pause;
-        call.last_error = Some(error);
+        call.rare_mut().last_error = Some(error);
         call.state = CallState::Retry(at);
         self.retries.insert((at, key));
         self.counters.retried += 1;

@@ -100,7 +100,7 @@ impl Engine {
             return false;
         };
         let slot = match &call.target {
-            Target::Slot { slot, .. } if call.asking.is_none() => Some(*slot),
+            Target::Slot { slot, .. } if call.asking().is_none() => Some(*slot),
             _ => None,
         };
         let map = self.map.as_ref();

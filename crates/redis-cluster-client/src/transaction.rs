@@ -156,9 +156,10 @@ impl Engine {
             None => Target::Any,
         };
         let mut call = Call::new(vec![Bytes::from_static(b"EXEC")], target);
-        call.batch = Some(commands);
         call.barrier = true;
-        call.pinned = pinned;
+        let rare = call.rare_mut();
+        rare.batch = Some(commands);
+        rare.pinned = pinned;
         self.start(now, id, call);
     }
 
@@ -216,7 +217,7 @@ impl Engine {
             None => Target::Any,
         };
         let mut call = Call::new(argv, target);
-        call.pinned = Some(conn);
+        call.rare_mut().pinned = Some(conn);
         call.barrier = true;
         self.start(now, id, call);
     }
@@ -267,7 +268,7 @@ impl Engine {
         let Some(call) = self.call_ref(key) else {
             return;
         };
-        let (argv, batch) = (call.argv.clone(), call.batch.clone());
+        let (argv, batch) = (call.argv.clone(), call.batch().cloned());
         let Some(c) = self.conns.get_mut(&conn) else {
             return self.complete(now, key, error_frame(WATCH_LOST));
         };
@@ -295,9 +296,13 @@ impl Engine {
         frame: Frame,
     ) -> Option<Frame> {
         let call = self.call_mut(key)?;
-        if let Some(conn) = call.pinned {
+        // Neither on a WATCH connection nor a transaction: the usual case, nothing to do.
+        let Some(rare) = call.rare.as_deref_mut() else {
+            return Some(frame);
+        };
+        if let Some(conn) = rare.pinned {
             // On the WATCH connection nothing is followed: the watch is on that node.
-            let exec = call.batch.is_some();
+            let exec = rare.batch.is_some();
             let client = self.requests.get(&key.0).map(|r| r.client);
             self.complete(now, key, frame);
             if let (true, Some(client)) = (exec, client) {
@@ -312,10 +317,10 @@ impl Engine {
             }
             return None;
         }
-        if call.batch.is_none() {
+        if rare.batch.is_none() {
             return Some(frame);
         }
-        let Some(queued) = call.queued_error.take() else {
+        let Some(queued) = rare.queued_error.take() else {
             return Some(frame);
         };
         let text = queued.as_bytes().unwrap_or_default().to_vec();
