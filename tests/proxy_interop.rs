@@ -1633,8 +1633,8 @@ fn answer_then_close(port: u16, request: &[u8]) -> Option<Vec<u8>> {
 }
 
 /// A subscriber of `news` on `port` that never reads, while `publish` sends `batches` of
-/// 1 000 messages of 10 KB, waiting `pause` between them; whether its connection was closed
-/// and how much of the 10 MB a batch reached it.
+/// 1 000 messages of 10 KB, waiting `pause` between them and after the last one; whether
+/// its connection was closed and how much of the 10 MB a batch reached it.
 fn a_subscriber_that_never_reads(
     port: u16,
     publisher: &mut Client,
@@ -1645,10 +1645,7 @@ fn a_subscriber_that_never_reads(
     let confirmed = subscriber.command(&argv("SUBSCRIBE news"));
     assert!(matches!(confirmed, Frame::Array(_)), "{confirmed:?}");
     let message = vec![b'm'; 10_000];
-    for batch in 0..batches {
-        if batch > 0 {
-            std::thread::sleep(pause);
-        }
+    for _ in 0..batches {
         let commands: Vec<[&[u8]; 3]> = (0..1000)
             .map(|_| [&b"PUBLISH"[..], b"news", &message])
             .collect();
@@ -1657,6 +1654,8 @@ fn a_subscriber_that_never_reads(
         for _ in 0..1000 {
             publisher.read_reply();
         }
+        // Unread meanwhile: reading drains what is owed below the soft limit.
+        std::thread::sleep(pause);
     }
     let mut stream = subscriber.into_stream();
     stream
@@ -1730,8 +1729,8 @@ fn the_servers_input_and_pubsub_limits_set_in_a_pool_act_as_on_the_server() {
         a_subscriber_that_never_reads(reference.port(), &mut direct, 1, Duration::ZERO);
     assert!(closed, "server: the subscriber past 1 MB was closed");
     assert!(got < 9_000_000, "server: {got} bytes reached it");
-    // The soft one, without a hard one: over 256 KB for more than a second, then one more
-    // message. 10 MB at once is not enough on either, 2 seconds later it is.
+    // The soft one, without a hard one: over 256 KB for more than a second, with more
+    // messages 3 s later (each message is a check).
     let soft = "pubsub 0 256kb 1";
     let (mut proxy, port) = proxy_process("soft", |port| pool(port, soft));
     let (closed, _) =
@@ -1747,4 +1746,21 @@ fn the_servers_input_and_pubsub_limits_set_in_a_pool_act_as_on_the_server() {
     let (closed, _) =
         a_subscriber_that_never_reads(reference.port(), &mut direct, 2, Duration::from_secs(3));
     assert!(closed, "server: over the soft limit too long");
+    // The soft limit with no message after the first batch: the server's cron checks its
+    // clients every second and closes the subscriber all the same (Redis 7.0 on; the 3 s
+    // unread let it); the proxy's writer checks while its write waits (before, only a new
+    // message was checked: the subscriber stayed open).
+    let quiet = Duration::from_secs(3);
+    let (closed, _) = a_subscriber_that_never_reads(reference.port(), &mut direct, 1, quiet);
+    assert!(
+        closed,
+        "server: over the soft limit too long, no message since"
+    );
+    let (mut proxy, port) = proxy_process("soft-quiet", |port| pool(port, soft));
+    let (closed, _) = a_subscriber_that_never_reads(port, &mut publisher, 1, quiet);
+    proxy.stop();
+    assert!(
+        closed,
+        "proxy: over the soft limit too long, no message since"
+    );
 }

@@ -167,13 +167,16 @@ pub(crate) async fn serve(mut stream: TcpStream, pool: Arc<Pool>) {
         authenticated: pool.password().is_none(),
         ..Session::default()
     };
+    // The pubsub limit: checked at each message, and by the writer while a write waits.
+    let mut pubsub_limit = None;
     if let Some(engine) = pool.engine() {
         // Pub/Sub frames go in the client's stream after the replies before them. A weak
         // sender: the engine's hold on it must not keep the writer waiting for more once
         // this task is done (each closed client's tasks and buffers stayed alive forever).
         let pushes = tx.downgrade();
         let (backlog, cut) = (push_backlog.clone(), cut_off.clone());
-        let over = OutputLimitCheck::new(pool.limits.pubsub, Instant::now());
+        let over = Arc::new(OutputLimitCheck::new(pool.limits.pubsub, Instant::now()));
+        pubsub_limit = Some(over.clone());
         let pushes: PushTx = Arc::new(move |frame| {
             // A subscriber that does not read its messages is disconnected once they pass
             // the pool's `client_output_buffer_limit pubsub`, as the server disconnects it.
@@ -181,13 +184,7 @@ pub(crate) async fn serve(mut stream: TcpStream, pool: Arc<Pool>) {
             let owed = backlog.fetch_add(size, Ordering::Relaxed) + size;
             if let Some(why) = over.check(owed as u64, Instant::now()) {
                 if let Some(writer) = cut.get().filter(|w| !w.is_finished()) {
-                    log::write(
-                        log::WARN,
-                        format_args!(
-                            "a subscriber left {owed} bytes of messages unread, {why}: \
-                             disconnected"
-                        ),
-                    );
+                    log_cut(owed, why);
                     writer.abort();
                 }
                 return;
@@ -209,6 +206,7 @@ pub(crate) async fn serve(mut stream: TcpStream, pool: Arc<Pool>) {
         answers_rx,
         reporter,
         push_backlog.clone(),
+        pubsub_limit,
         pool.clone(),
     ));
     let _ = cut_off.set(writer.abort_handle());
@@ -350,6 +348,40 @@ pub(crate) async fn serve(mut stream: TcpStream, pool: Arc<Pool>) {
     };
     counter.fetch_add(1, Ordering::Relaxed);
     stats.connected.fetch_sub(1, Ordering::Relaxed);
+}
+
+/// Logs the disconnection of a subscriber owed `owed` bytes of messages, and why.
+fn log_cut(owed: usize, why: &str) {
+    log::write(
+        log::WARN,
+        format_args!("a subscriber left {owed} bytes of messages unread, {why}: disconnected"),
+    );
+}
+
+/// Writes `out` (it holds Pub/Sub messages) and, while the write waits on a subscriber that
+/// does not read, checks `limit` once a second, as the server's cron checks its clients: a
+/// subscriber over the soft limit for too long is closed even when no message comes any more
+/// to check it at. `Err(None)` when the write failed, `Err(Some(why))` when the limit cut it.
+async fn write_watched(
+    wr: &mut tokio::net::tcp::OwnedWriteHalf,
+    out: &[u8],
+    limit: &OutputLimitCheck,
+    backlog: &AtomicUsize,
+) -> Result<(), Option<&'static str>> {
+    let write = wr.write_all(out);
+    tokio::pin!(write);
+    loop {
+        tokio::select! {
+            written = &mut write => return written.map_err(|_| None),
+            () = tokio::time::sleep(Duration::from_secs(1)) => {
+                let owed = backlog.load(Ordering::Relaxed);
+                if let Some(why) = limit.check(owed as u64, Instant::now()) {
+                    log_cut(owed, why);
+                    return Err(Some(why));
+                }
+            }
+        }
+    }
 }
 
 /// A subscriber's [`OutputLimit`] and its clock: whether it is owed more than `hard` bytes,
@@ -584,6 +616,7 @@ async fn write_replies(
     mut answers: mpsc::UnboundedReceiver<Answer>,
     reporter: Option<Reporter>,
     push_backlog: Arc<AtomicUsize>,
+    pubsub_limit: Option<Arc<OutputLimitCheck>>,
     pool: Arc<Pool>,
 ) -> bool {
     let stats = pool.stats.clone();
@@ -651,8 +684,17 @@ async fn write_replies(
             .map(|started| ready.saturating_duration_since(started).as_micros() as u64)
             .sum();
         stats.latency_us.fetch_add(took, Ordering::Relaxed);
-        if wr.write_all(&out).await.is_err() {
-            return false;
+        // A subscriber's messages in the way: the limit is watched while the write waits.
+        let limit = pubsub_limit.as_deref().filter(|_| push_bytes > 0);
+        let written = match limit {
+            Some(limit) => write_watched(&mut wr, &out, limit, &push_backlog).await,
+            None => wr.write_all(&out).await.map_err(|_| None),
+        };
+        match written {
+            Ok(()) => {}
+            Err(None) => return false,
+            // Over the pubsub limit: the proxy's doing.
+            Err(Some(_)) => return true,
         }
         if let Some(reporter) = &reporter {
             reporter.written(std::mem::take(&mut engine_bytes));
