@@ -205,8 +205,10 @@ pub(crate) async fn serve(mut stream: TcpStream, pool: Arc<Pool>) {
         rx,
         answers_rx,
         reporter,
-        push_backlog.clone(),
-        pubsub_limit,
+        Backlog {
+            bytes: push_backlog.clone(),
+            limit: pubsub_limit,
+        },
         pool.clone(),
     ));
     let _ = cut_off.set(writer.abort_handle());
@@ -348,6 +350,13 @@ pub(crate) async fn serve(mut stream: TcpStream, pool: Arc<Pool>) {
     };
     counter.fetch_add(1, Ordering::Relaxed);
     stats.connected.fetch_sub(1, Ordering::Relaxed);
+}
+
+/// A client's Pub/Sub messages not yet written, in bytes, and the pubsub limit they are held
+/// to (pools with an engine).
+struct Backlog {
+    bytes: Arc<AtomicUsize>,
+    limit: Option<Arc<OutputLimitCheck>>,
 }
 
 /// Logs the disconnection of a subscriber owed `owed` bytes of messages, and why.
@@ -615,10 +624,13 @@ async fn write_replies(
     mut rx: mpsc::UnboundedReceiver<Item>,
     mut answers: mpsc::UnboundedReceiver<Answer>,
     reporter: Option<Reporter>,
-    push_backlog: Arc<AtomicUsize>,
-    pubsub_limit: Option<Arc<OutputLimitCheck>>,
+    pushes: Backlog,
     pool: Arc<Pool>,
 ) -> bool {
+    let Backlog {
+        bytes: push_backlog,
+        limit: pubsub_limit,
+    } = pushes;
     let stats = pool.stats.clone();
     // Given back when nothing more waits to be written, as the reader's buffer.
     let mut out = Vec::new();
