@@ -58,6 +58,44 @@ fn start_with(name: &str, ports: &[(u16, u16)], timeout: u64, extra: &[&str]) ->
     nodes
 }
 
+/// [`start_with`], or `None` when a node is not the one answering on its port: a port chosen
+/// free can be taken by another test's server before the node binds it (the node then exits,
+/// and the other server answers there; seen in CI as "not configured as a cluster node").
+fn try_start_with(name: &str, ports: &[(u16, u16)], timeout: u64, extra: &[&str]) -> Option<Nodes> {
+    let dir = std::env::temp_dir().join(format!("toy-node-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a scratch directory");
+    let mut nodes = Nodes {
+        children: Vec::new(),
+        dir: dir.clone(),
+    };
+    for &(port, cport) in ports {
+        nodes
+            .children
+            .push(spawn_with(&dir, port, cport, timeout, extra));
+    }
+    for (child, &(port, _)) in nodes.children.iter_mut().zip(ports) {
+        if !listening_as(port, child) {
+            return None;
+        }
+    }
+    Some(nodes)
+}
+
+/// Whether `child` comes to listen on `port` within 20 s: it still runs, and the process
+/// that answers INFO there is it.
+fn listening_as(port: u16, child: &mut Child) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        if Instant::now() >= deadline || child.try_wait().ok().flatten().is_some() {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let info = text(&Client::connect(port).command(&[b"INFO", b"server"]));
+    let pid = format!("process_id:{}", child.id());
+    info.lines().any(|line| line.trim() == pid)
+}
+
 /// One toy node, its nodes.conf in `dir` (loaded when there is one).
 fn spawn(dir: &Path, port: u16, cport: u16, timeout: u64) -> Child {
     spawn_with(dir, port, cport, timeout, &[])
@@ -101,9 +139,13 @@ fn create(name: &str, timeout: u64) -> (Nodes, Vec<(u16, u16)>) {
 
 /// [`create`], each node also given the `extra` arguments.
 fn create_with(name: &str, timeout: u64, extra: &[&str]) -> (Nodes, Vec<(u16, u16)>) {
-    let free = free_ports(12);
-    let ports: Vec<(u16, u16)> = free.chunks(2).map(|p| (p[0], p[1])).collect();
-    let nodes = start_with(name, &ports, timeout, extra);
+    let (nodes, ports) = (0..5)
+        .find_map(|_| {
+            let free = free_ports(12);
+            let ports: Vec<(u16, u16)> = free.chunks(2).map(|p| (p[0], p[1])).collect();
+            try_start_with(name, &ports, timeout, extra).map(|nodes| (nodes, ports))
+        })
+        .expect("six toy nodes on ports of their own, within five tries");
 
     // The real cluster creation: ADDSLOTS, SET-CONFIG-EPOCH, MEET, REPLICATE, and its wait
     // for every node to agree.
