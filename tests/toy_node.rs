@@ -33,34 +33,25 @@ impl Drop for Nodes {
     }
 }
 
-/// Starts a toy node for each of `ports` (client port, bus port), with a node timeout of
-/// `timeout` ms, and waits until each accepts clients.
-fn start(name: &str, ports: &[(u16, u16)], timeout: u64) -> Nodes {
-    start_with(name, ports, timeout, &[])
+/// Starts `count` toy nodes on ports of their own (client port, bus port each), with a node
+/// timeout of `timeout` ms and the `extra` arguments, and waits until each accepts clients.
+///
+/// A port chosen free can be taken by another test's server before the node binds it (the
+/// node then exits and the other server answers there; seen in CI as "not configured as a
+/// cluster node"): each node must be the process that answers on its port, or all start
+/// again on new ports, up to five times.
+fn start_free(name: &str, count: usize, timeout: u64, extra: &[&str]) -> (Nodes, Vec<(u16, u16)>) {
+    (0..5)
+        .find_map(|_| {
+            let free = free_ports(2 * count);
+            let ports: Vec<(u16, u16)> = free.chunks(2).map(|p| (p[0], p[1])).collect();
+            try_start_with(name, &ports, timeout, extra).map(|nodes| (nodes, ports))
+        })
+        .unwrap_or_else(|| panic!("{count} toy nodes on ports of their own, within five tries"))
 }
 
-/// [`start`], each node also given the `extra` arguments.
-fn start_with(name: &str, ports: &[(u16, u16)], timeout: u64, extra: &[&str]) -> Nodes {
-    let dir = std::env::temp_dir().join(format!("toy-node-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("a scratch directory");
-    let mut nodes = Nodes {
-        children: Vec::new(),
-        dir: dir.clone(),
-    };
-    for &(port, cport) in ports {
-        nodes
-            .children
-            .push(spawn_with(&dir, port, cport, timeout, extra));
-    }
-    for &(port, _) in ports {
-        wait_listening(port);
-    }
-    nodes
-}
-
-/// [`start_with`], or `None` when a node is not the one answering on its port: a port chosen
-/// free can be taken by another test's server before the node binds it (the node then exits,
-/// and the other server answers there; seen in CI as "not configured as a cluster node").
+/// A toy node for each of `ports`, or `None` when one is not the process answering on its
+/// port (see [`start_free`]).
 fn try_start_with(name: &str, ports: &[(u16, u16)], timeout: u64, extra: &[&str]) -> Option<Nodes> {
     let dir = std::env::temp_dir().join(format!("toy-node-{name}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("a scratch directory");
@@ -139,13 +130,7 @@ fn create(name: &str, timeout: u64) -> (Nodes, Vec<(u16, u16)>) {
 
 /// [`create`], each node also given the `extra` arguments.
 fn create_with(name: &str, timeout: u64, extra: &[&str]) -> (Nodes, Vec<(u16, u16)>) {
-    let (nodes, ports) = (0..5)
-        .find_map(|_| {
-            let free = free_ports(12);
-            let ports: Vec<(u16, u16)> = free.chunks(2).map(|p| (p[0], p[1])).collect();
-            try_start_with(name, &ports, timeout, extra).map(|nodes| (nodes, ports))
-        })
-        .expect("six toy nodes on ports of their own, within five tries");
+    let (nodes, ports) = start_free(name, 6, timeout, extra);
 
     // The real cluster creation: ADDSLOTS, SET-CONFIG-EPOCH, MEET, REPLICATE, and its wait
     // for every node to agree.
@@ -467,7 +452,10 @@ fn a_killed_node_restarts_from_its_nodes_conf_with_the_same_id_and_slots() {
     child.kill().expect("SIGKILL");
     child.wait().expect("reaped");
     *child = spawn(&nodes.dir, port, cport, 3000);
-    wait_listening(port);
+    assert!(
+        listening_as(port, child),
+        "the toy node restarted on {port} answers there"
+    );
 
     // The same id and slots, from the file; the others see it connected again.
     let mine = text(&Client::connect(port).command(&[b"CLUSTER", b"MYID"]));
@@ -968,8 +956,12 @@ impl Crash for ToyCrash {
 
     fn restart(&mut self, i: usize) {
         let (port, cport) = self.ports[i];
-        self.nodes.children[i] = spawn_with(&self.nodes.dir, port, cport, self.timeout, &DURABLE);
-        wait_listening(port);
+        let child = &mut self.nodes.children[i];
+        *child = spawn_with(&self.nodes.dir, port, cport, self.timeout, &DURABLE);
+        assert!(
+            listening_as(port, child),
+            "the toy node restarted on {port} answers there"
+        );
     }
 }
 
@@ -1592,9 +1584,8 @@ fn lone_node(client: &mut Client) {
 #[test]
 fn replies_match_a_real_server() {
     let real = support::RedisServer::start_cluster(&[]);
-    let free = free_ports(2);
-    let (port, cport) = (free[0], free[1]);
-    let _toy = start("replies", &[(port, cport)], 5000);
+    let (_toy, ports) = start_free("replies", 1, 5000, &[]);
+    let port = ports[0].0;
     let mut ours = Client::connect(port);
     let mut theirs = real.client();
     lone_node(&mut ours);
@@ -2191,9 +2182,8 @@ fn maxclients_and_the_idle_timeout_act_as_on_a_real_server() {
 
     let limits = ["--maxclients", "2", "--timeout", "1"];
     let real = support::RedisServer::start_cluster(&limits);
-    let free = free_ports(2);
-    let _toy = start_with("limits", &[(free[0], free[1])], 5000, &limits);
-    for (who, port) in [("redis-server", real.port()), ("the toy", free[0])] {
+    let (_toy, ports) = start_free("limits", 1, 5000, &limits);
+    for (who, port) in [("redis-server", real.port()), ("the toy", ports[0].0)] {
         let connect = || {
             let stream = TcpStream::connect(("127.0.0.1", port)).expect("connect");
             stream
@@ -2245,14 +2235,8 @@ fn maxclients_and_the_idle_timeout_act_as_on_a_real_server() {
 /// directory; the toy's port.
 fn beside_a_real_server(name: &str) -> (support::RedisServer, Nodes, u16) {
     let real = support::RedisServer::start_cluster(&[]);
-    let free = free_ports(2);
-    let toy = start_with(
-        name,
-        &[(free[0], free[1])],
-        5000,
-        &["--logfile", "node.log"],
-    );
-    (real, toy, free[0])
+    let (toy, ports) = start_free(name, 1, 5000, &["--logfile", "node.log"]);
+    (real, toy, ports[0].0)
 }
 
 /// An `ECHO` of `len` bytes `x`, then the bytes of `after`.
@@ -2518,9 +2502,8 @@ fn output_buffer_limits_close_clients_as_a_real_server_does() {
 fn a_million_pings_a_trickle_and_a_connection_flood_cost_bounded_memory() {
     use std::io::{Read, Write};
 
-    let free = free_ports(2);
-    let (port, cport) = (free[0], free[1]);
-    let nodes = start("pings", &[(port, cport)], 5000);
+    let (nodes, ports) = start_free("pings", 1, 5000, &[]);
+    let port = ports[0].0;
     let pid = nodes.children[0].id();
     let fds = || support::open_fds(pid);
     let (rss_before, fds_before) = (rss_kib(pid), fds());
@@ -2908,9 +2891,8 @@ fn a_toy_node_joins_real_servers_and_takes_slots_with_their_keys() {
             .expect("SET on the real cluster");
     }
 
-    let free = free_ports(2);
-    let _toy = start("mixed", &[(free[0], free[1])], 5000);
-    let (toy, first) = (free[0], real.nodes[0].port());
+    let (_toy, ports) = start_free("mixed", 1, 5000, &[]);
+    let (toy, first) = (ports[0].0, real.nodes[0].port());
     let add = redis_cli(
         &[
             "--cluster".into(),
@@ -3019,16 +3001,11 @@ fn a_toy_node_joins_real_servers_and_takes_slots_with_their_keys() {
 #[test]
 fn a_toy_node_in_a_cluster_of_the_servers_version_takes_slots_and_votes() {
     let real = support::RealCluster::start(3, 1, &["--cluster-node-timeout", "3000"]);
-    let free = free_ports(2);
     // With a hostname the toy sets the header's extension flag, as 7.0.15 does; only then do
     // newer servers send it their extensions (shard id, human node name).
-    let toy_nodes = start_with(
-        "any-version",
-        &[(free[0], free[1])],
-        3000,
-        &["--cluster-announce-hostname", "toy-node.test"],
-    );
-    let (toy, first) = (free[0], real.nodes[0].port());
+    let hostname = ["--cluster-announce-hostname", "toy-node.test"];
+    let (toy_nodes, ports) = start_free("any-version", 1, 3000, &hostname);
+    let (toy, first) = (ports[0].0, real.nodes[0].port());
     // A name announced before the toy meets the cluster (Redis 7.2+ and Valkey have it).
     let named = Client::connect(first).command(&[
         b"CONFIG",
