@@ -6,7 +6,8 @@
 //! [`Engine::handle_request`], the bytes [`Engine::poll_transmit`] gives for each backend
 //! connection, the replies those backends sent to the same bytes fed back with
 //! [`Engine::handle_data`], and every reply taken from [`Engine::poll_output`] and reported
-//! written, as the proxy's writer reports them. With 50 clients, 800 requests are in flight
+//! written, as the proxy's writer reports them. As in the proxy, replies the engine passes on
+//! unchanged come as the backend's bytes ([`Config::raw_replies`]). With 50 clients, 800 requests are in flight
 //! at once, as in the proxy under that load (on this project's machine that costs a GET no
 //! more than the one-client round does, and an MGET10 in a cluster about 10-20 % more). The backends' replies are recorded
 //! once, before the measurement, from what a scripted server answers to what the engine
@@ -134,8 +135,10 @@ impl Bench {
     fn new(setup: &str, clients: usize) -> Self {
         let now = Instant::now();
         let mut config = Config::new(vec![node(7000)]);
-        // As the proxy drives it: counted replies (reported written below).
+        // As the proxy drives it: counted replies (reported written below), and those the
+        // engine passes on unchanged as the backend's bytes.
         config.client_output_limit = Some(4 << 20);
+        config.raw_replies = true;
         match setup {
             "one server" => {
                 let mut map = SlotMap::default();
@@ -182,6 +185,11 @@ impl Bench {
                         replies += 1;
                         self.engine.handle_written(client, encoded_len(&frame));
                         black_box(frame);
+                    }
+                    Output::Raw { client, bytes, .. } => {
+                        replies += 1;
+                        self.engine.handle_written(client, bytes.len());
+                        black_box(bytes);
                     }
                     _ => {}
                 }

@@ -11,7 +11,7 @@ use redis_resp::{Frame, encoded_len};
 use crate::conn::Expect;
 use crate::engine::{Engine, endpoint, redirect_endpoint};
 use crate::hello;
-use crate::request::{Call, CallKey, CallState, Combine, Target, scan_step};
+use crate::request::{Call, CallKey, CallState, Combine, Reply, Target, scan_step};
 use crate::{ClientId, ConnId, Event, Output, RequestId};
 
 /// A finished request's reply (or its silent end) goes out, counted when `counting`.
@@ -21,11 +21,11 @@ fn hand_out(
     counting: bool,
     client: ClientId,
     request: RequestId,
-    reply: Option<Frame>,
+    reply: Option<Reply>,
     silent: bool,
 ) {
     match (reply, silent) {
-        (Some(frame), false) => {
+        (Some(Reply::Frame(frame)), false) => {
             if counting {
                 *unwritten += encoded_len(&frame);
             }
@@ -33,6 +33,16 @@ fn hand_out(
                 client,
                 request,
                 frame,
+            });
+        }
+        (Some(Reply::Raw(bytes)), false) => {
+            if counting {
+                *unwritten += bytes.len();
+            }
+            outputs.push_back(Output::Raw {
+                client,
+                request,
+                bytes,
             });
         }
         _ => outputs.push_back(Output::Answered { client, request }),
@@ -43,7 +53,7 @@ impl Engine {
     /// What a reply on `conn` answers.
     pub(crate) fn answer(&mut self, now: Instant, conn: ConnId, expect: Expect, frame: Frame) {
         match expect {
-            Expect::Call(key) => self.answer_call(now, conn, key, frame),
+            Expect::Call(key) | Expect::Whole(key) => self.answer_call(now, conn, key, frame),
             Expect::Piece(key) => self.scan_piece(conn, key, frame),
             Expect::Visit(key) => self.scan_visited(now, conn, key, frame),
             Expect::Queued(key) => {
@@ -189,37 +199,67 @@ impl Engine {
         } else {
             request.combined()
         };
-        if let Some(slot) = slot {
-            // Whether calls of the slot are still queued (usually not: a pipeline on random
-            // keys meets a slot once), which the next may now be free to go.
-            let mut queued = false;
-            if let Some(state) = self.clients.get_mut(&client) {
-                let raw = u16::from(slot);
-                if let Some(queue) = state.slots.get_mut(&raw) {
-                    // Usually the oldest: answers come in order.
-                    if let Some(at) = queue.keys.remove(key) {
-                        if at < queue.clear {
-                            queue.clear -= 1;
-                        }
-                    }
-                    if queue.keys.is_empty() {
-                        state.slots.remove(&raw);
-                    } else {
-                        queued = true;
-                    }
-                }
-            }
-            if queued {
-                self.pump(now, client, slot);
-            }
-        }
+        self.call_done(now, key, client, slot);
         if let Some(reply) = merged {
             self.finish(key.0, reply);
         }
     }
 
+    /// A reply handed on as the node sent it ([`Config::raw_replies`]): the request's whole
+    /// reply, as the caller checked ([`Request::passes_on`] with the reply).
+    ///
+    /// [`Config::raw_replies`]: crate::Config::raw_replies
+    /// [`Request::passes_on`]: crate::request::Request::passes_on
+    pub(crate) fn complete_raw(&mut self, now: Instant, key: CallKey, bytes: Bytes) {
+        let Some(request) = self.requests.get_mut(&key.0) else {
+            return;
+        };
+        let client = request.client;
+        let slot = request.calls.first_mut().and_then(|call| {
+            call.state = CallState::Done;
+            call.slot()
+        });
+        self.call_done(now, key, client, slot);
+        self.finish_reply(key.0, Reply::Raw(bytes));
+    }
+
+    /// Call `key` of `client`, of `slot`, has its reply: it leaves its slot's queue, and
+    /// the next call there may now be free to go.
+    fn call_done(&mut self, now: Instant, key: CallKey, client: ClientId, slot: Option<Slot>) {
+        let Some(slot) = slot else {
+            return;
+        };
+        // Whether calls of the slot are still queued (usually not: a pipeline on random
+        // keys meets a slot once).
+        let mut queued = false;
+        if let Some(state) = self.clients.get_mut(&client) {
+            let raw = u16::from(slot);
+            if let Some(queue) = state.slots.get_mut(&raw) {
+                // Usually the oldest: answers come in order.
+                if let Some(at) = queue.keys.remove(key) {
+                    if at < queue.clear {
+                        queue.clear -= 1;
+                    }
+                }
+                if queue.keys.is_empty() {
+                    state.slots.remove(&raw);
+                } else {
+                    queued = true;
+                }
+            }
+        }
+        if queued {
+            self.pump(now, client, slot);
+        }
+    }
+
     /// A request has its reply: it goes out when every earlier one of its client has.
     pub(crate) fn finish(&mut self, id: RequestId, reply: Frame) {
+        self.finish_reply(id, Reply::Frame(reply));
+    }
+
+    /// [`Engine::finish`], the reply a frame or bytes.
+    pub(crate) fn finish_reply(&mut self, id: RequestId, reply: Reply) {
         let Some(request) = self.requests.get_mut(&id) else {
             return;
         };

@@ -60,13 +60,21 @@ pub struct Config {
     /// that holds this many or more makes SCAN answer an error, rather than give a part of
     /// it. (A cluster SCAN reads whole slots; see the crate docs.)
     pub scan_slot_keys: u32,
+    /// Hand a reply the engine passes on unchanged as the bytes the node sent
+    /// ([`Output::Raw`](crate::Output::Raw)) instead of a decoded frame
+    /// ([`Output::Reply`](crate::Output::Reply)): for a proxy, which writes replies out
+    /// again, that is no frame built and none encoded. Only a command that went to one node
+    /// whole and was not an error there is handed on so: errors (a redirect, a retry),
+    /// merged replies, transactions and the engine's own answers still come as frames.
+    /// Off by default.
+    pub raw_replies: bool,
 }
 
 impl Config {
     /// The defaults, with these seeds: reads from masters, the Redis 7.0 table until the
     /// cluster says otherwise, 16 attempts, retries from 5 ms doubling to 500 ms, a reload
     /// every 2 s and at most every 100 ms, replies owed for at most 2 s, SCAN steps of at
-    /// most 100,000 keys a slot.
+    /// most 100,000 keys a slot, replies as frames.
     pub fn new(seeds: Vec<Endpoint>) -> Self {
         Self {
             seeds,
@@ -83,6 +91,7 @@ impl Config {
             fixed_map: None,
             client_output_limit: None,
             scan_slot_keys: 100_000,
+            raw_replies: false,
         }
     }
 }

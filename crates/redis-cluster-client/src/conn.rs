@@ -14,6 +14,10 @@ use crate::request::CallKey;
 pub(crate) enum Expect {
     /// A client's command (or a part of one).
     Call(CallKey),
+    /// A client's command whose reply is its request's whole reply, with
+    /// [`Config::raw_replies`](crate::Config::raw_replies): handed on as the node's bytes
+    /// unless it is an error (then as [`Expect::Call`]).
+    Whole(CallKey),
     /// A SCAN slot read's command before its last: the reply is kept for the last one.
     Piece(CallKey),
     /// A SCAN slot read's last command: its reply settles the read (`scan.rs`).

@@ -386,10 +386,13 @@ impl Engine {
                 return;
             }
         };
+        let raw = self.config.raw_replies;
         let (Some(request), Some(c)) = (self.requests.get_mut(&key.0), self.conns.get_mut(&conn))
         else {
             return;
         };
+        // Decided as it is written (an ASK or a retry makes a call's reply a frame's again).
+        let whole = raw && request.passes_on(key.1, None);
         let Some(call) = request.calls.get_mut(key.1) else {
             return;
         };
@@ -403,7 +406,10 @@ impl Engine {
                 c.write(command, Expect::Queued(key), now);
             }
         }
-        let mut last = Expect::Call(key);
+        let mut last = match whole {
+            true => Expect::Whole(key),
+            false => Expect::Call(key),
+        };
         if let Combine::SlotScan(scan) = &mut request.combine {
             if let Some(visit) = scan.visit_mut(key.1) {
                 visit.pieces.clear();
@@ -496,7 +502,7 @@ impl Engine {
         self.outputs.push_back(Output::Close { conn });
         let text = format!("ERR connection to {} closed", c.addr);
         for (expect, _) in c.owed {
-            if let Expect::Call(key) | Expect::Visit(key) = expect {
+            if let Expect::Call(key) | Expect::Whole(key) | Expect::Visit(key) = expect {
                 if self
                     .call_ref(key)
                     .is_some_and(|call| call.state == CallState::Sent(conn))
@@ -526,7 +532,9 @@ impl Engine {
                 Expect::Call(key) if self.call_ref(key).is_some_and(|c| c.pinned().is_some()) => {
                     self.complete(now, key, error_frame(&text));
                 }
-                Expect::Call(key) | Expect::Visit(key) => self.retry(now, key, error_frame(&text)),
+                Expect::Call(key) | Expect::Whole(key) | Expect::Visit(key) => {
+                    self.retry(now, key, error_frame(&text));
+                }
                 Expect::Refresh { .. } => self.refresh_failed(now, &text),
                 Expect::Epoch => {}
                 Expect::Info => self.info_asked = false,

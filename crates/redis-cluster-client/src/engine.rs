@@ -7,7 +7,7 @@ use std::time::Instant;
 use bytes::Bytes;
 use redis_cluster_route::{CommandTable, Endpoint, SlotMap};
 use redis_hash_slot::SlotRange;
-use redis_resp::Frame;
+use redis_resp::{Frame, Kind, Status};
 
 use crate::conn::{Conn, Expect};
 use crate::hello;
@@ -16,6 +16,16 @@ use crate::refresh::Refresh;
 use crate::request::{Call, CallKey, CallState, Combine, Request};
 use crate::transaction::{Multi, Watch};
 use crate::{ClientId, Config, ConnId, IdHasher, Output, RequestId};
+
+/// What [`Engine::take_raw`] did with the front of a connection's input.
+enum Raw {
+    /// Handed a reply on as bytes: look at what follows.
+    Taken,
+    /// Nothing more to do until more bytes arrive (or the connection is gone).
+    Wait,
+    /// The front is to be decoded into a frame.
+    Frame,
+}
 
 /// One client's state: its requests in the order it sent them, and per slot its calls not
 /// yet answered, oldest first.
@@ -250,7 +260,7 @@ impl Engine {
                 .filter(|(_, c)| c.dedicated)
                 .filter(|(_, c)| {
                     c.owed.iter().any(
-                        |(e, _)| matches!(e, Expect::Call((id, _)) if state.order.contains(id)),
+                        |(e, _)| matches!(e, Expect::Call((id, _)) | Expect::Whole((id, _)) if state.order.contains(id)),
                     )
                 })
                 .map(|(id, _)| *id)
@@ -346,6 +356,13 @@ impl Engine {
         };
         c.input.extend_from_slice(data);
         loop {
+            if self.config.raw_replies {
+                match self.take_raw(now, conn) {
+                    Raw::Taken => continue,
+                    Raw::Wait => return,
+                    Raw::Frame => {}
+                }
+            }
             let Some(c) = self.conns.get_mut(&conn) else {
                 return;
             };
@@ -396,6 +413,52 @@ impl Engine {
                 self.forget(conn);
             }
         }
+    }
+
+    /// With [`Config::raw_replies`]: hands on the reply at the front of `conn`'s input as its
+    /// bytes when it is the whole reply of a request ([`Request::passes_on`]) and no error;
+    /// anything else is left to be decoded into a frame.
+    fn take_raw(&mut self, now: Instant, conn: ConnId) -> Raw {
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return Raw::Wait;
+        };
+        if c.input.is_empty() {
+            return Raw::Wait;
+        }
+        // The front reply is read one way from its first byte to its last: the kind of
+        // what is owed decides, and it stays at the front until the reply is whole.
+        let key = match c.owed.front() {
+            Some((Expect::Whole(key), _)) if c.subscriber.is_none() => *key,
+            _ => return Raw::Frame,
+        };
+        let span = match c.decoder.decode_span(&c.input) {
+            Ok(Status::Complete(span)) => span,
+            Ok(Status::Incomplete { .. }) => return Raw::Wait,
+            Err(e) => {
+                let why = format!("not RESP: {e}");
+                self.outputs.push_back(Output::Close { conn });
+                self.lost(now, conn, &why);
+                return Raw::Wait;
+            }
+        };
+        // Errors may be redirects or retries; pushes and attributes are not the reply; and
+        // a reply the merge would refuse must reach it. (The decoder is between frames
+        // again: the frame path reads this one afresh.)
+        let kind = span.kind;
+        if matches!(
+            kind,
+            Kind::SIMPLE_ERROR | Kind::BULK_ERROR | Kind::PUSH | Kind::ATTRIBUTE
+        ) || !self
+            .requests
+            .get(&key.0)
+            .is_some_and(|r| r.passes_on(key.1, Some(&c.input[..span.len])))
+        {
+            return Raw::Frame;
+        }
+        let bytes = c.input.split_to(span.len).freeze();
+        c.owed.pop_front();
+        self.complete_raw(now, key, bytes);
+        Raw::Taken
     }
 
     /// The connection could not be opened, or was lost: what it owed is retried elsewhere or

@@ -201,6 +201,17 @@ pub enum Output {
         /// The reply, in the client's RESP version.
         frame: Frame,
     },
+    /// The reply to a request as the node sent it, one whole RESP value in the client's
+    /// version, with [`Config::raw_replies`] (see there for which replies come so), after
+    /// those of every earlier request of its client.
+    Raw {
+        /// Whose.
+        client: ClientId,
+        /// Which.
+        request: RequestId,
+        /// The reply's bytes.
+        bytes: Bytes,
+    },
     /// A request with no reply of its own is done (SUBSCRIBE and the like: what answers it
     /// comes as [`Output::Push`]); it keeps its place in the client's order as a reply does.
     Answered {

@@ -4,7 +4,7 @@
 use std::time::Instant;
 
 use bytes::Bytes;
-use redis_cluster_route::{Merge, Split};
+use redis_cluster_route::{Merge, ResponsePolicy, Split};
 use redis_hash_slot::Slot;
 use redis_resp::Frame;
 
@@ -115,6 +115,15 @@ impl Call {
     }
 }
 
+/// A request's one reply: a frame, or the bytes a node sent ([`Config::raw_replies`]).
+///
+/// [`Config::raw_replies`]: crate::Config::raw_replies
+#[derive(Debug)]
+pub(crate) enum Reply {
+    Frame(Frame),
+    Raw(Bytes),
+}
+
 /// How a request's replies become its one reply.
 #[derive(Debug)]
 pub(crate) enum Combine {
@@ -143,7 +152,8 @@ pub(crate) struct Request {
     pub(crate) unrouted: Option<Vec<Bytes>>,
     pub(crate) calls: Vec<Call>,
     pub(crate) combine: Combine,
-    pub(crate) reply: Option<Frame>,
+    /// Its reply, while an earlier request of its client is owed one.
+    pub(crate) reply: Option<Reply>,
     /// Answered by pushes, not by a reply (SUBSCRIBE).
     pub(crate) silent: bool,
     /// How many calls from the first had replies when [`Request::combined`] last looked: a
@@ -153,6 +163,49 @@ pub(crate) struct Request {
 }
 
 impl Request {
+    /// Whether a reply to call `at` is this request's reply as it is
+    /// ([`Config::raw_replies`]): its only call, on a shared connection, outside any
+    /// transaction, redirect or retry, and sent whole or as the one part of a split whose
+    /// merge of one reply is that reply. With `reply` (the reply's bytes, no error), its
+    /// shape is checked too: a split MGET's array must hold one value per key, or the merge
+    /// refuses it.
+    ///
+    /// [`Config::raw_replies`]: crate::Config::raw_replies
+    pub(crate) fn passes_on(&self, at: usize, reply: Option<&[u8]>) -> bool {
+        let [call] = &self.calls[..] else {
+            return false;
+        };
+        if at != 0 || self.unrouted.is_some() || self.silent || call.dedicated {
+            return false;
+        }
+        if call.rare.is_some() {
+            return false;
+        }
+        let split = match &self.combine {
+            Combine::One => return true,
+            Combine::Split(split) => split,
+            _ => return false,
+        };
+        let [part] = split.parts() else {
+            return false;
+        };
+        match (split.merge_policy(), reply) {
+            (Merge::ByKey, None) => true,
+            (Merge::ByKey, Some(reply)) => array_len(reply) == Some(part.groups.len()),
+            (Merge::Policy(policy), reply) => match policy {
+                ResponsePolicy::AllSucceeded | ResponsePolicy::OneSucceeded => true,
+                // Folded as integers: one integer is itself.
+                ResponsePolicy::AggSum
+                | ResponsePolicy::AggMin
+                | ResponsePolicy::AggMax
+                | ResponsePolicy::AggLogicalAnd
+                | ResponsePolicy::AggLogicalOr => reply.is_none_or(|r| r.first() == Some(&b':')),
+                ResponsePolicy::Special => false,
+            },
+            (Merge::Aggregate, _) => false,
+        }
+    }
+
     /// The one reply, once every call has one.
     pub(crate) fn combined(&mut self) -> Option<Frame> {
         if self.unrouted.is_some() {
@@ -188,6 +241,13 @@ impl Request {
         };
         Some(merged.unwrap_or_else(|| error_frame("ERR no reply")))
     }
+}
+
+/// The element count of the array reply `reply` (`*3\r\n…`): `None` for anything else.
+fn array_len(reply: &[u8]) -> Option<usize> {
+    let rest = reply.strip_prefix(b"*")?;
+    let end = rest.iter().position(|&b| b == b'\r')?;
+    std::str::from_utf8(&rest[..end]).ok()?.parse().ok()
 }
 
 fn cannot_merge(e: redis_cluster_route::MergeError) -> Frame {
@@ -242,11 +302,62 @@ pub(crate) fn scan_step(reply: Frame, node: usize, masters: usize) -> Result<Fra
 
 #[cfg(test)]
 mod tests {
-    use redis_cluster_route::Merge;
+    use bytes::Bytes;
+    use redis_cluster_route::{CommandTable, Merge, Route};
     use redis_resp::Frame;
 
     use super::{Call, Combine, Request, Target};
     use crate::ClientId;
+
+    /// `line` routed as a static pool routes it (every key on server 0), as the engine
+    /// makes it: a split of one part, or one call.
+    fn routed(line: &str) -> Request {
+        let argv: Vec<Bytes> = line.split(' ').map(|a| Bytes::from(a.to_owned())).collect();
+        let routed = CommandTable::REDIS_7_0
+            .routed_by(&argv, |_| 0)
+            .expect("a command");
+        let combine = match routed.route {
+            Route::Split(split) => Combine::Split(Box::new(split)),
+            _ => Combine::One,
+        };
+        let mut request = with_calls(1);
+        request.calls[0].argv = argv;
+        request.combine = combine;
+        request
+    }
+
+    /// A reply passes on as bytes only when it is the merged reply as it is.
+    #[test]
+    fn only_a_reply_that_is_the_merge_of_itself_passes_on() {
+        let mget = routed("MGET a b c");
+        assert!(matches!(&mget.combine, Combine::Split(s) if s.parts().len() == 1));
+        assert!(mget.passes_on(0, None));
+        assert!(mget.passes_on(0, Some(b"*3\r\n$1\r\n1\r\n$-1\r\n:5\r\n")));
+        // The merge refuses these (one value per key), so they must reach it.
+        assert!(!mget.passes_on(0, Some(b"*2\r\n$1\r\n1\r\n$-1\r\n")));
+        assert!(!mget.passes_on(0, Some(b"*-1\r\n")));
+        assert!(!mget.passes_on(0, Some(b"$1\r\n1\r\n")));
+        assert!(!mget.passes_on(1, None));
+        // DEL sums one integer: itself; anything else is the merge's to refuse.
+        let del = routed("DEL a b");
+        assert!(del.passes_on(0, Some(b":2\r\n")));
+        assert!(!del.passes_on(0, Some(b"+OK\r\n")));
+        let get = routed("GET a");
+        assert!(matches!(get.combine, Combine::One));
+        assert!(get.passes_on(0, Some(b"$-1\r\n")));
+        // A call that met an ASK or a retry, or a blocking one, does not.
+        let mut asked = routed("GET a");
+        asked.calls[0].rare_mut().asking = Some("127.0.0.1:7001".into());
+        assert!(!asked.passes_on(0, None));
+        let mut blocking = routed("GET a");
+        blocking.calls[0].dedicated = true;
+        assert!(!blocking.passes_on(0, None));
+        // Fan-outs and requests of several calls are merged.
+        let mut fan = with_calls(1);
+        fan.combine = Combine::Fan(Merge::Aggregate);
+        assert!(!fan.passes_on(0, None));
+        assert!(!with_calls(2).passes_on(0, None));
+    }
 
     fn with_calls(calls: usize) -> Request {
         Request {

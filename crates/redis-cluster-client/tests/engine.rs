@@ -11,9 +11,9 @@ use std::time::Duration;
 use bytes::Bytes;
 use harness::{Harness, argv, bulk, err, exec};
 use proptest::prelude::*;
-use redis_cluster_client::Event;
+use redis_cluster_client::{ConnId, Event};
 use redis_hash_slot::key_slot;
-use redis_resp::{Frame, errors};
+use redis_resp::{Frame, encoded_len, errors};
 
 fn ok() -> Frame {
     Frame::SimpleString(Bytes::from_static(b"OK"))
@@ -382,6 +382,69 @@ fn a_client_owed_more_than_its_output_limit_is_paused_until_half_is_written() {
         "67 bytes left: more than half the limit"
     );
     h.engine.handle_written(client, 67);
+    h.outputs();
+    assert_eq!(h.pauses, [(client, true), (client, false)]);
+}
+
+/// With `raw_replies`, a reply that is a request's whole reply comes as the node's bytes,
+/// also when it arrives a byte at a time, behind a redirect, or ahead of an earlier
+/// request's reply; errors and merges stay frames; the output limit counts the bytes.
+#[test]
+fn raw_replies_are_the_nodes_bytes_in_the_clients_order() {
+    let expected = [
+        bulk("1"),
+        ok(),
+        Frame::Array(vec![bulk("1"), bulk("2")]),
+        Frame::Integer(2),
+        err("ERR unknown command 'HGET'"),
+        bulk("2"),
+        Frame::SimpleString(Bytes::from_static(b"PONG")),
+    ];
+    // Paused after the last reply only if the bytes handed on count.
+    let total: usize = expected.iter().map(encoded_len).sum();
+    let mut h = Harness::new(3, |c| {
+        c.raw_replies = true;
+        c.client_output_limit = Some(total - 1);
+    });
+    h.start();
+    let client = h.engine.open_client();
+    h.cluster.store.insert(b"a".to_vec(), b"1".to_vec());
+    // "foo" moved before the engine knew: its GET meets MOVED, then is read again.
+    let from = h.cluster.node_of("foo");
+    h.cluster.owner[usize::from(slot("foo"))] = (from + 1) % 3;
+    let lines = [
+        "GET a",
+        "SET foo 2",
+        "MGET a foo",
+        "INCR a",
+        "HGET a x",
+        "GET foo",
+        "PING",
+    ];
+    for line in lines {
+        h.engine.handle_request(h.now, client, argv(line));
+    }
+    // Every reply a byte at a time, the nodes in reverse order (a later request's reply
+    // first), until nothing moves.
+    for _ in 0..20 {
+        h.take_writes();
+        while h.deliver_one() {}
+        let mut links: Vec<ConnId> = h.cluster.links.keys().copied().collect();
+        links.sort();
+        for conn in links.into_iter().rev() {
+            let bytes = std::mem::take(&mut h.cluster.links.get_mut(&conn).expect("a link").outbox);
+            for byte in bytes.chunks(1) {
+                h.engine.handle_data(h.now, conn, byte);
+            }
+            h.outputs();
+        }
+    }
+    assert_eq!(h.replies_of(client), expected);
+    // GET a, SET foo (after its MOVED), INCR a, GET foo. The MGET is merged, the HGET an
+    // error, and PING goes to every master (`request_policy:all_shards`): merged too.
+    assert_eq!(h.raw, 4);
+    assert_eq!(h.pauses, [(client, true)]);
+    h.engine.handle_written(client, total);
     h.outputs();
     assert_eq!(h.pauses, [(client, true), (client, false)]);
 }
@@ -873,12 +936,15 @@ fn step() -> impl Strategy<Value = Step> {
     ]
 }
 
-fn run(steps: Vec<Step>) -> Result<(), TestCaseError> {
+/// The steps, replies as frames or, with `raw`, as bytes where they can be
+/// ([`Config::raw_replies`](redis_cluster_client::Config)).
+fn run(steps: Vec<Step>, raw: bool) -> Result<(), TestCaseError> {
     // Replies are never late here (a `Tick` moves at most 100 ms): a timed-out connection
     // may have run what it owed, and running it again is not what one server does.
     let mut h = Harness::new(NODES, |c| {
         c.max_attempts = 10_000;
         c.timeout = Duration::from_secs(3600);
+        c.raw_replies = raw;
     });
     h.start();
     let clients: Vec<_> = (0..CLIENTS).map(|_| h.engine.open_client()).collect();
@@ -981,6 +1047,9 @@ fn run(steps: Vec<Step>) -> Result<(), TestCaseError> {
     for (c, client) in clients.iter().enumerate() {
         prop_assert_eq!(h.replies_of(*client), expected[c].clone(), "client {}", c);
     }
+    if !raw {
+        prop_assert_eq!(h.raw, 0);
+    }
     Ok(())
 }
 
@@ -988,6 +1057,13 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
     #[test]
     fn any_mix_through_any_interleaving_answers_as_one_server(steps in prop::collection::vec(step(), 1..120)) {
-        run(steps)?;
+        run(steps, false)?;
+    }
+
+    /// The same with replies handed on as the nodes' bytes: each checked to be one whole
+    /// value and never an error (the harness), and the same replies in the same order.
+    #[test]
+    fn any_mix_with_raw_replies_answers_as_one_server(steps in prop::collection::vec(step(), 1..120)) {
+        run(steps, true)?;
     }
 }

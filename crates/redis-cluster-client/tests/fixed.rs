@@ -313,3 +313,44 @@ fn scan_walks_the_given_masters_one_after_the_other_with_their_own_cursors() {
         "node 1 was walked"
     );
 }
+
+/// With `raw_replies`, a multi-key command whose keys one server holds comes back as that
+/// server's bytes (a split of one part: its merge is that reply as it is); one over both
+/// servers is merged.
+#[test]
+fn raw_replies_pass_a_one_server_split_on_and_merge_the_others() {
+    let mut map = SlotMap::default();
+    map.assign_range("0-8191".parse().expect("range"), node(0));
+    map.assign_range("8192-16383".parse().expect("range"), node(1));
+    let mut h = Harness::new(2, |c| {
+        c.seeds.clear();
+        c.fixed_map = Some(map);
+        c.raw_replies = true;
+    });
+    h.cluster.standalone = true;
+    h.start();
+    let client = h.engine.open_client();
+    // b, c and f on node 0; a, d and e on node 1 (see the test above).
+    for line in [
+        "MSET a 1 b 2 c 3 d 4 e 5 f 6",
+        "MGET b c f",
+        "DEL b c",
+        "MGET a b f",
+        "EXISTS a d e",
+    ] {
+        h.engine.handle_request(h.now, client, argv(line));
+    }
+    h.settle(10);
+    assert_eq!(
+        h.replies_of(client),
+        [
+            ok(),
+            Frame::Array(vec![bulk("2"), bulk("3"), bulk("6")]),
+            Frame::Integer(2),
+            Frame::Array(vec![bulk("1"), Frame::NullBulkString, bulk("6")]),
+            Frame::Integer(3),
+        ]
+    );
+    // MGET b c f, DEL b c, EXISTS a d e; the MSET and the second MGET went to both.
+    assert_eq!(h.raw, 3);
+}

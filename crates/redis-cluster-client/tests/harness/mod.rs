@@ -536,6 +536,9 @@ pub struct Harness {
     pub cluster: Cluster,
     pub now: Instant,
     pub replies: Vec<(ClientId, RequestId, Frame)>,
+    /// How many of `replies` came as bytes ([`Output::Raw`]), each checked to be one whole
+    /// value as the node encodes it.
+    pub raw: usize,
     pub pushes: Vec<(ClientId, Frame)>,
     pub events: Vec<redis_cluster_client::Event>,
     /// Each Pause (true) and Resume (false), in order.
@@ -559,6 +562,7 @@ impl Harness {
             cluster: Cluster::new(nodes),
             now,
             replies: Vec::new(),
+            raw: 0,
             pushes: Vec::new(),
             events: Vec::new(),
             pauses: Vec::new(),
@@ -603,6 +607,24 @@ impl Harness {
                     request,
                     frame,
                 } => self.replies.push((client, request, frame)),
+                Output::Raw {
+                    client,
+                    request,
+                    bytes,
+                } => {
+                    let frame = match Decoder::new().decode_slice(&bytes) {
+                        Ok(redis_resp::Status::Complete((frame, used))) if used == bytes.len() => {
+                            frame.map_bytes(&mut Bytes::copy_from_slice)
+                        }
+                        other => panic!("not one whole reply: {bytes:?} ({other:?})"),
+                    };
+                    let mut again = Vec::new();
+                    encode(&frame, &mut again);
+                    assert_eq!(again, bytes, "the bytes a node sent");
+                    assert!(!frame.is_error(), "an error handed on as bytes: {frame:?}");
+                    self.raw += 1;
+                    self.replies.push((client, request, frame));
+                }
                 Output::Push { client, frame } => self.pushes.push((client, frame)),
                 Output::Event(event) => self.events.push(event),
                 Output::Pause { client } => self.pauses.push((client, true)),

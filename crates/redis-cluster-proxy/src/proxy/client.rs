@@ -652,22 +652,33 @@ async fn write_replies(
                 Item::Reply(pending, started, permit) => {
                     places += usize::from(permit);
                     let from_engine = matches!(pending, Pending::Engine);
-                    let (frame, hang_up) = match pending {
+                    let (answer, hang_up) = match pending {
                         Pending::Engine => match answers.recv().await {
                             Some(answer) => (answer, false),
-                            None => (Some(error("ERR the proxy's engine stopped")), false),
+                            None => (
+                                Answer::Frame(error("ERR the proxy's engine stopped")),
+                                false,
+                            ),
                         },
-                        pending => pool.resolve_closing(pending).await,
+                        pending => {
+                            let (frame, hang_up) = pool.resolve_closing(pending).await;
+                            (frame.map_or(Answer::Pushes, Answer::Frame), hang_up)
+                        }
                     };
-                    if let Some(frame) = frame {
-                        if matches!(frame, Frame::SimpleError(_)) {
-                            stats.errors.fetch_add(1, Ordering::Relaxed);
+                    let before = out.len();
+                    match answer {
+                        Answer::Frame(frame) => {
+                            if matches!(frame, Frame::SimpleError(_)) {
+                                stats.errors.fetch_add(1, Ordering::Relaxed);
+                            }
+                            encode(&frame, &mut out);
                         }
-                        let before = out.len();
-                        encode(&frame, &mut out);
-                        if from_engine {
-                            engine_bytes += out.len() - before;
-                        }
+                        // Never an error: the engine hands those on as frames.
+                        Answer::Raw(bytes) => out.extend_from_slice(&bytes),
+                        Answer::Pushes => {}
+                    }
+                    if from_engine {
+                        engine_bytes += out.len() - before;
                     }
                     starts.push(started);
                     if hang_up {

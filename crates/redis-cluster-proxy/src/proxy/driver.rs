@@ -21,8 +21,16 @@ use super::stats::{ServerStats, Stats};
 /// Where a client connection takes frames out of band (Pub/Sub pushes), in its reply order.
 pub(crate) type PushTx = Arc<dyn Fn(Frame) + Send + Sync>;
 
-/// A command's answer: its reply, or `None` when pushes answer it (SUBSCRIBE).
-pub(crate) type Answer = Option<Frame>;
+/// A command's answer from the engine.
+#[derive(Debug)]
+pub(crate) enum Answer {
+    /// Its reply, made or merged by the engine.
+    Frame(Frame),
+    /// Its reply as the server sent it, to be written as it is.
+    Raw(Bytes),
+    /// None: pushes answer it (SUBSCRIBE).
+    Pushes,
+}
 
 /// Where a client's answers go, in its request order (the engine gives them in that order).
 pub(crate) type Answers = mpsc::UnboundedSender<Answer>;
@@ -170,6 +178,8 @@ impl EngineHandle {
         config.read_from = read_from;
         config.timeout = timeout;
         config.auth = password.map(|p| (None, p));
+        // Replies the engine passes on unchanged are written out as the server sent them.
+        config.raw_replies = true;
         let (tx, rx) = mpsc::unbounded_channel();
         let engine = Engine::new(config, Instant::now());
         let counters = Arc::new(std::sync::Mutex::new((
@@ -407,12 +417,17 @@ impl Task {
             }
             Output::Reply { client, frame, .. } => {
                 if let Some(link) = self.clients.get(&client) {
-                    let _ = link.answers.send(Some(frame));
+                    let _ = link.answers.send(Answer::Frame(frame));
+                }
+            }
+            Output::Raw { client, bytes, .. } => {
+                if let Some(link) = self.clients.get(&client) {
+                    let _ = link.answers.send(Answer::Raw(bytes));
                 }
             }
             Output::Answered { client, .. } => {
                 if let Some(link) = self.clients.get(&client) {
-                    let _ = link.answers.send(None);
+                    let _ = link.answers.send(Answer::Pushes);
                 }
             }
             Output::Push { client, frame } => {
