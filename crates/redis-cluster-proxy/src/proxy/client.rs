@@ -12,8 +12,12 @@ use bytes::{Bytes, BytesMut};
 use redis_cluster_proto::resp::{
     Config as DecoderConfig, Decoder, Frame, Limits, encode, encoded_len,
 };
-use tokio::io::AsyncWriteExt;
+use std::future::Future;
+use std::task::Poll;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+use tokio::net::tcp::OwnedReadHalf;
 use tokio::sync::{Notify, mpsc};
 use tokio::task::AbortHandle;
 
@@ -137,7 +141,7 @@ pub(crate) async fn serve(mut stream: TcpStream, pool: Arc<Pool>) {
     }
     stats.connections.fetch_add(1, Ordering::Relaxed);
     let _ = stream.set_nodelay(true);
-    let (rd, wr) = stream.into_split();
+    let (mut rd, wr) = stream.into_split();
     let (tx, rx) = mpsc::unbounded_channel();
     let window = Arc::new(Window::default());
     // The engine's answers to this client's commands, in their order.
@@ -315,7 +319,7 @@ pub(crate) async fn serve(mut stream: TcpStream, pool: Arc<Pool>) {
             }
         }
         buf.reserve(pool.read_buffer);
-        match rd.try_read_buf(&mut buf) {
+        match read_once(&mut rd, &mut buf).await {
             Ok(0) => break,
             // `client_query_buffer_limit`: as the server, what is held unparsed after a read
             // is checked, and a client past it is closed without a reply.
@@ -350,6 +354,21 @@ pub(crate) async fn serve(mut stream: TcpStream, pool: Arc<Pool>) {
     };
     counter.fetch_add(1, Ordering::Relaxed);
     stats.connected.fetch_sub(1, Ordering::Relaxed);
+}
+
+/// Reads once what the socket holds into `buf`'s spare room, as tokio's `AsyncRead` reads:
+/// a read that leaves room unfilled means the socket is drained, and its readiness is cleared
+/// (the event it was seen in, not a later one), so the next wait is for new bytes.
+/// `try_read_buf` leaves the readiness set, and each read was followed by a second system
+/// call that found nothing. `WouldBlock` when nothing was there (the readiness was stale).
+async fn read_once(rd: &mut OwnedReadHalf, buf: &mut BytesMut) -> std::io::Result<usize> {
+    let mut read = std::pin::pin!(rd.read_buf(buf));
+    std::future::poll_fn(|cx| match read.as_mut().poll(cx) {
+        // `read_buf` is cancel-safe: nothing was read.
+        Poll::Pending => Poll::Ready(Err(std::io::ErrorKind::WouldBlock.into())),
+        done => done,
+    })
+    .await
 }
 
 /// A client's Pub/Sub messages not yet written, in bytes, and the pubsub limit they are held
