@@ -259,9 +259,12 @@ impl Engine {
                     }
                     if let Some(o) = on {
                         let proto = self.clients.get(&client).map_or(2, |c| c.proto);
-                        match self.target_addr(call) {
-                            Some(addr) if self.shared_conn(&addr, proto) == Some(o) => {}
-                            _ => return,
+                        let conn = self.master_conn(call, proto).or_else(|| {
+                            let addr = self.target_addr(call)?;
+                            self.shared_conn(&addr, proto)
+                        });
+                        if conn != Some(o) {
+                            return;
                         }
                     }
                     self.send(now, key);
@@ -332,6 +335,45 @@ impl Engine {
         };
         self.master_addrs = map.shards().iter().map(|s| s.master.to_string()).collect();
         self.masters_sorted = masters(map);
+        let shared = &self.shared;
+        self.master_conns = self
+            .master_addrs
+            .iter()
+            .map(|addr| shared.get(addr).copied().unwrap_or_default())
+            .collect();
+    }
+
+    /// `shared`'s entry for `addr` changed: so does `master_conns`' for each shard it masters.
+    fn shared_changed(&mut self, addr: &str) {
+        let pair = self.shared.get(addr).copied().unwrap_or_default();
+        for (master, conns) in self.master_addrs.iter().zip(&mut self.master_conns) {
+            if master == addr {
+                *conns = pair;
+            }
+        }
+    }
+
+    /// The shared connection for RESP `proto` of the master `call` goes to, when it goes to
+    /// its slot's master and one is open: [`Engine::shared_conn`] of [`Engine::target_addr`]
+    /// without the address (`None` does not say that there is none: ask those).
+    pub(crate) fn master_conn(&self, call: &Call, proto: u8) -> Option<ConnId> {
+        let Target::Slot { slot, read } = call.target else {
+            return None;
+        };
+        if read && self.config.read_from != ReadFrom::Master || call.asking().is_some() {
+            return None;
+        }
+        let index = self.map.as_ref()?.shard_index(slot)?;
+        let conn = self.master_conns.get(index)?[usize::from(proto == 3)];
+        debug_assert!(
+            conn.is_none()
+                || conn
+                    == self
+                        .target_addr(call)
+                        .and_then(|a| self.shared_conn(&a, proto)),
+            "master_conns out of step with shared"
+        );
+        conn
     }
 
     /// The shared connection to `addr` for RESP `proto`, if there is one.
@@ -362,14 +404,22 @@ impl Engine {
         };
         self.turn = self.turn.wrapping_add(1);
         let dedicated = call.dedicated;
-        // The connection, found without allocating when it is open already.
-        let found = match self.target_addr(call) {
-            None => None,
-            Some(addr) if dedicated => Some(Err(addr.into_owned())),
-            Some(addr) => Some(
-                self.shared_conn(&addr, proto)
-                    .ok_or_else(|| addr.into_owned()),
-            ),
+        // The connection, found without allocating when it is open already (and for a
+        // slot's master, without its address).
+        let open = match dedicated {
+            false => self.master_conn(call, proto),
+            true => None,
+        };
+        let found = match open {
+            Some(conn) => Some(Ok(conn)),
+            None => match self.target_addr(call) {
+                None => None,
+                Some(addr) if dedicated => Some(Err(addr.into_owned())),
+                Some(addr) => Some(
+                    self.shared_conn(&addr, proto)
+                        .ok_or_else(|| addr.into_owned()),
+                ),
+            },
         };
         let conn = match found {
             Some(Ok(conn)) => conn,
@@ -437,6 +487,7 @@ impl Engine {
         }
         let conn = self.open(now, addr, proto, false);
         self.shared.entry(addr.to_string()).or_default()[usize::from(proto == 3)] = Some(conn);
+        self.shared_changed(addr);
         conn
     }
 
@@ -484,6 +535,7 @@ impl Engine {
                 let at = &mut pair[usize::from(c.proto == 3)];
                 if *at == Some(conn) {
                     *at = None;
+                    self.shared_changed(&c.addr);
                 }
             }
         }

@@ -126,6 +126,9 @@ pub struct Engine {
     pub(crate) shared: HashMap<String, [Option<ConnId>; 2], IdHasher>,
     /// The map's masters as `host:port`: per shard index, and sorted (each once).
     pub(crate) master_addrs: Vec<String>,
+    /// Per shard index, `shared`'s entry for `master_addrs`' address, kept in step with both:
+    /// a call to a slot's master finds its connection without hashing the address.
+    pub(crate) master_conns: Vec<[Option<ConnId>; 2]>,
     pub(crate) masters_sorted: Vec<String>,
     pub(crate) next_id: u64,
     pub(crate) clients: HashMap<ClientId, ClientState, IdHasher>,
@@ -182,6 +185,7 @@ impl Engine {
             conns: HashMap::default(),
             shared: HashMap::default(),
             master_addrs: Vec::new(),
+            master_conns: Vec::new(),
             masters_sorted: Vec::new(),
             next_id: 0,
             clients: HashMap::default(),
