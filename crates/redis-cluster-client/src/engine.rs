@@ -14,6 +14,7 @@ use crate::hello;
 use crate::pubsub::Subscriptions;
 use crate::refresh::Refresh;
 use crate::request::{Call, CallKey, CallState, Combine, Request};
+use crate::slab::Requests;
 use crate::transaction::{Multi, Watch};
 use crate::{ClientId, Config, ConnId, IdHasher, Output, RequestId};
 
@@ -132,7 +133,7 @@ pub struct Engine {
     pub(crate) masters_sorted: Vec<String>,
     pub(crate) next_id: u64,
     pub(crate) clients: HashMap<ClientId, ClientState, IdHasher>,
-    pub(crate) requests: HashMap<RequestId, Request, IdHasher>,
+    pub(crate) requests: Requests,
     /// Calls waiting to be retried, by when.
     pub(crate) retries: BTreeSet<(Instant, CallKey)>,
     /// Requests waiting for a first slot map.
@@ -189,7 +190,7 @@ impl Engine {
             masters_sorted: Vec::new(),
             next_id: 0,
             clients: HashMap::default(),
-            requests: HashMap::default(),
+            requests: Requests::default(),
             retries: BTreeSet::new(),
             unrouted: Vec::new(),
             outputs: VecDeque::new(),
@@ -318,7 +319,6 @@ impl Engine {
         client: ClientId,
         argv: Vec<Bytes>,
     ) -> RequestId {
-        let id = RequestId(self.id());
         let request = Request {
             client,
             unrouted: Some(argv),
@@ -328,7 +328,7 @@ impl Engine {
             silent: false,
             answered: 0,
         };
-        self.requests.insert(id, request);
+        let id = self.requests.insert(request);
         match self.clients.get_mut(&client) {
             Some(state) => state.order.push_back(id),
             None => {

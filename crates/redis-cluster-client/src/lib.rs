@@ -138,6 +138,7 @@ mod refresh;
 mod request;
 mod scan;
 pub mod sentinel;
+mod slab;
 mod transaction;
 #[cfg(feature = "twemproxy")]
 pub mod twemproxy;

@@ -1,0 +1,182 @@
+//! [`Requests`]: the requests in flight by id, in a slab. A request is looked up about eight
+//! times between its arrival and its reply; in a hash map each look-up hashed the id,
+//! probed a group and compared, here it is an index and one comparison, and a request's
+//! entry is one that a request just answered left (still in the cache).
+
+use crate::RequestId;
+use crate::request::Request;
+
+/// How many low bits of a [`RequestId`] say where its entry is: the high 32 count the
+/// requests made, so that ids order as the requests arrived (the retry queue breaks ties
+/// by id) and an entry reused by a later request does not answer to an earlier id.
+const INDEX_BITS: u32 = 32;
+const INDEX_MASK: u64 = (1 << INDEX_BITS) - 1;
+
+/// One entry: the id of the request it holds (or held last), and the request.
+#[derive(Debug)]
+struct Entry {
+    id: RequestId,
+    request: Option<Request>,
+}
+
+/// The requests in flight, by id.
+///
+/// An id counts the requests made in its high 32 bits, which wrap after 2^32 of them: an id
+/// could then come back for the same entry, but only a key left behind for 2^32 requests
+/// would mistake the new request for its own, and none is (every key is dropped with its
+/// request or its connection, and a connection that owes a reply times out).
+#[derive(Debug, Default)]
+pub(crate) struct Requests {
+    entries: Vec<Entry>,
+    /// Free entries, the last freed on top.
+    free: Vec<u32>,
+    len: usize,
+    /// Requests made so far.
+    made: u64,
+}
+
+impl Requests {
+    /// Keeps `request` and names it.
+    pub(crate) fn insert(&mut self, request: Request) -> RequestId {
+        self.made = self.made.wrapping_add(1);
+        let seq = self.made & INDEX_MASK;
+        self.len += 1;
+        match self.free.pop() {
+            Some(index) => {
+                let id = RequestId(seq << INDEX_BITS | u64::from(index));
+                let entry = &mut self.entries[index as usize];
+                *entry = Entry {
+                    id,
+                    request: Some(request),
+                };
+                id
+            }
+            None => {
+                // As many entries as requests in flight at once: 2^32 would be terabytes.
+                let index = self.entries.len() as u64 & INDEX_MASK;
+                let id = RequestId(seq << INDEX_BITS | index);
+                self.entries.push(Entry {
+                    id,
+                    request: Some(request),
+                });
+                id
+            }
+        }
+    }
+
+    fn entry(&self, id: RequestId) -> Option<&Entry> {
+        let entry = self.entries.get((id.0 & INDEX_MASK) as usize)?;
+        (entry.id == id).then_some(entry)
+    }
+
+    pub(crate) fn get(&self, id: &RequestId) -> Option<&Request> {
+        self.entry(*id)?.request.as_ref()
+    }
+
+    pub(crate) fn get_mut(&mut self, id: &RequestId) -> Option<&mut Request> {
+        let entry = self.entries.get_mut((id.0 & INDEX_MASK) as usize)?;
+        if entry.id != *id {
+            return None;
+        }
+        entry.request.as_mut()
+    }
+
+    /// Takes the request out; its entry is free for the next.
+    pub(crate) fn remove(&mut self, id: &RequestId) -> Option<Request> {
+        let index = id.0 & INDEX_MASK;
+        let entry = self.entries.get_mut(index as usize)?;
+        if entry.id != *id {
+            return None;
+        }
+        let request = entry.request.take()?;
+        self.free.push(index as u32);
+        self.len -= 1;
+        Some(request)
+    }
+
+    /// How many requests are in flight.
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Requests;
+    use crate::request::{Combine, Request};
+    use crate::{ClientId, RequestId};
+
+    fn request(client: u64) -> Request {
+        Request {
+            client: ClientId(client),
+            unrouted: None,
+            calls: Vec::new(),
+            combine: Combine::One,
+            reply: None,
+            silent: false,
+            answered: 0,
+        }
+    }
+
+    /// Ids are new for every request and order as the requests came; an id answers for its
+    /// own request only, also once its entry holds a later one.
+    #[test]
+    fn an_id_finds_its_own_request_and_no_other() {
+        let mut requests = Requests::default();
+        let a = requests.insert(request(1));
+        let b = requests.insert(request(2));
+        assert!(a < b);
+        assert_eq!(requests.len(), 2);
+        assert_eq!(requests.get(&a).map(|r| r.client), Some(ClientId(1)));
+        assert_eq!(requests.remove(&a).map(|r| r.client), Some(ClientId(1)));
+        assert!(requests.get(&a).is_none());
+        assert!(requests.remove(&a).is_none());
+        // The freed entry is taken again, under a new id.
+        let c = requests.insert(request(3));
+        assert!(c > b && c != a);
+        assert!(requests.get(&a).is_none());
+        assert!(requests.get_mut(&a).is_none());
+        assert!(requests.remove(&a).is_none());
+        assert_eq!(requests.get(&c).map(|r| r.client), Some(ClientId(3)));
+        if let Some(r) = requests.get_mut(&b) {
+            r.silent = true;
+        }
+        assert_eq!(requests.get(&b).map(|r| r.silent), Some(true));
+        assert_eq!(requests.len(), 2);
+        // Ids never made, or past the end.
+        assert!(requests.get(&RequestId(0)).is_none());
+        assert!(requests.get(&RequestId(u64::MAX)).is_none());
+    }
+
+    /// Against a map, through many inserts and removals in a scattered order.
+    #[test]
+    fn the_slab_answers_as_a_map() {
+        let mut requests = Requests::default();
+        let mut model = std::collections::BTreeMap::new();
+        let mut gone = Vec::new();
+        for n in 0..2000u64 {
+            let id = requests.insert(request(n));
+            model.insert(id, n);
+            if n % 3 != 0 {
+                // Remove one from the middle of what is there.
+                let pick = *model.keys().nth(model.len() / 2).expect("one");
+                assert_eq!(
+                    requests.remove(&pick).map(|r| r.client.0),
+                    model.remove(&pick)
+                );
+                gone.push(pick);
+            }
+            assert_eq!(requests.len(), model.len());
+        }
+        for (id, n) in &model {
+            assert_eq!(requests.get(id).map(|r| r.client.0), Some(*n));
+        }
+        for id in &gone {
+            assert!(requests.get(id).is_none(), "{id:?}");
+        }
+        let ids: Vec<_> = model.keys().copied().collect();
+        let mut sorted = ids.clone();
+        sorted.sort();
+        assert_eq!(ids, sorted);
+    }
+}
