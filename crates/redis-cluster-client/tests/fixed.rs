@@ -99,19 +99,26 @@ fn a_given_map_is_used_as_is_and_nothing_asks_the_nodes_for_one() {
     assert_eq!(h.engine.poll_timeout(), None, "no reload is ever due");
 }
 
-#[test]
-fn keys_one_master_serves_go_to_it_as_one_command() {
-    // Two standalone servers, half the slots each: nodes that check no slot.
+/// Two standalone servers, half the slots each (nodes that check no slot), replies handed
+/// on as bytes with `raw`; a started engine and its client.
+fn two_halves(raw: bool) -> (Harness, redis_cluster_client::ClientId) {
     let mut map = SlotMap::default();
     map.assign_range("0-8191".parse().expect("range"), node(0));
     map.assign_range("8192-16383".parse().expect("range"), node(1));
     let mut h = Harness::new(2, |c| {
         c.seeds.clear();
         c.fixed_map = Some(map);
+        c.raw_replies = raw;
     });
     h.cluster.standalone = true;
     h.start();
     let client = h.engine.open_client();
+    (h, client)
+}
+
+#[test]
+fn keys_one_master_serves_go_to_it_as_one_command() {
+    let (mut h, client) = two_halves(false);
     // Slots: a 15495, b 3300, c 7365, d 11298, e 15363, f 3168: three keys on each server,
     // each in a slot of its own.
     let keys = ["a", "b", "c", "d", "e", "f"];
@@ -319,17 +326,7 @@ fn scan_walks_the_given_masters_one_after_the_other_with_their_own_cursors() {
 /// servers is merged.
 #[test]
 fn raw_replies_pass_a_one_server_split_on_and_merge_the_others() {
-    let mut map = SlotMap::default();
-    map.assign_range("0-8191".parse().expect("range"), node(0));
-    map.assign_range("8192-16383".parse().expect("range"), node(1));
-    let mut h = Harness::new(2, |c| {
-        c.seeds.clear();
-        c.fixed_map = Some(map);
-        c.raw_replies = true;
-    });
-    h.cluster.standalone = true;
-    h.start();
-    let client = h.engine.open_client();
+    let (mut h, client) = two_halves(true);
     // b, c and f on node 0; a, d and e on node 1 (see the test above).
     for line in [
         "MSET a 1 b 2 c 3 d 4 e 5 f 6",
