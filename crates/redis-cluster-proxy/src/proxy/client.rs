@@ -3,18 +3,17 @@
 //! in that same order, so a pipelining client gets its replies in the order it asked.
 //! Transactions, Pub/Sub and HELLO are the engine's; the proxy answers what is about itself.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use redis_cluster_proto::resp::{
     Config as DecoderConfig, Decoder, Frame, Limits, encode, encoded_len,
 };
-use std::future::Future;
-use std::task::Poll;
-
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::net::tcp::OwnedReadHalf;
