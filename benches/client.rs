@@ -7,12 +7,12 @@
 //! connection, the replies those backends sent to the same bytes fed back with
 //! [`Engine::handle_data`], and every reply taken from [`Engine::poll_output`] and reported
 //! written, as the proxy's writer reports them. As in the proxy, replies the engine passes on
-//! unchanged come as the backend's bytes ([`Config::raw_replies`]). With 50 clients, 800 requests are in flight
-//! at once, as in the proxy under that load (on this project's machine that costs a GET no
-//! more than the one-client round does, and an MGET10 in a cluster about 10-20 % more). The backends' replies are recorded
-//! once, before the measurement, from what a scripted server answers to what the engine
-//! wrote; every iteration checks that the engine wrote as many bytes to each connection and
-//! answered every command. Set-ups:
+//! unchanged come as the backend's bytes ([`Config::raw_replies`]). With 50 clients, 800
+//! requests are in flight at once, as in the proxy under that load (the client crate's
+//! README has both rounds side by side). The backends' replies are recorded once, before the
+//! measurement, from what a scripted server answers to what the engine wrote; every
+//! iteration checks that the engine wrote as many bytes to each connection and answered
+//! every command. Set-ups:
 //! - `one server`: a static pool of one master ([`Config::fixed_map`]);
 //! - `three servers`: a static pool of three masters, the slots split in three;
 //! - `cluster`: a three-master cluster, its map read from `CLUSTER SHARDS`.

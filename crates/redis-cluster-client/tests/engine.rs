@@ -424,8 +424,8 @@ fn raw_replies_are_the_nodes_bytes_in_the_clients_order() {
     for line in lines {
         h.engine.handle_request(h.now, client, argv(line));
     }
-    // Every reply a byte at a time, the nodes in reverse order (a later request's reply
-    // first), until nothing moves.
+    // Every reply a byte at a time, the links in reverse order of opening (so that a later
+    // request's reply can come before an earlier one's), until nothing moves.
     for _ in 0..20 {
         h.take_writes();
         while h.deliver_one() {}
