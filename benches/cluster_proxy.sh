@@ -5,9 +5,9 @@
 # (our static pool with every slot, predixy's StandaloneServerPool with RefreshMethod fixed).
 # redis-benchmark -P 16 -c 50 -n N: SET, GET and a 10-key MGET (random keys, so that in the
 # cluster it is split over the masters), the proxies run alternately, ROUNDS times. Not a
-# test: a measurement, printed as a Markdown table of medians of requests per second and of
+# test: a measurement, printed as a Markdown table of medians of requests per second, of
 # the proxy's own CPU time per request (utime + stime from /proc/PID/stat over the run,
-# divided by the requests).
+# divided by the requests) and of redis-benchmark's p99 latency.
 #
 #   bash benches/cluster_proxy.sh            # N = 300000, ROUNDS = 3
 #   N=100000 ROUNDS=1 bash benches/cluster_proxy.sh
@@ -126,13 +126,14 @@ for round in $(seq "$ROUNDS"); do
                 *) what=(-t "$test") ;;
             esac
             before=$(ticks "$pid")
-            rps=$(redis-benchmark -h 127.0.0.1 -p "$port" -P 16 -c 50 -n "$N" -q -r 100000 \
-                "${what[@]}" | tr '\r' '\n' | grep -o '[0-9.]* requests per second' | tail -1 \
-                | cut -d' ' -f1)
+            # CSV: test, rps, avg, min, p50, p95, p99, max (latencies in ms).
+            csv=$(redis-benchmark -h 127.0.0.1 -p "$port" -P 16 -c 50 -n "$N" -r 100000 \
+                --csv "${what[@]}")
             after=$(ticks "$pid")
+            read -r rps p99 < <(awk -F'","' 'NR == 2 { print $2, $7 }' <<<"$csv")
             us=$(python3 -c "print(round(($after - $before) / $hz * 1e6 / $N, 2))")
-            echo "$target $test $rps $us" >>"$results"
-            echo "round $round: $target $test $rps req/s, $us µs CPU per request" >&2
+            echo "$target $test $rps $us $p99" >>"$results"
+            echo "round $round: $target $test $rps req/s, $us µs CPU per request, p99 $p99 ms" >&2
         done
     done
 done
@@ -141,12 +142,12 @@ python3 - "$results" <<'PY'
 import statistics, sys
 rows = {}
 for line in open(sys.argv[1]):
-    target, test, rps, us = line.split()
-    rows.setdefault((target, test), []).append((float(rps), float(us)))
-print("| proxy (-one: in front of one server) | test | requests/s | proxy CPU µs per request |")
-print("|---|---|---:|---:|")
+    target, test, rps, us, p99 = line.split()
+    rows.setdefault((target, test), []).append((float(rps), float(us), float(p99)))
+print("| proxy (-one: in front of one server) | test | requests/s | proxy CPU µs per request "
+      "| p99 ms |")
+print("|---|---|---:|---:|---:|")
 for (target, test), runs in sorted(rows.items()):
-    rps = statistics.median(r for r, _ in runs)
-    us = statistics.median(u for _, u in runs)
-    print(f"| {target} | {test.upper()} | {rps:,.0f} | {us:.2f} |")
+    rps, us, p99 = (statistics.median(run[i] for run in runs) for i in range(3))
+    print(f"| {target} | {test.upper()} | {rps:,.0f} | {us:.2f} | {p99:.3f} |")
 PY
