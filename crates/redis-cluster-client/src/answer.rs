@@ -266,7 +266,7 @@ impl Engine {
         let client = request.client;
         let Some(state) = self.clients.get_mut(&client) else {
             // Its client is gone: nobody reads the reply.
-            self.requests.remove(&id);
+            self.requests.discard(&id);
             return;
         };
         if state.order.front() != Some(&id) {
@@ -279,7 +279,7 @@ impl Engine {
         // request's own entry.
         let silent = request.silent;
         state.order.pop_front();
-        self.requests.remove(&id);
+        self.requests.discard(&id);
         let counting = self.config.client_output_limit.is_some();
         let out = &mut self.outputs;
         hand_out(
@@ -292,23 +292,24 @@ impl Engine {
             silent,
         );
         while let Some(front) = state.order.front().copied() {
-            let ready = self.requests.get(&front).is_some_and(|r| r.reply.is_some());
-            if !ready {
+            let Some(request) = self.requests.get_mut(&front) else {
                 break;
-            }
+            };
+            let Some(reply) = request.reply.take() else {
+                break;
+            };
+            let silent = request.silent;
             state.order.pop_front();
-            if let Some(request) = self.requests.remove(&front) {
-                let (reply, silent) = (request.reply, request.silent);
-                hand_out(
-                    out,
-                    &mut state.unwritten,
-                    counting,
-                    client,
-                    front,
-                    reply,
-                    silent,
-                );
-            }
+            self.requests.discard(&front);
+            hand_out(
+                out,
+                &mut state.unwritten,
+                counting,
+                client,
+                front,
+                Some(reply),
+                silent,
+            );
         }
         if state.order.is_empty() {
             for frame in std::mem::take(&mut state.subs.held) {

@@ -257,7 +257,7 @@ impl Engine {
             // Its requests go: what a node still owes them is dropped when it comes, and the
             // connections of its blocking commands close (a BLPOP 0 would hold one forever).
             for id in &state.order {
-                self.requests.remove(id);
+                self.requests.discard(id);
             }
             let blocked: Vec<ConnId> = self
                 .conns
@@ -333,7 +333,7 @@ impl Engine {
             Some(state) => state.order.push_back(id),
             None => {
                 // A client that was closed (or never opened): nobody reads the reply.
-                self.requests.remove(&id);
+                self.requests.discard(&id);
                 return id;
             }
         }
