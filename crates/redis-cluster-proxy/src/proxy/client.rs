@@ -23,6 +23,7 @@ use tokio::task::AbortHandle;
 use super::cluster::{Argv, Pending, Pool};
 use super::driver::{Answer, EngineClient, Gate, PushTx, Reporter};
 use super::log;
+use super::stats::Stats;
 use redis_cluster_proto::resp::server_limits::OutputLimit;
 
 /// How many replies one client may be owed (asked for and not yet written to its socket)
@@ -47,16 +48,24 @@ impl Window {
     /// Takes a place, waiting while all are taken; `false` once the window is closed.
     async fn take(&self) -> bool {
         loop {
+            if self.take_now() {
+                return true;
+            }
             if self.closed.load(Ordering::Acquire) {
                 return false;
             }
-            // Only the reader adds: between this load and the add the count can only fall.
-            if self.owed.load(Ordering::Acquire) < WINDOW {
-                self.owed.fetch_add(1, Ordering::AcqRel);
-                return true;
-            }
             self.freed.notified().await;
         }
+    }
+
+    /// Takes a place if one is free and the window open, without waiting.
+    fn take_now(&self) -> bool {
+        // Only the reader adds: between this load and the add the count can only fall.
+        if !self.closed.load(Ordering::Acquire) && self.owed.load(Ordering::Acquire) < WINDOW {
+            self.owed.fetch_add(1, Ordering::AcqRel);
+            return true;
+        }
+        false
     }
 
     /// The replies of `places` places were written.
@@ -83,10 +92,58 @@ impl Drop for CloseOnDrop {
     }
 }
 
+/// The reader's side of the writer's channel: commands the engine answers are told to the
+/// writer as one [`Item::Engine`] per run (a channel operation on each side saved per
+/// command), sent before any other item and before the reader waits for anything. With one
+/// thread (the default) the engine's task does not run until then, so a push it makes still
+/// comes after the replies to the commands read before it; with more threads the engine
+/// could answer a command before its item was sent, with or without the run.
+struct Outbox {
+    tx: mpsc::UnboundedSender<Item>,
+    run: Option<(usize, Instant)>,
+}
+
+impl Outbox {
+    /// One more answer of the engine to come, for a command that arrived at `arrived` and
+    /// holds a place in the window.
+    fn engine(&mut self, arrived: Instant) {
+        match &mut self.run {
+            // One read's commands share their arrival.
+            Some((count, at)) if *at == arrived => *count += 1,
+            _ => {
+                self.flush();
+                self.run = Some((1, arrived));
+            }
+        }
+    }
+
+    /// Tells the writer of the run so far.
+    fn flush(&mut self) {
+        if let Some((count, arrived)) = self.run.take() {
+            let _ = self.tx.send(Item::Engine { count, arrived });
+        }
+    }
+
+    /// Sends `item` after the run so far; whether the writer is still there.
+    fn send(&mut self, item: Item) -> bool {
+        self.flush();
+        self.tx.send(item).is_ok()
+    }
+}
+
+impl Drop for Outbox {
+    fn drop(&mut self) {
+        self.flush();
+    }
+}
+
 enum Item {
     /// A reply to come, when the command arrived, and whether it holds a place in the
     /// client's window.
     Reply(Pending, Instant, bool),
+    /// The engine's next `count` answers, to commands of one read (arrived then), each
+    /// holding a place in the window: one item for a run of them, not one per command.
+    Engine { count: usize, arrived: Instant },
     /// Frames out of band (Pub/Sub pushes from the engine).
     Frames(Vec<Frame>),
     /// Close the connection after the replies before it.
@@ -219,21 +276,30 @@ pub(crate) async fn serve(mut stream: TcpStream, pool: Arc<Pool>) {
     // A nutcracker pool behaves as nutcracker: no inline commands, and a request it cannot
     // parse closes the connection without a reply.
     let nutcracker = pool.ring().is_some();
+    let mut outbox = Outbox { tx, run: None };
     'read: loop {
         // When this read's commands arrived (the latency counter's start): one clock
         // reading per read, not per command.
         let arrived = Instant::now();
         loop {
             if nutcracker && buf.first().is_some_and(|&b| b != b'*') {
-                let _ = tx.send(Item::Close);
+                outbox.send(Item::Close);
                 by_proxy = true;
                 break 'read;
             }
             match decoder.decode_command(&mut buf) {
                 Ok(Some(command)) => {
                     // A client that does not read its replies stops being read once it owes
-                    // WINDOW of them: its memory here stays bounded.
-                    let permit = window.take().await;
+                    // WINDOW of them: its memory here stays bounded. The writer hears of
+                    // the run so far before the reader waits for it.
+                    let permit = window.take_now() || {
+                        outbox.flush();
+                        window.take().await
+                    };
+                    if !permit {
+                        // The window closed: the writer is gone.
+                        break 'read;
+                    }
                     let started = arrived;
                     stats.commands.fetch_add(1, Ordering::Relaxed);
                     let argv: Argv = (0..command.len())
@@ -249,24 +315,31 @@ pub(crate) async fn serve(mut stream: TcpStream, pool: Arc<Pool>) {
                     let item = match handle(&pool, &mut session, argv).await {
                         Action::Close => Item::Close,
                         Action::Quit => {
-                            let _ = tx.send(Item::Close);
+                            outbox.send(Item::Close);
                             break 'read;
+                        }
+                        Action::Reply(Pending::Engine) => {
+                            outbox.engine(started);
+                            continue;
                         }
                         Action::Reply(pending) => Item::Reply(pending, started, permit),
                         Action::ReplyAndClose(pending) => {
-                            let _ = tx.send(Item::Reply(pending, started, permit));
+                            outbox.send(Item::Reply(pending, started, permit));
                             Item::Close
                         }
                     };
                     let close = matches!(item, Item::Close);
                     by_proxy |= close;
-                    if tx.send(item).is_err() || close {
+                    if !outbox.send(item) || close {
                         break 'read;
                     }
                 }
-                Ok(None) => break,
+                Ok(None) => {
+                    outbox.flush();
+                    break;
+                }
                 Err(_) if nutcracker => {
-                    let _ = tx.send(Item::Close);
+                    outbox.send(Item::Close);
                     by_proxy = true;
                     break 'read;
                 }
@@ -274,12 +347,12 @@ pub(crate) async fn serve(mut stream: TcpStream, pool: Arc<Pool>) {
                     // Garbage: an error, then the connection closes; nothing else is
                     // affected.
                     let text = format!("ERR Protocol error: {e}");
-                    let _ = tx.send(Item::Reply(
+                    outbox.send(Item::Reply(
                         Pending::Ready(error(&text)),
                         Instant::now(),
                         false,
                     ));
-                    let _ = tx.send(Item::Close);
+                    outbox.send(Item::Close);
                     by_proxy = true;
                     break 'read;
                 }
@@ -306,7 +379,7 @@ pub(crate) async fn serve(mut stream: TcpStream, pool: Arc<Pool>) {
             },
             () = idle_for(idle, &window) => {
                 stats.idle_closed.fetch_add(1, Ordering::Relaxed);
-                let _ = tx.send(Item::Close);
+                outbox.send(Item::Close);
                 by_proxy = true;
                 break;
             }
@@ -332,7 +405,7 @@ pub(crate) async fn serve(mut stream: TcpStream, pool: Arc<Pool>) {
                         String::from_utf8_lossy(&buf[..buf.len().min(64)])
                     ),
                 );
-                let _ = tx.send(Item::Close);
+                outbox.send(Item::Close);
                 by_proxy = true;
                 break;
             }
@@ -341,7 +414,7 @@ pub(crate) async fn serve(mut stream: TcpStream, pool: Arc<Pool>) {
             Err(_) => break,
         }
     }
-    drop(tx);
+    drop(outbox);
     let closed_by_writer = match writer_done {
         Some(closed) => closed,
         None => writer.await.unwrap_or(true),
@@ -636,6 +709,23 @@ fn info(pool: &Pool) -> String {
 
 /// Writes the replies in request order, as many per write as are ready. Returns whether it
 /// closed the connection itself (a nutcracker pool's split request a server failed).
+/// Adds an answer's bytes to `out`; how many.
+fn put(answer: Answer, out: &mut Vec<u8>, stats: &Stats) -> usize {
+    let before = out.len();
+    match answer {
+        Answer::Frame(frame) => {
+            if matches!(frame, Frame::SimpleError(_)) {
+                stats.errors.fetch_add(1, Ordering::Relaxed);
+            }
+            encode(&frame, out);
+        }
+        // Never an error: the engine hands those on as frames.
+        Answer::Raw(bytes) => out.extend_from_slice(&bytes),
+        Answer::Pushes => {}
+    }
+    out.len() - before
+}
+
 async fn write_replies(
     mut wr: tokio::net::tcp::OwnedWriteHalf,
     window: Arc<Window>,
@@ -655,8 +745,8 @@ async fn write_replies(
     // The window places of the replies in `out`: given back once they are written.
     let mut places = 0;
     let window = CloseOnDrop(window);
-    // When the commands of the replies in `out` arrived.
-    let mut starts: Vec<Instant> = Vec::new();
+    // When the commands of the replies in `out` arrived, and how many arrived then.
+    let mut starts: Vec<(Instant, usize)> = Vec::new();
     // Bytes of the engine's replies and pushes in `out`, reported once written; of the
     // pushes alone.
     let (mut engine_bytes, mut push_bytes) = (0, 0);
@@ -667,6 +757,16 @@ async fn write_replies(
         let mut failed = false;
         while let Some(item) = next.take() {
             match item {
+                Item::Engine { count, arrived } => {
+                    places += count;
+                    for _ in 0..count {
+                        let answer = answers.recv().await.unwrap_or_else(|| {
+                            Answer::Frame(error("ERR the proxy's engine stopped"))
+                        });
+                        engine_bytes += put(answer, &mut out, &stats);
+                    }
+                    starts.push((arrived, count));
+                }
                 Item::Reply(pending, started, permit) => {
                     places += usize::from(permit);
                     let from_engine = matches!(pending, Pending::Engine);
@@ -683,22 +783,11 @@ async fn write_replies(
                             (frame.map_or(Answer::Pushes, Answer::Frame), hang_up)
                         }
                     };
-                    let before = out.len();
-                    match answer {
-                        Answer::Frame(frame) => {
-                            if matches!(frame, Frame::SimpleError(_)) {
-                                stats.errors.fetch_add(1, Ordering::Relaxed);
-                            }
-                            encode(&frame, &mut out);
-                        }
-                        // Never an error: the engine hands those on as frames.
-                        Answer::Raw(bytes) => out.extend_from_slice(&bytes),
-                        Answer::Pushes => {}
-                    }
+                    let bytes = put(answer, &mut out, &stats);
                     if from_engine {
-                        engine_bytes += out.len() - before;
+                        engine_bytes += bytes;
                     }
-                    starts.push(started);
+                    starts.push((started, 1));
                     if hang_up {
                         (close, failed) = (true, true);
                     }
@@ -722,7 +811,9 @@ async fn write_replies(
         let ready = Instant::now();
         let took: u64 = starts
             .drain(..)
-            .map(|started| ready.saturating_duration_since(started).as_micros() as u64)
+            .map(|(started, count)| {
+                ready.saturating_duration_since(started).as_micros() as u64 * count as u64
+            })
             .sum();
         stats.latency_us.fetch_add(took, Ordering::Relaxed);
         // A subscriber's messages in the way: the limit is watched while the write waits.
