@@ -123,6 +123,24 @@ impl Split {
         self.merge
     }
 
+    /// How many arguments sub-command `part` has: what [`Split::argv`] yields.
+    ///
+    /// ```
+    /// use redis_cluster_route::{CommandTable, Route};
+    ///
+    /// let argv = ["MSET", "a", "1", "{a}1", "2", "b", "3"];
+    /// let Route::Split(split) = CommandTable::REDIS_7_0.route(&argv)? else { panic!("a split") };
+    /// assert_eq!(split.argc(0), 5);
+    /// assert_eq!(split.argc(1), 3);
+    /// assert_eq!(split.argc(2), 0);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn argc(&self, part: usize) -> usize {
+        self.parts
+            .get(part)
+            .map_or(0, |p| self.prefix + p.groups.len() * self.group)
+    }
+
     /// The arguments of sub-command `part`: the original name, then its key groups.
     pub fn argv<'x, A>(
         &self,
@@ -481,10 +499,19 @@ fn split<A: AsRef<[u8]>>(
                 if !by_shard.is_empty() {
                     by_shard.insert(to, parts.len());
                 }
+                // The first part often takes every key (one server): room for them (up to
+                // 64), where growing one by one reallocated three times for ten keys.
+                let room = if parts.is_empty() {
+                    (args / group).min(64)
+                } else {
+                    1
+                };
+                let mut groups = Vec::with_capacity(room);
+                groups.push(index);
                 parts.push(Part {
                     slot: slot.unwrap_or_else(|| key_slot(key)),
                     shard: to,
-                    groups: alloc::vec![index],
+                    groups,
                 });
             }
         }
