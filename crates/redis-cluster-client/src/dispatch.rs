@@ -5,7 +5,7 @@ use std::borrow::Cow;
 use std::time::Instant;
 
 use bytes::Bytes;
-use redis_cluster_route::{CommandFlags, ReadFrom, Route};
+use redis_cluster_route::{CommandFlags, Part, ReadFrom, Route};
 use redis_hash_slot::Slot;
 use redis_resp::{Frame, errors};
 
@@ -79,21 +79,29 @@ impl Engine {
                 return;
             }
             Ok(Route::Split(split)) => {
-                let calls = (0..split.parts().len())
-                    .map(|i| {
-                        let part = &split.parts()[i];
-                        let sub: Vec<Bytes> = split.argv(i, &argv).cloned().collect();
-                        let mut call = Call::new(
-                            sub,
-                            Target::Slot {
-                                slot: part.slot,
-                                read,
-                            },
-                        );
+                let target = |part: &Part| Target::Slot {
+                    slot: part.slot,
+                    read,
+                };
+                let calls = match split.parts() {
+                    // One part holds every key group in order: it is the command itself (no
+                    // copy of its arguments).
+                    [part] => {
+                        let mut call = Call::new(argv, target(part));
                         call.barrier = part.groups.len() > 1;
-                        call
-                    })
-                    .collect();
+                        vec![call]
+                    }
+                    parts => (0..parts.len())
+                        .map(|i| {
+                            let part = &parts[i];
+                            let mut sub = Vec::with_capacity(split.argc(i));
+                            sub.extend(split.argv(i, &argv).cloned());
+                            let mut call = Call::new(sub, target(part));
+                            call.barrier = part.groups.len() > 1;
+                            call
+                        })
+                        .collect(),
+                };
                 self.counters.split += 1;
                 (Combine::Split(Box::new(split)), calls)
             }
