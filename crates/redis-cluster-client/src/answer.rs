@@ -73,10 +73,10 @@ impl Engine {
                         .get(&conn)
                         .map(|c| c.addr.clone())
                         .unwrap_or_default();
-                    self.outputs.push_back(Output::Event(Event::SetupRefused {
+                    self.push_event(Event::SetupRefused {
                         endpoint: endpoint(&addr),
                         error: String::from_utf8_lossy(text).into_owned(),
-                    }));
+                    });
                 }
             }
             Expect::Refresh { shards } => self.answer_refresh(now, conn, shards, frame),
@@ -384,16 +384,15 @@ impl Engine {
         }
         let table = CommandTable::for_server(&self.server.name, &self.server.version);
         self.table = table;
-        self.outputs
-            .push_back(Output::Event(Event::ServerIdentified {
-                name: self.server.name.clone(),
-                version: self.server.version.clone(),
-                table: table.server,
-            }));
+        self.push_event(Event::ServerIdentified {
+            name: self.server.name.clone(),
+            version: self.server.version.clone(),
+            table: table.server,
+        });
     }
 
     pub(crate) fn push_event(&mut self, event: Event) {
-        self.outputs.push_back(Output::Event(event));
+        self.outputs.push_back(Output::Event(Box::new(event)));
     }
 
     pub(crate) fn mark_writable(&mut self, conn: ConnId) {

@@ -531,7 +531,10 @@ impl Engine {
         }
         self.conns.insert(conn, c);
         self.counters.connections += 1;
-        self.outputs.push_back(Output::Connect { conn, endpoint });
+        self.outputs.push_back(Output::Connect {
+            conn,
+            endpoint: Box::new(endpoint),
+        });
         conn
     }
 
@@ -581,10 +584,10 @@ impl Engine {
         if let Some(client) = c.subscriber {
             self.subscriber_lost(now, client, conn);
         }
-        self.outputs.push_back(Output::Event(Event::ConnectionLost {
+        self.push_event(Event::ConnectionLost {
             endpoint: endpoint(&c.addr),
             reason: reason.to_string(),
-        }));
+        });
         let text = format!("ERR connection to {} lost: {reason}", c.addr);
         for (expect, _) in c.owed {
             match expect {

@@ -683,4 +683,15 @@ mod tests {
             check(&queue, &model);
         }
     }
+
+    /// Every reply is moved into the engine's queue of outputs and out of it again: what
+    /// is large and rare stays boxed (an endpoint inline made every output 136 bytes).
+    #[test]
+    fn an_output_fits_a_cache_line() {
+        assert!(
+            size_of::<crate::Output>() <= 64,
+            "{}",
+            size_of::<crate::Output>()
+        );
+    }
 }

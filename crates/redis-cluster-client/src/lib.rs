@@ -177,6 +177,9 @@ pub struct ClientId(pub u64);
 pub struct RequestId(pub u64);
 
 /// What the engine asks of its driver, drained with [`Engine::poll_output`].
+///
+/// Every reply passes through an `Output`, so it is kept small (56 bytes on a 64-bit
+/// target): what is rare and large, a connection's endpoint and an event, is boxed.
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub enum Output {
@@ -186,7 +189,7 @@ pub enum Output {
         /// The name the engine gives it.
         conn: ConnId,
         /// Where.
-        endpoint: Endpoint,
+        endpoint: Box<Endpoint>,
     },
     /// Close this connection (the engine forgot it already: report nothing more about it).
     Close {
@@ -242,7 +245,7 @@ pub enum Output {
         client: ClientId,
     },
     /// Something the driver may log or count.
-    Event(Event),
+    Event(Box<Event>),
 }
 
 /// What happened, for logs and counters.

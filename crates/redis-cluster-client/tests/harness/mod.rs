@@ -626,7 +626,7 @@ impl Harness {
                     self.replies.push((client, request, frame));
                 }
                 Output::Push { client, frame } => self.pushes.push((client, frame)),
-                Output::Event(event) => self.events.push(event),
+                Output::Event(event) => self.events.push(*event),
                 Output::Pause { client } => self.pauses.push((client, true)),
                 Output::Resume { client } => self.pauses.push((client, false)),
                 _ => {}

@@ -411,7 +411,7 @@ impl Task {
 
     fn output(&mut self, output: Output) {
         match output {
-            Output::Connect { conn, endpoint } => self.connect(conn, endpoint),
+            Output::Connect { conn, endpoint } => self.connect(conn, *endpoint),
             Output::Close { conn } => {
                 self.forget(conn);
             }
