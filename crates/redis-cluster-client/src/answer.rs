@@ -159,15 +159,23 @@ impl Engine {
 
     /// A call has its final reply.
     pub(crate) fn complete(&mut self, now: Instant, key: CallKey, frame: Frame) {
+        self.complete_reply(now, key, Reply::Frame(frame));
+    }
+
+    /// [`Engine::complete`], the reply a frame, or bytes for a part of a split read
+    /// ([`Pass::Part`]).
+    ///
+    /// [`Pass::Part`]: crate::request::Pass::Part
+    pub(crate) fn complete_reply(&mut self, now: Instant, key: CallKey, reply: Reply) {
         let Some(request) = self.requests.get_mut(&key.0) else {
             return;
         };
         let client = request.client;
         if let Combine::Scan { masters, node } = &mut request.combine {
-            match scan_step(frame, *node, masters.len()) {
+            match scan_step(reply.into_frame(), *node, masters.len()) {
                 Ok(reply) => {
                     if let Some(call) = request.calls.get_mut(key.1) {
-                        call.reply = Some(reply);
+                        call.reply = Some(Reply::Frame(reply));
                         call.state = CallState::Done;
                     }
                 }
@@ -185,7 +193,7 @@ impl Engine {
                 }
             }
         } else if let Some(call) = request.calls.get_mut(key.1) {
-            call.reply = Some(frame);
+            call.reply = Some(reply);
             call.state = CallState::Done;
         }
         let slot = request.calls.get(key.1).and_then(Call::slot);
@@ -194,14 +202,14 @@ impl Engine {
                 .calls
                 .get_mut(key.1)
                 .and_then(|c| c.reply.take())
-                .unwrap_or_else(|| crate::error_frame("ERR no reply"));
-            self.scan_complete(key, frame)
+                .map_or_else(|| crate::error_frame("ERR no reply"), Reply::into_frame);
+            self.scan_complete(key, frame).map(Reply::Frame)
         } else {
             request.combined()
         };
         self.call_done(now, key, client, slot);
         if let Some(reply) = merged {
-            self.finish(key.0, reply);
+            self.finish_reply(key.0, reply);
         }
     }
 

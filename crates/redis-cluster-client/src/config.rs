@@ -64,9 +64,10 @@ pub struct Config {
     /// ([`Output::Raw`](crate::Output::Raw)) instead of a decoded frame
     /// ([`Output::Reply`](crate::Output::Reply)): for a proxy, which writes replies out
     /// again, that is no frame built and none encoded. Only a command that went to one node
-    /// whole and was not an error there is handed on so: errors (a redirect, a retry),
-    /// merged replies, transactions and the engine's own answers still come as frames.
-    /// Off by default.
+    /// whole and was not an error there is handed on so, and a read merged key by key (MGET
+    /// split over nodes) whose parts all were: its array is made of their values' bytes.
+    /// Errors (a redirect, a retry), other merged replies, transactions and the engine's own
+    /// answers still come as frames. Off by default.
     pub raw_replies: bool,
 }
 

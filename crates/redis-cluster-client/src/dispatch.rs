@@ -12,7 +12,7 @@ use redis_resp::{Frame, errors};
 use crate::conn::{Conn, Expect};
 use crate::engine::{Engine, Name, all_nodes, endpoint, masters};
 use crate::hello;
-use crate::request::{Call, CallKey, CallState, Combine, Target, scan_cursor};
+use crate::request::{Call, CallKey, CallState, Combine, Pass, Target, scan_cursor};
 use crate::{ClientId, ConnId, Event, Output, RequestId, error_frame};
 
 impl Engine {
@@ -450,7 +450,7 @@ impl Engine {
             return;
         };
         // Decided as it is written (an ASK or a retry makes a call's reply a frame's again).
-        let whole = raw && request.passes_on(key.1, None);
+        let whole = raw && request.passes_on(key.1, None) != Pass::No;
         let Some(call) = request.calls.get_mut(key.1) else {
             return;
         };

@@ -13,7 +13,7 @@ use crate::conn::{Conn, Expect};
 use crate::hello;
 use crate::pubsub::Subscriptions;
 use crate::refresh::Refresh;
-use crate::request::{Call, CallKey, CallState, Combine, Request};
+use crate::request::{Call, CallKey, CallState, Combine, Pass, Reply, Request};
 use crate::slab::Requests;
 use crate::transaction::{Multi, Watch};
 use crate::{ClientId, Config, ConnId, IdHasher, Output, RequestId};
@@ -452,16 +452,22 @@ impl Engine {
         if matches!(
             kind,
             Kind::SIMPLE_ERROR | Kind::BULK_ERROR | Kind::PUSH | Kind::ATTRIBUTE
-        ) || !self
+        ) {
+            return Raw::Frame;
+        }
+        let pass = self
             .requests
             .get(&key.0)
-            .is_some_and(|r| r.passes_on(key.1, Some(&c.input[..span.len])))
-        {
+            .map_or(Pass::No, |r| r.passes_on(key.1, Some(&c.input[..span.len])));
+        if pass == Pass::No {
             return Raw::Frame;
         }
         let bytes = c.input.split_to(span.len).freeze();
         c.owed.pop_front();
-        self.complete_raw(now, key, bytes);
+        match pass {
+            Pass::Part => self.complete_reply(now, key, Reply::Raw(bytes)),
+            _ => self.complete_raw(now, key, bytes),
+        }
         Raw::Taken
     }
 

@@ -205,9 +205,10 @@ pub enum Output {
         /// The reply, in the client's RESP version.
         frame: Frame,
     },
-    /// The reply to a request as the node sent it, one whole RESP value in the client's
-    /// version, with [`Config::raw_replies`] (see there for which replies come so), after
-    /// those of every earlier request of its client.
+    /// The reply to a request as the node sent it (or, for a read split over nodes, an array
+    /// header and each key's value as its node sent it), one whole RESP value in the
+    /// client's version, with [`Config::raw_replies`] (see there for which replies come so),
+    /// after those of every earlier request of its client.
     Raw {
         /// Whose.
         client: ClientId,

@@ -440,9 +440,10 @@ fn raw_replies_are_the_nodes_bytes_in_the_clients_order() {
         }
     }
     assert_eq!(h.replies_of(client), expected);
-    // GET a, SET foo (after its MOVED), INCR a, GET foo. The MGET is merged, the HGET an
-    // error, and PING goes to every master (`request_policy:all_shards`): merged too.
-    assert_eq!(h.raw, 4);
+    // GET a, SET foo (after its MOVED), the MGET (merged from its two parts' bytes), INCR
+    // a, GET foo. The HGET is an error, and PING goes to every master
+    // (`request_policy:all_shards`): merged as frames.
+    assert_eq!(h.raw, 5);
     assert_eq!(h.pauses, [(client, true)]);
     h.engine.handle_written(client, total);
     h.outputs();
