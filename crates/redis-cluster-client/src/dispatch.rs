@@ -146,8 +146,12 @@ impl Engine {
         }
         for index in 0..count {
             let key = (id, index);
-            self.enqueue(key);
-            self.dispatch(now, key);
+            match self.enqueue(key) {
+                // Usually so (a pipeline on random keys meets a slot once): what `pump`
+                // would do with a queue of this call alone, without looking it up again.
+                Some((client, slot, true)) => self.send_alone(now, key, client, slot),
+                _ => self.dispatch(now, key),
+            }
         }
     }
 
@@ -161,21 +165,28 @@ impl Engine {
         Some(reply)
     }
 
-    /// Puts a call of a slot at the end of its client's queue for that slot.
-    pub(crate) fn enqueue(&mut self, key: CallKey) {
-        let Some(request) = self.requests.get(&key.0) else {
-            return;
-        };
-        let Some(slot) = request.calls.get(key.1).and_then(Call::slot) else {
-            return;
-        };
-        if let Some(state) = self.clients.get_mut(&request.client) {
-            state
-                .slots
-                .entry(u16::from(slot))
-                .or_default()
-                .keys
-                .push_back(key);
+    /// Puts a call of a slot at the end of its client's queue for that slot: its client,
+    /// its slot, and whether the queue holds it alone, when it has a slot and a client.
+    pub(crate) fn enqueue(&mut self, key: CallKey) -> Option<(ClientId, Slot, bool)> {
+        let request = self.requests.get(&key.0)?;
+        let slot = request.calls.get(key.1).and_then(Call::slot)?;
+        let client = request.client;
+        let state = self.clients.get_mut(&client)?;
+        let queue = &mut state.slots.entry(u16::from(slot)).or_default().keys;
+        queue.push_back(key);
+        Some((client, slot, queue.len() == 1))
+    }
+
+    /// Sends a call queued alone for its client's slot: what [`Engine::pump`] does for such
+    /// a queue (nothing goes before it), without finding the queue and the call again.
+    fn send_alone(&mut self, now: Instant, key: CallKey, client: ClientId, slot: Slot) {
+        self.send(now, key);
+        let written = self.call_mut(key).and_then(|c| match c.state {
+            CallState::Sent(conn) if !c.barrier => Some(conn),
+            _ => None,
+        });
+        if let Some(conn) = written {
+            self.grow_prefix(client, u16::from(slot), 1, conn);
         }
     }
 
