@@ -21,7 +21,7 @@ use tokio::sync::{Notify, mpsc};
 use tokio::task::AbortHandle;
 
 use super::cluster::{Argv, Pending, Pool};
-use super::driver::{Answer, EngineClient, Gate, PushTx, Reporter};
+use super::driver::{Answer, EngineClient, Gate, PushTx, Reporter, Submitter};
 use super::log;
 use super::stats::Stats;
 use redis_cluster_proto::resp::server_limits::OutputLimit;
@@ -98,15 +98,21 @@ impl Drop for CloseOnDrop {
 /// thread (the default) the engine's task does not run until then, so a push it makes still
 /// comes after the replies to the commands read before it; with more threads the engine
 /// could answer a command before its item was sent, with or without the run.
+///
+/// The run's commands go to the engine together, when the writer hears of them: one message
+/// to the engine's task per run as well.
 struct Outbox {
     tx: mpsc::UnboundedSender<Item>,
     run: Option<(usize, Instant)>,
+    /// The engine's way in (a pool with an engine), and the run's commands not sent yet.
+    engine: Option<Submitter>,
+    commands: Vec<Argv>,
 }
 
 impl Outbox {
-    /// One more answer of the engine to come, for a command that arrived at `arrived` and
-    /// holds a place in the window.
-    fn engine(&mut self, arrived: Instant) {
+    /// One more command for the engine, that arrived at `arrived` and holds a place in the
+    /// window.
+    fn engine(&mut self, arrived: Instant, argv: Argv) {
         match &mut self.run {
             // One read's commands share their arrival.
             Some((count, at)) if *at == arrived => *count += 1,
@@ -115,11 +121,15 @@ impl Outbox {
                 self.run = Some((1, arrived));
             }
         }
+        self.commands.push(argv);
     }
 
-    /// Tells the writer of the run so far.
+    /// Sends the run so far: its commands to the engine, its count to the writer.
     fn flush(&mut self) {
         if let Some((count, arrived)) = self.run.take() {
+            if let Some(engine) = &self.engine {
+                engine.requests(std::mem::take(&mut self.commands));
+            }
             let _ = self.tx.send(Item::Engine { count, arrived });
         }
     }
@@ -158,6 +168,8 @@ enum Action {
     Quit,
     Reply(Pending),
     ReplyAndClose(Pending),
+    /// A command for the engine: its answer is the client's next one from the engine.
+    Engine(Argv),
 }
 
 fn error(text: &str) -> Frame {
@@ -276,7 +288,12 @@ pub(crate) async fn serve(mut stream: TcpStream, pool: Arc<Pool>) {
     // A nutcracker pool behaves as nutcracker: no inline commands, and a request it cannot
     // parse closes the connection without a reply.
     let nutcracker = pool.ring().is_some();
-    let mut outbox = Outbox { tx, run: None };
+    let mut outbox = Outbox {
+        tx,
+        run: None,
+        engine: session.engine.as_ref().map(EngineClient::submitter),
+        commands: Vec::new(),
+    };
     'read: loop {
         // When this read's commands arrived (the latency counter's start): one clock
         // reading per read, not per command.
@@ -319,8 +336,8 @@ pub(crate) async fn serve(mut stream: TcpStream, pool: Arc<Pool>) {
                             outbox.send(Item::Close);
                             break 'read;
                         }
-                        Action::Reply(Pending::Engine) => {
-                            outbox.engine(started);
+                        Action::Engine(argv) => {
+                            outbox.engine(started, argv);
                             continue;
                         }
                         Action::Reply(pending) => Item::Reply(pending, started, permit),
@@ -566,7 +583,7 @@ async fn handle(pool: &Pool, session: &mut Session, argv: Argv) -> Action {
         return as_nutcracker(pool, session, name, argv).await;
     }
     match &session.engine {
-        Some(engine) => as_engine(pool, engine, name, argv),
+        Some(_) => as_engine(pool, name, argv),
         None => Action::Reply(Pending::Ready(error("ERR the pool has no engine"))),
     }
 }
@@ -574,16 +591,13 @@ async fn handle(pool: &Pool, session: &mut Session, argv: Argv) -> Action {
 /// The commands of a pool with an engine: the proxy answers what is about itself (QUIT,
 /// SELECT, INFO of its own, CLIENT SETNAME, AUTH, MONITOR); the engine everything else,
 /// transactions, Pub/Sub and HELLO included.
-fn as_engine(pool: &Pool, engine: &EngineClient, name: &[u8], argv: Argv) -> Action {
+fn as_engine(pool: &Pool, name: &[u8], argv: Argv) -> Action {
     if name == b"QUIT" {
         return Action::ReplyAndClose(Pending::Ready(ok()));
     }
     match about_the_proxy(pool, name, &argv) {
         Some(frame) => Action::Reply(Pending::Ready(frame)),
-        None => {
-            engine.request(argv);
-            Action::Reply(Pending::Engine)
-        }
+        None => Action::Engine(argv),
     }
 }
 
@@ -770,24 +784,9 @@ async fn write_replies(
                 }
                 Item::Reply(pending, started, permit) => {
                     places += usize::from(permit);
-                    let from_engine = matches!(pending, Pending::Engine);
-                    let (answer, hang_up) = match pending {
-                        Pending::Engine => match answers.recv().await {
-                            Some(answer) => (answer, false),
-                            None => (
-                                Answer::Frame(error("ERR the proxy's engine stopped")),
-                                false,
-                            ),
-                        },
-                        pending => {
-                            let (frame, hang_up) = pool.resolve_closing(pending).await;
-                            (frame.map_or(Answer::Pushes, Answer::Frame), hang_up)
-                        }
-                    };
-                    let bytes = put(answer, &mut out, &stats);
-                    if from_engine {
-                        engine_bytes += bytes;
-                    }
+                    let (frame, hang_up) = pool.resolve_closing(pending).await;
+                    let answer = frame.map_or(Answer::Pushes, Answer::Frame);
+                    put(answer, &mut out, &stats);
                     starts.push((started, 1));
                     if hang_up {
                         (close, failed) = (true, true);

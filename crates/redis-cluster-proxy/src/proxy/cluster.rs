@@ -28,8 +28,6 @@ pub(crate) type Argv = Vec<Bytes>;
 pub(crate) enum Pending {
     /// Answered already (locally, or an error).
     Ready(Frame),
-    /// A command answered by the pool's engine: the client's next answer (client.rs).
-    Engine,
     /// A nutcracker pool's command to one server: no retry, a failure is the client's
     /// `-ERR <reason>`.
     Ring(Call),
@@ -269,7 +267,6 @@ impl Pool {
             Pending::Ring(call) => self.finish_ring(call).await.unwrap_or_else(|e| e),
             Pending::Fragments(parts) => self.finish_fragments(parts.0, parts.1).await.0,
             Pending::Hangup => error("ERR no server"),
-            Pending::Engine => error("ERR internal: an engine answer outside its client"),
             Pending::Dedicated { addr, bytes } => {
                 let backend = match Backend::connect(&addr, self.timeout).await {
                     Ok(backend) => backend,

@@ -101,9 +101,11 @@ enum ToEngine {
     /// A client's writer wrote this many bytes of the engine's replies.
     Written(ClientId, usize),
     Close(ClientId),
-    Request {
+    /// Commands of one read, oldest first: one channel operation for a pipeline, where one
+    /// per command cost about 5 % of the proxy's CPU on GET.
+    Requests {
         client: ClientId,
-        argv: Vec<Bytes>,
+        argvs: Vec<Vec<Bytes>>,
     },
     Wire(Wire),
     /// The masters moved (a Sentinel switch).
@@ -140,12 +142,28 @@ impl EngineClient {
         }
     }
 
-    /// Sends one command; its answer comes on the client's answers channel, after those
-    /// of the commands sent before it.
-    pub(crate) fn request(&self, argv: Vec<Bytes>) {
-        let _ = self.tx.send(ToEngine::Request {
+    /// What the client's reader sends its commands with.
+    pub(crate) fn submitter(&self) -> Submitter {
+        Submitter {
+            id: self.id,
+            tx: self.tx.clone(),
+        }
+    }
+}
+
+/// A client's reader's way to the engine: the commands of one read go as one message.
+pub(crate) struct Submitter {
+    id: ClientId,
+    tx: mpsc::UnboundedSender<ToEngine>,
+}
+
+impl Submitter {
+    /// Sends commands, oldest first; their answers come on the client's answers channel, in
+    /// that order, after those of the commands sent before them.
+    pub(crate) fn requests(&self, argvs: Vec<Vec<Bytes>>) {
+        let _ = self.tx.send(ToEngine::Requests {
             client: self.id,
-            argv,
+            argvs,
         });
     }
 }
@@ -341,8 +359,10 @@ impl Task {
                 self.clients.remove(&client);
                 self.engine.close_client(now, client);
             }
-            ToEngine::Request { client, argv } => {
-                self.engine.handle_request(now, client, argv);
+            ToEngine::Requests { client, argvs } => {
+                for argv in argvs {
+                    self.engine.handle_request(now, client, argv);
+                }
             }
             ToEngine::Wire(Wire::Connected(conn, writer)) => {
                 if let Some(stats) = self.addrs.get(&conn) {
