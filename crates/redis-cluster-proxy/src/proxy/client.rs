@@ -741,11 +741,33 @@ fn put(answer: Answer, out: &mut Vec<u8>, stats: &Stats) -> usize {
     out.len() - before
 }
 
+/// The engine's answers to a client, as they come: several to a message.
+struct Inbox {
+    rx: mpsc::UnboundedReceiver<Vec<Answer>>,
+    /// Those of the latest message not taken yet.
+    ready: std::vec::IntoIter<Answer>,
+}
+
+impl Inbox {
+    /// The next answer, when it comes; an error when the engine has stopped.
+    async fn next(&mut self) -> Answer {
+        loop {
+            if let Some(answer) = self.ready.next() {
+                return answer;
+            }
+            match self.rx.recv().await {
+                Some(answers) => self.ready = answers.into_iter(),
+                None => return Answer::Frame(error("ERR the proxy's engine stopped")),
+            }
+        }
+    }
+}
+
 async fn write_replies(
     mut wr: tokio::net::tcp::OwnedWriteHalf,
     window: Arc<Window>,
     mut rx: mpsc::UnboundedReceiver<Item>,
-    mut answers: mpsc::UnboundedReceiver<Answer>,
+    answers: mpsc::UnboundedReceiver<Vec<Answer>>,
     reporter: Option<Reporter>,
     pushes: Backlog,
     pool: Arc<Pool>,
@@ -755,6 +777,10 @@ async fn write_replies(
         limit: pubsub_limit,
     } = pushes;
     let stats = pool.stats.clone();
+    let mut answers = Inbox {
+        rx: answers,
+        ready: Vec::new().into_iter(),
+    };
     // Given back when nothing more waits to be written, as the reader's buffer.
     let mut out = Vec::new();
     // The window places of the replies in `out`: given back once they are written.
@@ -775,9 +801,7 @@ async fn write_replies(
                 Item::Engine { count, arrived } => {
                     places += count;
                     for _ in 0..count {
-                        let answer = answers.recv().await.unwrap_or_else(|| {
-                            Answer::Frame(error("ERR the proxy's engine stopped"))
-                        });
+                        let answer = answers.next().await;
                         engine_bytes += put(answer, &mut out, &stats);
                     }
                     starts.push((arrived, count));

@@ -32,8 +32,13 @@ pub(crate) enum Answer {
     Pushes,
 }
 
-/// Where a client's answers go, in its request order (the engine gives them in that order).
-pub(crate) type Answers = mpsc::UnboundedSender<Answer>;
+/// Where a client's answers go, in its request order (the engine gives them in that order):
+/// those given one after the other in a round as one message, where one message per answer
+/// was a channel operation on each side per command.
+pub(crate) type Answers = mpsc::UnboundedSender<Vec<Answer>>;
+
+/// How many answers a client's message has room for at first: a pipeline's worth.
+const ANSWERS: usize = 16;
 
 /// How many bytes of replies a client may be owed (handed to its connection's writer and not
 /// yet written to its socket) before its commands stop being read: the engine's
@@ -216,6 +221,7 @@ impl EngineHandle {
             server_stats: Box::new(server_stats),
             counters: counters.clone(),
             name,
+            answering: None,
         };
         tokio::spawn(task.run(rx));
         Self { tx, counters }
@@ -294,6 +300,8 @@ struct Task {
     server_stats: StatsOf,
     counters: Report,
     name: String,
+    /// The answers of the round's latest client, not sent yet.
+    answering: Option<(ClientId, Vec<Answer>)>,
 }
 
 /// How many messages one round takes before it writes: a pipeline's commands to one node
@@ -422,6 +430,7 @@ impl Task {
                 break;
             }
         }
+        self.send_answers();
         let report = (self.engine.counters(), self.engine.table().server);
         *self
             .counters
@@ -435,21 +444,9 @@ impl Task {
             Output::Close { conn } => {
                 self.forget(conn);
             }
-            Output::Reply { client, frame, .. } => {
-                if let Some(link) = self.clients.get(&client) {
-                    let _ = link.answers.send(Answer::Frame(frame));
-                }
-            }
-            Output::Raw { client, bytes, .. } => {
-                if let Some(link) = self.clients.get(&client) {
-                    let _ = link.answers.send(Answer::Raw(bytes));
-                }
-            }
-            Output::Answered { client, .. } => {
-                if let Some(link) = self.clients.get(&client) {
-                    let _ = link.answers.send(Answer::Pushes);
-                }
-            }
+            Output::Reply { client, frame, .. } => self.answer(client, Answer::Frame(frame)),
+            Output::Raw { client, bytes, .. } => self.answer(client, Answer::Raw(bytes)),
+            Output::Answered { client, .. } => self.answer(client, Answer::Pushes),
             Output::Push { client, frame } => {
                 if let Some(link) = self.clients.get(&client) {
                     (link.pushes)(frame);
@@ -469,6 +466,30 @@ impl Task {
                 log::write(log::INFO, format_args!("pool {}: {event:?}", self.name));
             }
             _ => {}
+        }
+    }
+
+    /// Adds `answer` to the answers of `client` to send; those of another client before it
+    /// go first. (A push need not wait for them: the client's writer orders both by the
+    /// items its reader sent, and it waits for an answer it has not got.)
+    fn answer(&mut self, client: ClientId, answer: Answer) {
+        match &mut self.answering {
+            Some((to, answers)) if *to == client => answers.push(answer),
+            _ => {
+                self.send_answers();
+                let mut answers = Vec::with_capacity(ANSWERS);
+                answers.push(answer);
+                self.answering = Some((client, answers));
+            }
+        }
+    }
+
+    /// Sends the answers kept by [`Task::answer`].
+    fn send_answers(&mut self) {
+        if let Some((client, answers)) = self.answering.take() {
+            if let Some(link) = self.clients.get(&client) {
+                let _ = link.answers.send(answers);
+            }
         }
     }
 
