@@ -51,10 +51,15 @@ impl Engine {
         // check no slots: the keys one master serves go to it as one command, as predixy and
         // nutcracker send them, where a cluster needs one command per slot (a 10-key MGET
         // through one server was ten calls). While a range is held (a failover), the split
-        // stays by slot: holds are by range.
+        // stays by slot: holds are by range. One master for every slot (a proxy in front of
+        // one server) needs no key's shard, and the keys are not all hashed.
         let routed = if self.config.fixed_map.is_some() && self.holds.is_empty() {
-            self.table
-                .routed_by(&argv, |slot| map.shard_index(slot).unwrap_or(usize::MAX))
+            if self.one_master {
+                self.table.routed_whole(&argv)
+            } else {
+                self.table
+                    .routed_by(&argv, |slot| map.shard_index(slot).unwrap_or(usize::MAX))
+            }
         } else {
             self.table.routed(&argv)
         };
@@ -353,6 +358,8 @@ impl Engine {
             return;
         };
         self.master_addrs = map.shards().iter().map(|s| s.master.to_string()).collect();
+        self.one_master =
+            map.shards().len() == 1 && map.assigned() == usize::from(redis_hash_slot::SLOT_COUNT);
         self.masters_sorted = masters(map);
         let shared = &self.shared;
         self.master_conns = self

@@ -127,6 +127,8 @@ pub struct Engine {
     pub(crate) shared: HashMap<String, [Option<ConnId>; 2], IdHasher>,
     /// The map's masters as `host:port`: per shard index, and sorted (each once).
     pub(crate) master_addrs: Vec<String>,
+    /// The map has one master and it serves every slot: no command needs its keys' shards.
+    pub(crate) one_master: bool,
     /// Per shard index, `shared`'s entry for `master_addrs`' address, kept in step with both:
     /// a call to a slot's master finds its connection without hashing the address.
     pub(crate) master_conns: Vec<[Option<ConnId>; 2]>,
@@ -186,6 +188,7 @@ impl Engine {
             conns: HashMap::default(),
             shared: HashMap::default(),
             master_addrs: Vec::new(),
+            one_master: false,
             master_conns: Vec::new(),
             masters_sorted: Vec::new(),
             next_id: 0,

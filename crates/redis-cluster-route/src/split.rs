@@ -365,6 +365,37 @@ impl CommandTable {
             keys: keys.len(),
         })
     }
+
+    /// [`CommandTable::routed_by`] with every slot on one shard (0): a proxy in front of one
+    /// standalone server. The same answer, found without hashing every key: a split's only
+    /// part is the whole command, and only its first key's slot is needed. Keys are hashed
+    /// until two slots differ (as by `routed`) and the first key once more; a 10-key MGET
+    /// hashed all ten.
+    ///
+    /// ```
+    /// use redis_cluster_route::{CommandTable, Route};
+    ///
+    /// let argv = ["MGET", "a", "b", "c"]; // slots 15495, 3300, 7365
+    /// let routed = CommandTable::REDIS_7_0.routed_whole(&argv)?;
+    /// assert_eq!(routed, CommandTable::REDIS_7_0.routed_by(&argv, |_| 0)?);
+    /// let Route::Split(split) = routed.route else { panic!("a split") };
+    /// assert_eq!(split.parts().len(), 1);
+    /// assert_eq!(u16::from(split.parts()[0].slot), 15495);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn routed_whole<A: AsRef<[u8]>>(&self, argv: &[A]) -> Result<Routed, KeyError> {
+        let spec = self.checked(argv)?;
+        let keys = Keys::routing(spec, argv);
+        let answer = keys.slot(argv);
+        // Every key on shard 0, and no slot given: the split hashes the first key of its
+        // one part, for the part's slot, and no other.
+        let route = route_of(spec, argv, answer, |_| (0, None));
+        Ok(Routed {
+            route,
+            spec,
+            keys: keys.len(),
+        })
+    }
 }
 
 /// What [`CommandTable::routed`] found.

@@ -367,3 +367,25 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    /// With every slot on one shard, `routed_whole` (which hashes few keys) answers as
+    /// `routed_by` with that one shard (which hashes them all).
+    #[test]
+    fn routed_whole_is_routed_by_one_shard(
+        argv in prop_oneof![
+            command(),
+            // Commands that do not split, over one key, several or none, some of the
+            // wrong arity.
+            (
+                prop_oneof![Just("GET"), Just("RENAME"), Just("SUNION"), Just("PING"), Just("DBSIZE")],
+                proptest::collection::vec(key(), 0..4),
+            )
+                .prop_map(|(name, keys)| {
+                    std::iter::once(name.as_bytes().to_vec()).chain(keys).collect()
+                }),
+        ]
+    ) {
+        prop_assert_eq!(TABLE.routed_whole(&argv), TABLE.routed_by(&argv, |_| 0));
+    }
+}
