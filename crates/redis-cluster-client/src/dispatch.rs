@@ -70,13 +70,19 @@ impl Engine {
         let read = spec.is_some_and(|s| s.flags.contains(CommandFlags::READONLY));
         let blocking = spec.is_some_and(|s| s.flags.contains(CommandFlags::BLOCKING));
         let several = keys > 1;
+        // The vector for one call, without an allocation when the slab has one to spare.
+        let mut one = self.requests.take_spare(&id);
         let (combine, mut calls) = match route {
             Ok(Route::Slot(slot)) => {
                 let mut call = Call::new(argv, Target::Slot { slot, read });
                 call.barrier = several || blocking;
-                (Combine::One, vec![call])
+                one.push(call);
+                (Combine::One, one)
             }
-            Ok(Route::Any) | Err(_) => (Combine::One, vec![Call::new(argv, Target::Any)]),
+            Ok(Route::Any) | Err(_) => {
+                one.push(Call::new(argv, Target::Any));
+                (Combine::One, one)
+            }
             // MSETNX split by slot could set some keys and report that it set none: only one
             // node can give its all-or-nothing answer.
             Ok(Route::Split(_)) if argv[0].eq_ignore_ascii_case(b"MSETNX") => {
@@ -94,7 +100,8 @@ impl Engine {
                     [part] => {
                         let mut call = Call::new(argv, target(part));
                         call.barrier = part.groups.len() > 1;
-                        vec![call]
+                        one.push(call);
+                        one
                     }
                     parts => (0..parts.len())
                         .map(|i| {

@@ -4,7 +4,7 @@
 //! entry is one that a request just answered left (still in the cache).
 
 use crate::RequestId;
-use crate::request::Request;
+use crate::request::{Call, Request};
 
 /// How many low bits of a [`RequestId`] say where its entry is: the high 32 count the
 /// requests made, so that ids order as the requests arrived (the retry queue breaks ties
@@ -12,11 +12,18 @@ use crate::request::Request;
 const INDEX_BITS: u32 = 32;
 const INDEX_MASK: u64 = (1 << INDEX_BITS) - 1;
 
-/// One entry: the id of the request it holds (or held last), and the request.
+/// The most calls whose room an entry keeps for its next request: a request of one call
+/// (nearly all) gets a vector without an allocation, and an entry that held a large split
+/// does not keep its room.
+const SPARE_CALLS: usize = 4;
+
+/// One entry: the id of the request it holds (or held last), the request, and the emptied
+/// vector of calls of the last one, for the next.
 #[derive(Debug)]
 struct Entry {
     id: RequestId,
     request: Option<Request>,
+    spare: Vec<Call>,
 }
 
 /// The requests in flight, by id.
@@ -36,7 +43,8 @@ pub(crate) struct Requests {
 }
 
 impl Requests {
-    /// Keeps `request` and names it.
+    /// Keeps `request` and names it. A request without calls yet gets its entry's spare
+    /// vector of calls ([`Requests::take_spare`]).
     #[inline]
     pub(crate) fn insert(&mut self, request: Request) -> RequestId {
         self.made = self.made.wrapping_add(1);
@@ -46,10 +54,8 @@ impl Requests {
             Some(index) => {
                 let id = RequestId(seq << INDEX_BITS | u64::from(index));
                 let entry = &mut self.entries[index as usize];
-                *entry = Entry {
-                    id,
-                    request: Some(request),
-                };
+                entry.id = id;
+                entry.request = Some(request);
                 id
             }
             None => {
@@ -59,6 +65,7 @@ impl Requests {
                 self.entries.push(Entry {
                     id,
                     request: Some(request),
+                    spare: Vec::new(),
                 });
                 id
             }
@@ -82,15 +89,33 @@ impl Requests {
         entry.request.as_mut()
     }
 
+    /// The emptied vector of calls of the request `id`'s entry held before it (no room when
+    /// there is none), for the request to fill: one allocation less per request.
+    pub(crate) fn take_spare(&mut self, id: &RequestId) -> Vec<Call> {
+        match self.entries.get_mut((id.0 & INDEX_MASK) as usize) {
+            Some(entry) if entry.id == *id => std::mem::take(&mut entry.spare),
+            _ => Vec::new(),
+        }
+    }
+
     /// Drops the request where it is (a request is about 160 bytes: taking it out would
-    /// copy it); whether there was one. Its entry is free for the next.
+    /// copy it); whether there was one. Its entry is free for the next, and keeps its
+    /// vector of calls, emptied, when it has room for few.
     pub(crate) fn discard(&mut self, id: &RequestId) -> bool {
         let index = id.0 & INDEX_MASK;
         let Some(entry) = self.entries.get_mut(index as usize) else {
             return false;
         };
-        if entry.id != *id || entry.request.is_none() {
+        if entry.id != *id {
             return false;
+        }
+        let Some(request) = entry.request.as_mut() else {
+            return false;
+        };
+        if request.calls.capacity() <= SPARE_CALLS {
+            let mut calls = std::mem::take(&mut request.calls);
+            calls.clear();
+            entry.spare = calls;
         }
         entry.request = None;
         self.free.push(index as u32);
@@ -106,7 +131,7 @@ impl Requests {
 
 #[cfg(test)]
 mod tests {
-    use super::Requests;
+    use super::{Requests, SPARE_CALLS};
     use crate::request::{Combine, Request};
     use crate::{ClientId, RequestId};
 
@@ -151,6 +176,37 @@ mod tests {
         // Ids never made, or past the end.
         assert!(requests.get(&RequestId(0)).is_none());
         assert!(requests.get(&RequestId(u64::MAX)).is_none());
+    }
+
+    /// A discarded request's vector of calls comes back, emptied, to the next request of its
+    /// entry, and to that one only; one with room for many calls is not kept.
+    #[test]
+    fn an_entry_keeps_a_small_vector_of_calls_for_its_next_request() {
+        use crate::request::{Call, Target};
+        let call = || Call::new(vec![bytes::Bytes::from_static(b"PING")], Target::Any);
+        let mut requests = Requests::default();
+        let a = requests.insert(request(1));
+        let mut calls = requests.take_spare(&a);
+        assert_eq!(calls.capacity(), 0, "a new entry has none");
+        calls.push(call());
+        let room = calls.capacity();
+        if let Some(r) = requests.get_mut(&a) {
+            r.calls = calls;
+        }
+        assert!(requests.discard(&a));
+        let b = requests.insert(request(2));
+        assert!(requests.take_spare(&a).capacity() == 0, "not for an old id");
+        let spare = requests.take_spare(&b);
+        assert!(spare.is_empty());
+        assert_eq!(spare.capacity(), room);
+        assert_eq!(requests.take_spare(&b).capacity(), 0, "taken once");
+        // Room for many calls is given back to the allocator.
+        if let Some(r) = requests.get_mut(&b) {
+            r.calls = (0..SPARE_CALLS + 1).map(|_| call()).collect();
+        }
+        assert!(requests.discard(&b));
+        let c = requests.insert(request(3));
+        assert_eq!(requests.take_spare(&c).capacity(), 0);
     }
 
     /// Against a map, through many inserts and removals in a scattered order.
