@@ -43,8 +43,8 @@ pub(crate) struct Requests {
 }
 
 impl Requests {
-    /// Keeps `request` and names it. A request without calls yet gets its entry's spare
-    /// vector of calls ([`Requests::take_spare`]).
+    /// Keeps `request` and names it. The entry's spare vector of calls stays there for the
+    /// request to take ([`Requests::take_spare`]).
     #[inline]
     pub(crate) fn insert(&mut self, request: Request) -> RequestId {
         self.made = self.made.wrapping_add(1);
