@@ -41,6 +41,12 @@ fn main() {
         Some(s) => s.parse::<u64>().expect("a measured span in seconds") * 1000,
         None => 60_000,
     };
+    // The threads a large batch of events is split over: every core unless SIM_THREADS says.
+    let threads = std::env::var("SIM_THREADS")
+        .ok()
+        .and_then(|t| t.parse().ok())
+        .or_else(|| std::thread::available_parallelism().map(usize::from).ok())
+        .unwrap_or(1);
     println!(
         "| N | T | messages/s per node (sim) | model 2P | bytes/s per node (sim) | model 2P·S | wall |"
     );
@@ -49,6 +55,7 @@ fn main() {
         for &timeout in &timeouts {
             let mut sim = Sim::formed(n / 2, 1, 1, timeout);
             sim.set_tracing(false);
+            sim.set_threads(threads, 0);
             sim.run_for(10_000);
             let (m0, b0) = sim.delivered();
             let wall = Instant::now();

@@ -1,5 +1,6 @@
-//! A deterministic simulator of a Redis Cluster: N [`ClusterNode`]s in one thread, talking over
-//! in-memory links in virtual time.
+//! A deterministic simulator of a Redis Cluster: N [`ClusterNode`]s talking over in-memory
+//! links in virtual time, in one thread or with the nodes of each large batch of events split
+//! over several ([`Sim::set_threads`]), with the same result either way.
 //!
 //! Every message crosses its link as encoded bytes and is decoded on arrival, so a simulated
 //! run also exercises the `redis-cluster-bus` codec; time always jumps to the earliest
@@ -17,14 +18,20 @@
 //! assert!(sim.nodes().iter().all(|node| node.nodes().count() == 3));
 //! ```
 
+mod step;
+
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, HashMap};
 
-use redis_cluster_bus::Message;
-use redis_cluster_state::{ClusterNode, Config, Duration, Instant, LinkId, Output};
+use redis_cluster_state::{ClusterNode, Config, Duration, Instant, LinkId};
+
+use step::{Ctx, Rec, SPARE_BUFFERS, Step};
 
 /// The node timeout the simulated nodes use unless told otherwise (ms).
 pub const NODE_TIMEOUT: u64 = 5_000;
+
+/// The smallest batch of events that [`Sim::set_threads`] splits by default.
+const MIN_PARALLEL: usize = 64;
 
 /// One message or connection on its way.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -52,6 +59,16 @@ struct Conn {
     to: usize,
     out: LinkId,
     inb: LinkId,
+    /// Whether `from` (0) and `to` (1) closed it in the current millisecond: it goes at the
+    /// millisecond's end.
+    closed: [bool; 2],
+}
+
+impl Conn {
+    /// Whether node `node`'s end of the connection is closed.
+    fn closed_at(&self, node: usize) -> bool {
+        self.closed[usize::from(node == self.to)]
+    }
 }
 
 /// What the network does to messages, on every link alike.
@@ -124,6 +141,14 @@ pub struct Sim {
     start_at: Vec<u64>,
     /// Buffers of delivered messages, for the next encodes (fresh ones cost page faults).
     spare: Vec<Vec<u8>>,
+    /// Each node's IP, as its peers see it (the address it listens on).
+    ips: Vec<String>,
+    /// Connections closed in the current millisecond, removed at its end.
+    closing: Vec<u64>,
+    /// The threads a large batch is split over (see [`Sim::set_threads`]).
+    threads: usize,
+    /// The smallest batch split over threads.
+    min_parallel: usize,
 }
 
 impl Sim {
@@ -151,7 +176,15 @@ impl Sim {
                 ((String::from(n.myself().ip.as_str()), n.myself().cport), i)
             })
             .collect();
+        let ips = nodes
+            .iter()
+            .map(|n| String::from(n.myself().ip.as_str()))
+            .collect();
         Self {
+            ips,
+            closing: Vec::new(),
+            threads: 1,
+            min_parallel: MIN_PARALLEL,
             links: HashMap::new(),
             addresses,
             tracing: true,
@@ -396,6 +429,7 @@ impl Sim {
                 self.drain(c.to);
             }
         }
+        self.settle_closes();
     }
 
     /// Cuts the network in two: `group` on one side, every other node on the other.
@@ -424,6 +458,7 @@ impl Sim {
                 self.drain(c.to);
             }
         }
+        self.settle_closes();
     }
 
     /// Joins the network again.
@@ -458,6 +493,7 @@ impl Sim {
             .meet(&ip, port, cport, Instant::from_millis(now))
             .expect("a valid address");
         self.drain(from);
+        self.settle_closes();
     }
 
     /// Runs the nodes for `ms` of virtual time.
@@ -465,22 +501,279 @@ impl Sim {
     /// Nodes' deadlines wait in the same queue as deliveries, so each step costs a heap
     /// operation whatever the cluster's size; every node is looked at once per call, for
     /// changes made to it from outside (commands, restarts).
+    ///
+    /// The events due at the same millisecond and queued when it begins are a batch: each
+    /// node takes its share in order, then what the nodes asked of the network is carried
+    /// out in the events' order (see [`Sim::set_threads`]). A connection closed during a
+    /// millisecond goes at its end: bytes due in that millisecond still reach the end that
+    /// did not close it, as bytes already in flight reach a real socket.
     pub fn run_for(&mut self, ms: u64) {
         let end = self.now + ms;
         for i in 0..self.nodes.len() {
             self.schedule_cron(i);
         }
-        while let Some(Reverse((time, _, _))) = self.queue.peek() {
-            if *time > end {
+        let mut batch = Vec::new();
+        while let Some(&Reverse((time, _, _))) = self.queue.peek() {
+            if time > end {
                 break;
             }
-            let Some(Reverse((time, _, event))) = self.queue.pop() else {
-                break;
-            };
+            if time > self.now {
+                self.settle_closes();
+            }
             self.now = time.max(self.now);
-            self.handle(event);
+            while let Some(Reverse((at, _, _))) = self.queue.peek() {
+                if *at != time {
+                    break;
+                }
+                if let Some(Reverse((_, _, event))) = self.queue.pop() {
+                    batch.push(event);
+                }
+            }
+            self.run_batch(&mut batch);
         }
+        self.settle_closes();
         self.now = end;
+    }
+
+    /// Splits large batches over `threads` threads (1 by default), each running the events
+    /// of a contiguous range of nodes; batches under `min_batch` events (0: the default) run
+    /// on the calling thread. The run is the same whatever the split: every node sees its
+    /// events in the same order, and the network acts on their outputs in the events' order.
+    pub fn set_threads(&mut self, threads: usize, min_batch: usize) {
+        self.threads = threads.max(1);
+        self.min_parallel = match min_batch {
+            0 => MIN_PARALLEL,
+            n => n,
+        };
+    }
+
+    /// Runs one batch of events due now: the steps on the nodes (split over threads when the
+    /// batch is large), then their records in order.
+    fn run_batch(&mut self, events: &mut Vec<Event>) {
+        let n = self.nodes.len();
+        let threads = match events.len() >= self.min_parallel {
+            true => self.threads.min(n).max(1),
+            false => 1,
+        };
+        let chunk = n.div_ceil(threads).max(1);
+        let mut steps: Vec<Step> = Vec::with_capacity(events.len() + 1);
+        for event in events.drain(..) {
+            match event {
+                Event::Cron { node } => steps.push(Step::Cron { node }),
+                Event::Connect { from, to, link } => {
+                    if !self.alive[from] {
+                        continue;
+                    }
+                    if !self.alive[to] || self.side[from] != self.side[to] {
+                        // Refused, or lost in the partition.
+                        steps.push(Step::Refused { node: from, link });
+                    } else {
+                        steps.push(Step::Accept {
+                            node: to,
+                            from,
+                            out: link,
+                        });
+                        steps.push(Step::Connected { node: from, link });
+                    }
+                }
+                Event::Deliver { conn, to, bytes } => {
+                    let open = self.conns.get(&conn).filter(|c| {
+                        // Closed meanwhile, or cut by a partition.
+                        self.alive[to] && self.side[c.from] == self.side[c.to] && !c.closed_at(to)
+                    });
+                    match open {
+                        Some(c) => {
+                            let (link, peer) = match to == c.to {
+                                true => (c.inb, c.from),
+                                false => (c.out, c.to),
+                            };
+                            steps.push(Step::Deliver {
+                                node: to,
+                                link,
+                                peer,
+                                bytes,
+                            });
+                        }
+                        None => self.recycle(bytes),
+                    }
+                }
+            }
+        }
+        let order: Vec<usize> = steps.iter().map(Step::node).collect();
+        let mut recs: Vec<Vec<Rec>> = (0..threads).map(|_| Vec::new()).collect();
+        let Self {
+            nodes,
+            cron_at,
+            alive,
+            start_at,
+            addresses,
+            ips,
+            spare,
+            tracing,
+            now,
+            ..
+        } = self;
+        let ctx = Ctx {
+            now: *now,
+            tracing: *tracing,
+            alive,
+            start_at,
+            addresses,
+            ips,
+        };
+        if threads == 1 {
+            step::run(
+                &ctx,
+                0,
+                nodes,
+                cron_at,
+                steps.into_iter(),
+                spare,
+                &mut recs[0],
+            );
+        } else {
+            // Each thread's steps, in order, and a share of the spare buffers.
+            let mut shares: Vec<Vec<Step>> = (0..threads).map(|_| Vec::new()).collect();
+            for step in steps {
+                shares[step.node() / chunk].push(step);
+            }
+            let mut pools: Vec<Vec<Vec<u8>>> = (1..threads)
+                .map(|_| spare.split_off(spare.len() - spare.len() / threads))
+                .collect();
+            let ctx = &ctx;
+            std::thread::scope(|scope| {
+                let mut nodes = nodes.chunks_mut(chunk);
+                let mut crons = cron_at.chunks_mut(chunk);
+                let mut shares = shares.into_iter();
+                let mut recs = recs.iter_mut();
+                let mine = (nodes.next(), crons.next(), shares.next(), recs.next());
+                for (k, pool) in pools.iter_mut().enumerate() {
+                    let (Some(nodes), Some(crons), Some(share), Some(out)) =
+                        (nodes.next(), crons.next(), shares.next(), recs.next())
+                    else {
+                        break;
+                    };
+                    let base = (k + 1) * chunk;
+                    scope.spawn(move || {
+                        step::run(ctx, base, nodes, crons, share.into_iter(), pool, out)
+                    });
+                }
+                if let (Some(nodes), Some(crons), Some(share), Some(out)) = mine {
+                    step::run(ctx, 0, nodes, crons, share.into_iter(), spare, out);
+                }
+            });
+            for mut pool in pools {
+                spare.append(&mut pool);
+            }
+            spare.truncate(SPARE_BUFFERS);
+        }
+        let mut streams: Vec<_> = recs.into_iter().map(Vec::into_iter).collect();
+        for node in order {
+            let stream = &mut streams[node / chunk];
+            for rec in stream.by_ref() {
+                if self.apply(node, rec) {
+                    break;
+                }
+            }
+        }
+    }
+
+    /// Carries out one record of node `i`; true at the end of its step.
+    fn apply(&mut self, i: usize, rec: Rec) -> bool {
+        let now = self.now;
+        match rec {
+            Rec::Delivered { len, peer, kind } => {
+                self.delivered.0 += 1;
+                self.delivered.1 += len as u64;
+                if self.tracing {
+                    self.trace.push((now, i, format!("{kind} from {peer}")));
+                }
+            }
+            Rec::Accepted { from, out, inb } => {
+                let conn = self.next_conn;
+                self.next_conn += 1;
+                self.conns.insert(
+                    conn,
+                    Conn {
+                        from,
+                        to: i,
+                        out,
+                        inb,
+                        closed: [false; 2],
+                    },
+                );
+                self.links.insert((from, out), conn);
+                self.links.insert((i, inb), conn);
+                if self.tracing {
+                    self.trace.push((now, from, format!("connect {i}")));
+                }
+                return true;
+            }
+            Rec::Connect { link, to } => {
+                let target = to.map_or(u64::MAX, |t| t as u64);
+                self.mix(i, b"connect", &[&target.to_le_bytes()]);
+                if let Some(to) = to {
+                    let latency = self.latency();
+                    self.schedule(latency, Event::Connect { from: i, to, link });
+                }
+            }
+            Rec::Transmit { links, mut bytes } => {
+                let last = links.len().saturating_sub(1);
+                for (k, link) in links.into_iter().enumerate() {
+                    let copy = match k == last {
+                        true => std::mem::take(&mut bytes),
+                        false => {
+                            let mut copy = self.spare.pop().unwrap_or_default();
+                            copy.clear();
+                            copy.extend_from_slice(&bytes);
+                            copy
+                        }
+                    };
+                    self.transmit(i, link, copy);
+                }
+            }
+            Rec::Close(link) => {
+                let peer = self.peer_of(i, link);
+                self.mix(i, b"close", &[&peer.to_le_bytes()]);
+                let conn = self.links.get(&(i, link)).copied();
+                if let Some(c) = conn.and_then(|conn| self.conns.get_mut(&conn)) {
+                    let first = c.closed == [false; 2];
+                    c.closed[usize::from(i == c.to && link == c.inb)] = true;
+                    if let (true, Some(conn)) = (first, conn) {
+                        self.closing.push(conn);
+                    }
+                }
+            }
+            Rec::Save(text) => self.mix(i, b"save", &[text.as_bytes()]),
+            Rec::Published {
+                channel,
+                message,
+                sharded,
+            } => self.mix(i, b"deliver", &[&channel, &message, &[u8::from(sharded)]]),
+            Rec::Event(event) => {
+                let text = event_text(&event);
+                self.mix(i, b"event", &[text.as_bytes()]);
+                if self.tracing {
+                    self.trace.push((now, i, format!("{event:?}")));
+                }
+            }
+            Rec::Done { cron } => {
+                if let Some(at) = cron {
+                    self.sequence += 1;
+                    self.queue
+                        .push(Reverse((at, self.sequence, Event::Cron { node: i })));
+                }
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Removes the connections closed in the millisecond that ends.
+    fn settle_closes(&mut self) {
+        for conn in std::mem::take(&mut self.closing) {
+            self.remove_conn(conn);
+        }
     }
 
     /// Queues node `i`'s next deadline, unless an earlier or equal one is queued already.
@@ -530,96 +823,24 @@ impl Sim {
             .push(Reverse((self.now + delay, self.sequence, event)));
     }
 
-    fn handle(&mut self, event: Event) {
-        let now = self.now;
-        match event {
-            Event::Cron { node } => {
-                if self.cron_at[node] != now {
-                    return; // superseded by an earlier deadline, already run
-                }
-                self.cron_at[node] = u64::MAX;
-                if self.alive[node] {
-                    self.nodes[node].handle_timeout(Instant::from_millis(now));
-                    self.drain(node);
-                }
-            }
-            Event::Connect { from, to, link } => {
-                if !self.alive[from] {
-                    return;
-                }
-                if !self.alive[to] || self.side[from] != self.side[to] {
-                    // Refused, or lost in the partition.
-                    self.nodes[from].handle_link_down(link, Instant::from_millis(now));
-                    self.drain(from);
-                    return;
-                }
-                let conn = self.next_conn;
-                self.next_conn += 1;
-                let inb = self.nodes[to].handle_accepted(Instant::from_millis(now));
-                self.conns.insert(
-                    conn,
-                    Conn {
-                        from,
-                        to,
-                        out: link,
-                        inb,
-                    },
-                );
-                self.links.insert((from, link), conn);
-                self.links.insert((to, inb), conn);
-                if self.tracing {
-                    self.trace.push((now, from, format!("connect {to}")));
-                }
-                self.nodes[from].handle_connected(link, Instant::from_millis(now));
-                self.drain(from);
-            }
-            Event::Deliver { conn, to, bytes } => {
-                let Some(c) = self.conns.get(&conn).cloned() else {
-                    return; // the connection closed while the bytes were on their way
-                };
-                if !self.alive[to] || self.side[c.from] != self.side[c.to] {
-                    return;
-                }
-                let message = Message::decode(&bytes).expect("simulated nodes send valid messages");
-                let (link, peer) = if to == c.to {
-                    (c.inb, c.from)
-                } else {
-                    (c.out, c.to)
-                };
-                self.delivered.0 += 1;
-                self.delivered.1 += bytes.len() as u64;
-                if self.tracing {
-                    let kind = message.kind().name().unwrap_or("?");
-                    self.trace.push((now, to, format!("{kind} from {peer}")));
-                }
-                let ip = self.nodes[peer].myself().ip;
-                self.nodes[to].handle_message(link, &ip, &message, Instant::from_millis(now));
-                self.recycle(bytes);
-                self.drain(to);
-            }
-        }
-    }
-
-    /// Keeps a delivered message's buffer for a later encode (as many as a large cluster has
-    /// in flight at once, about a millisecond's worth).
-    /// Node `i` writes `encoded` on `link`: lost, duplicated or delivered after a latency,
+    /// Node `i` writes `bytes` on `link`: lost, duplicated or delivered after a latency,
     /// as the faults draw.
-    fn transmit(&mut self, i: usize, link: LinkId, encoded: &[u8]) {
+    fn transmit(&mut self, i: usize, link: LinkId, bytes: Vec<u8>) {
         let peer = self.peer_of(i, link);
-        let Some(&conn) = self.links.get(&(i, link)) else {
+        let Some(c) = self
+            .links
+            .get(&(i, link))
+            .and_then(|conn| Some((*conn, self.conns.get(conn)?)))
+        else {
+            self.recycle(bytes);
             return;
         };
-        let Some(c) = self.conns.get(&conn) else {
-            return;
-        };
-        let to = if c.from == i { c.to } else { c.from };
-        self.mix(i, b"send", &[&peer.to_le_bytes(), encoded]);
+        let (conn, to) = (c.0, if c.1.from == i { c.1.to } else { c.1.from });
+        self.mix(i, b"send", &[&peer.to_le_bytes(), &bytes]);
         if self.random() % 1000 < u64::from(self.faults.loss) {
+            self.recycle(bytes);
             return;
         }
-        let mut bytes = self.spare.pop().unwrap_or_default();
-        bytes.clear();
-        bytes.extend_from_slice(encoded);
         if self.random() % 1000 < u64::from(self.faults.duplicate) {
             let latency = self.latency();
             let copy = Event::Deliver {
@@ -633,16 +854,19 @@ impl Sim {
         self.schedule(latency, Event::Deliver { conn, to, bytes });
     }
 
+    /// Keeps a delivered message's buffer for a later copy (as many as a large cluster has
+    /// in flight at once, about a millisecond's worth).
     fn recycle(&mut self, bytes: Vec<u8>) {
-        if self.spare.len() < 4096 {
-            self.spare.push(bytes);
-        }
+        step::recycle(&mut self.spare, bytes);
     }
 
     fn remove_conn(&mut self, conn: u64) {
         if let Some(c) = self.conns.remove(&conn) {
-            self.links.remove(&(c.from, c.out));
-            self.links.remove(&(c.to, c.inb));
+            for end in [(c.from, c.out), (c.to, c.inb)] {
+                if self.links.get(&end) == Some(&conn) {
+                    self.links.remove(&end);
+                }
+            }
         }
     }
 
@@ -667,64 +891,33 @@ impl Sim {
 
     /// Carries out node `i`'s outputs.
     fn drain(&mut self, i: usize) {
-        // Where the node writes each message, once; each link's delivery copies it into a
-        // spare buffer.
-        let mut encoded = self.spare.pop().unwrap_or_default();
-        while let Some(output) = self.nodes[i].poll_output(&mut encoded) {
-            match output {
-                Output::Connect {
-                    link, ip, cport, ..
-                } => {
-                    let target = self.addresses.get(&(ip, cport)).copied();
-                    let to = target.map_or(u64::MAX, |t| t as u64);
-                    self.mix(i, b"connect", &[&to.to_le_bytes()]);
-                    match target {
-                        Some(to) => {
-                            let latency = self.latency();
-                            self.schedule(latency, Event::Connect { from: i, to, link });
-                        }
-                        None => {
-                            let now = self.now;
-                            self.nodes[i].handle_link_down(link, Instant::from_millis(now));
-                        }
-                    }
-                }
-                Output::Transmit { links } => {
-                    for link in links {
-                        self.transmit(i, link, &encoded);
-                    }
-                }
-                Output::Close(link) => {
-                    let peer = self.peer_of(i, link);
-                    self.mix(i, b"close", &[&peer.to_le_bytes()]);
-                    if let Some(&conn) = self.links.get(&(i, link)) {
-                        self.remove_conn(conn);
-                    }
-                }
-                Output::SaveConfig => {
-                    if self.tracing {
-                        let text = self.nodes[i].nodes_conf();
-                        self.mix(i, b"save", &[text.as_bytes()]);
-                    }
-                }
-                Output::Deliver {
-                    channel,
-                    message,
-                    sharded,
-                } => {
-                    self.mix(i, b"deliver", &[&channel, &message, &[u8::from(sharded)]]);
-                }
-                Output::Event(event) => {
-                    if self.tracing {
-                        let text = event_text(&event);
-                        self.mix(i, b"event", &[text.as_bytes()]);
-                        self.trace.push((self.now, i, format!("{event:?}")));
-                    }
-                }
-            }
+        let Self {
+            nodes,
+            cron_at,
+            alive,
+            start_at,
+            addresses,
+            ips,
+            spare,
+            tracing,
+            now,
+            ..
+        } = self;
+        let ctx = Ctx {
+            now: *now,
+            tracing: *tracing,
+            alive,
+            start_at,
+            addresses,
+            ips,
+        };
+        let mut recs = Vec::new();
+        let mut closed = Vec::new();
+        let (node, at) = (&mut nodes[i], &mut cron_at[i]);
+        step::drain(&ctx, i, node, at, spare, &mut closed, &mut recs);
+        for rec in recs {
+            self.apply(i, rec);
         }
-        self.recycle(encoded);
-        self.schedule_cron(i);
     }
 }
 

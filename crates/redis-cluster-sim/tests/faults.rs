@@ -131,6 +131,37 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(40))]
+
+    /// The same schedules with every batch of events split over threads (three threads of
+    /// two nodes each, down to batches of one event) give the same trace, digest and tables.
+    #[test]
+    fn threads_change_nothing(
+        seed in 0u64..1_000,
+        ops in proptest::collection::vec(op(), 1..6),
+    ) {
+        let run = |threads: usize| {
+            let mut sim = cluster(seed);
+            sim.set_threads(threads, 1);
+            for op in &ops {
+                apply(&mut sim, op);
+            }
+            sim.heal();
+            sim.set_faults(Faults::default());
+            sim.run_for(2 * NODE_TIMEOUT);
+            let nodes: Vec<String> = sim.nodes().iter().map(|n| n.cluster_nodes()).collect();
+            (sim.trace().to_vec(), sim.digest(), nodes)
+        };
+        let (trace, digest, nodes) = run(1);
+        let (split_trace, split_digest, split_nodes) = run(3);
+        prop_assert!(trace.len() > 100, "a run that did something");
+        prop_assert_eq!(trace, split_trace);
+        prop_assert_eq!(digest, split_digest);
+        prop_assert_eq!(nodes, split_nodes);
+    }
+}
+
 /// A PONG that arrives after the cron's walk following its PING leaves that walk's due time
 /// for the node at its PFAIL check, though the half-timeout ping is due sooner; the node
 /// folds the new due time in when it writes the pong time. With a short timeout and slow

@@ -1,0 +1,243 @@
+//! The half of a millisecond's work that touches one node only, so that the nodes of a batch
+//! can be split between threads: each [`Step`] runs on the node it names, and what it asks of
+//! the network comes back as [`Rec`]s, which the simulator carries out afterwards in the
+//! steps' order, the same order whatever the number of threads.
+
+use std::collections::HashMap;
+
+use redis_cluster_bus::Message;
+use redis_cluster_state::{ClusterNode, Instant, LinkId, Output};
+
+/// One event's work on one node.
+pub(crate) enum Step {
+    /// The node's deadline came (it may be stale: see [`run`]).
+    Cron { node: usize },
+    /// `bytes` arrive on the node's `link`, from node `peer`.
+    Deliver {
+        node: usize,
+        link: LinkId,
+        peer: usize,
+        bytes: Vec<u8>,
+    },
+    /// The node accepts the connection node `from` opened on its link `out`.
+    Accept {
+        node: usize,
+        from: usize,
+        out: LinkId,
+    },
+    /// The node's connection on `link` was accepted.
+    Connected { node: usize, link: LinkId },
+    /// The node's connection on `link` was refused.
+    Refused { node: usize, link: LinkId },
+}
+
+impl Step {
+    /// The node the step runs on.
+    pub(crate) fn node(&self) -> usize {
+        match *self {
+            Self::Cron { node }
+            | Self::Deliver { node, .. }
+            | Self::Accept { node, .. }
+            | Self::Connected { node, .. }
+            | Self::Refused { node, .. } => node,
+        }
+    }
+}
+
+/// What a step leaves for the simulator to do; each step's records end with a `Done` or an
+/// `Accepted`.
+pub(crate) enum Rec {
+    /// A delivery reached its node: its size, from whom, and its type's name (when tracing).
+    Delivered {
+        len: usize,
+        peer: usize,
+        kind: &'static str,
+    },
+    /// The connection `from` opened on `out` is accepted on the node's link `inb`.
+    Accepted {
+        from: usize,
+        out: LinkId,
+        inb: LinkId,
+    },
+    /// The node opens `link` to the node listening at its address (`None`: nobody, and the
+    /// node was told the link is down).
+    Connect { link: LinkId, to: Option<usize> },
+    /// The node writes `bytes` on each of `links`.
+    Transmit { links: Vec<LinkId>, bytes: Vec<u8> },
+    /// The node closes `link`.
+    Close(LinkId),
+    /// The node's nodes.conf to save (when tracing).
+    Save(String),
+    /// A published message the node hands its subscribers (when tracing).
+    Published {
+        channel: Vec<u8>,
+        message: Vec<u8>,
+        sharded: bool,
+    },
+    /// An event the node reported (when tracing).
+    Event(redis_cluster_state::Event),
+    /// The step is over; the node's next deadline is queued at `cron`, if given.
+    Done { cron: Option<u64> },
+}
+
+/// What every step reads and nobody changes while steps run.
+pub(crate) struct Ctx<'a> {
+    /// The batch's time (ms).
+    pub now: u64,
+    pub tracing: bool,
+    pub alive: &'a [bool],
+    pub start_at: &'a [u64],
+    /// The node listening on each bus address.
+    pub addresses: &'a HashMap<(String, u16), usize>,
+    /// Each node's IP, as its peers see it.
+    pub ips: &'a [String],
+}
+
+/// Buffers kept for the next copies, at most this many.
+pub(crate) const SPARE_BUFFERS: usize = 4096;
+
+/// Keeps a buffer for a later copy.
+pub(crate) fn recycle(pool: &mut Vec<Vec<u8>>, bytes: Vec<u8>) {
+    if pool.len() < SPARE_BUFFERS {
+        pool.push(bytes);
+    }
+}
+
+/// Runs `steps`, in order, on `nodes` (node `base` first) and their `cron_at` entries (the
+/// time of each node's earliest queued deadline), appending their records to `out`. `pool`
+/// lends and takes back buffers. A delivery on a link its node closed earlier in the batch
+/// is dropped: the simulator only learns of the close when it carries the records out.
+pub(crate) fn run(
+    ctx: &Ctx<'_>,
+    base: usize,
+    nodes: &mut [ClusterNode],
+    cron_at: &mut [u64],
+    steps: impl Iterator<Item = Step>,
+    pool: &mut Vec<Vec<u8>>,
+    out: &mut Vec<Rec>,
+) {
+    let now = Instant::from_millis(ctx.now);
+    let mut closed: Vec<(usize, LinkId)> = Vec::new();
+    for step in steps {
+        let i = step.node();
+        let k = i - base;
+        let (node, at) = (&mut nodes[k], &mut cron_at[k]);
+        match step {
+            Step::Cron { .. } => {
+                if *at != ctx.now {
+                    // Superseded by an earlier deadline, already run.
+                    out.push(Rec::Done { cron: None });
+                    continue;
+                }
+                *at = u64::MAX;
+                if !ctx.alive[i] {
+                    out.push(Rec::Done { cron: None });
+                    continue;
+                }
+                node.handle_timeout(now);
+            }
+            Step::Deliver {
+                link, peer, bytes, ..
+            } => {
+                if closed.contains(&(i, link)) {
+                    recycle(pool, bytes);
+                    out.push(Rec::Done { cron: None });
+                    continue;
+                }
+                {
+                    let message =
+                        Message::decode(&bytes).expect("simulated nodes send valid messages");
+                    let kind = match ctx.tracing {
+                        true => message.kind().name().unwrap_or("?"),
+                        false => "",
+                    };
+                    out.push(Rec::Delivered {
+                        len: bytes.len(),
+                        peer,
+                        kind,
+                    });
+                    node.handle_message(link, &ctx.ips[peer], &message, now);
+                }
+                recycle(pool, bytes);
+            }
+            Step::Accept {
+                from, out: link, ..
+            } => {
+                let inb = node.handle_accepted(now);
+                out.push(Rec::Accepted {
+                    from,
+                    out: link,
+                    inb,
+                });
+                continue;
+            }
+            Step::Connected { link, .. } => node.handle_connected(link, now),
+            Step::Refused { link, .. } => node.handle_link_down(link, now),
+        }
+        drain(ctx, i, node, at, pool, &mut closed, out);
+    }
+}
+
+/// Takes node `i`'s outputs as records, then works out its next deadline.
+pub(crate) fn drain(
+    ctx: &Ctx<'_>,
+    i: usize,
+    node: &mut ClusterNode,
+    cron_at: &mut u64,
+    pool: &mut Vec<Vec<u8>>,
+    closed: &mut Vec<(usize, LinkId)>,
+    out: &mut Vec<Rec>,
+) {
+    let now = Instant::from_millis(ctx.now);
+    // Where the node writes each message; the record gets a copy.
+    let mut encoded = pool.pop().unwrap_or_default();
+    while let Some(output) = node.poll_output(&mut encoded) {
+        match output {
+            Output::Connect {
+                link, ip, cport, ..
+            } => {
+                let to = ctx.addresses.get(&(ip, cport)).copied();
+                out.push(Rec::Connect { link, to });
+                if to.is_none() {
+                    node.handle_link_down(link, now);
+                }
+            }
+            Output::Transmit { links } => {
+                let mut bytes = pool.pop().unwrap_or_default();
+                bytes.clear();
+                bytes.extend_from_slice(&encoded);
+                out.push(Rec::Transmit { links, bytes });
+            }
+            Output::Close(link) => {
+                closed.push((i, link));
+                out.push(Rec::Close(link));
+            }
+            Output::SaveConfig if ctx.tracing => out.push(Rec::Save(node.nodes_conf())),
+            Output::Deliver {
+                channel,
+                message,
+                sharded,
+            } if ctx.tracing => out.push(Rec::Published {
+                channel,
+                message,
+                sharded,
+            }),
+            Output::Event(event) if ctx.tracing => out.push(Rec::Event(event)),
+            Output::SaveConfig | Output::Deliver { .. } | Output::Event(_) => {}
+        }
+    }
+    recycle(pool, encoded);
+    let mut cron = None;
+    if ctx.alive[i] {
+        let due = node
+            .poll_timeout()
+            .as_millis()
+            .max(ctx.now)
+            .max(ctx.start_at[i]);
+        if due < *cron_at {
+            *cron_at = due;
+            cron = Some(due);
+        }
+    }
+    out.push(Rec::Done { cron });
+}
