@@ -21,7 +21,8 @@
 mod step;
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap, HashMap};
+use std::collections::{BinaryHeap, HashMap};
+use std::hash::{BuildHasherDefault, Hasher};
 
 use redis_cluster_state::{ClusterNode, Config, Duration, Instant, LinkId};
 
@@ -71,6 +72,78 @@ impl Conn {
     }
 }
 
+/// The open connections, by number: a connection's number is its place, and numbers are
+/// never given twice (a message in flight names its connection by number, and must not
+/// reach a later one). A thousand nodes keep a million connections; an ordered map of
+/// them cost the network's side of each message a dozen cache misses. The places of
+/// closed connections stay (a `None` each): a run that opens connections without end
+/// grows this by 40 bytes per connection.
+#[derive(Clone, Debug, Default)]
+struct Conns(Vec<Option<Conn>>);
+
+impl Conns {
+    fn get(&self, conn: u64) -> Option<&Conn> {
+        self.0.get(usize::try_from(conn).ok()?)?.as_ref()
+    }
+
+    fn get_mut(&mut self, conn: u64) -> Option<&mut Conn> {
+        self.0.get_mut(usize::try_from(conn).ok()?)?.as_mut()
+    }
+
+    /// Adds a connection; its number.
+    fn insert(&mut self, c: Conn) -> u64 {
+        self.0.push(Some(c));
+        self.0.len() as u64 - 1
+    }
+
+    fn remove(&mut self, conn: u64) -> Option<Conn> {
+        self.0.get_mut(usize::try_from(conn).ok()?)?.take()
+    }
+
+    /// The open connections in the order they were opened.
+    fn iter(&self) -> impl Iterator<Item = (u64, &Conn)> {
+        (0u64..)
+            .zip(&self.0)
+            .filter_map(|(k, c)| Some((k, c.as_ref()?)))
+    }
+}
+
+/// A hasher for the small integer keys of [`Sim`]'s maps: a multiply and a rotate per
+/// word, the same in every run (std's default hashes with SipHash, several times slower,
+/// and the keys come from the simulation, never from outside).
+#[derive(Clone, Copy, Debug, Default)]
+struct WordHasher(u64);
+
+impl Hasher for WordHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+
+    fn write_u64(&mut self, word: u64) {
+        self.0 = (self.0.rotate_left(26) ^ word).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+
+    fn write_usize(&mut self, word: usize) {
+        self.write_u64(word as u64);
+    }
+}
+
+/// Each node's connections, by its own handle for them.
+type Links = HashMap<(usize, LinkId), u64, BuildHasherDefault<WordHasher>>;
+
+/// The connection on node `i`'s `link` and the node at its other end.
+fn link_of(conns: &Conns, links: &Links, i: usize, link: LinkId) -> Option<(u64, usize)> {
+    let conn = *links.get(&(i, link))?;
+    let c = conns.get(conn)?;
+    Some((conn, if c.from == i { c.to } else { c.from }))
+}
+
 /// What the network does to messages, on every link alike.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Faults {
@@ -111,12 +184,11 @@ pub struct Sim {
     /// Pending events by (time, sequence number).
     queue: BinaryHeap<Reverse<(u64, u64, Event)>>,
     sequence: u64,
-    conns: BTreeMap<u64, Conn>,
+    conns: Conns,
     /// Each node's connections, by its own handle for them.
-    links: HashMap<(usize, LinkId), u64>,
+    links: Links,
     /// The node listening on each bus address.
     addresses: HashMap<(String, u16), usize>,
-    next_conn: u64,
     /// Whether deliveries are written to the trace (large runs turn it off).
     tracing: bool,
     /// Every node's cron walks its table on every tick (see `set_walk_every_tick`).
@@ -185,7 +257,7 @@ impl Sim {
             closing: Vec::new(),
             threads: 1,
             min_parallel: MIN_PARALLEL,
-            links: HashMap::new(),
+            links: Links::default(),
             addresses,
             tracing: true,
             walk_every_tick: false,
@@ -200,8 +272,7 @@ impl Sim {
             now: 0,
             queue: BinaryHeap::new(),
             sequence: 0,
-            conns: BTreeMap::new(),
-            next_conn: 1,
+            conns: Conns::default(),
             faults: Faults::default(),
             rng: seed ^ 0x5851_f42d_4c95_7f2d,
             trace: Vec::new(),
@@ -262,12 +333,12 @@ impl Sim {
 
     /// The node at the other end of node `i`'s `link`, as the digest names it.
     fn peer_of(&self, i: usize, link: LinkId) -> u64 {
-        let conn = self.links.get(&(i, link)).copied();
-        match conn.and_then(|conn| self.conns.get(&conn)) {
-            Some(c) if c.from == i => c.to as u64,
-            Some(c) => c.from as u64,
-            None => u64::MAX,
-        }
+        self.link(i, link).map_or(u64::MAX, |(_, to)| to as u64)
+    }
+
+    /// The connection on node `i`'s `link` and the node at its other end.
+    fn link(&self, i: usize, link: LinkId) -> Option<(u64, usize)> {
+        link_of(&self.conns, &self.links, i, link)
     }
 
     /// A cluster formed the way `redis-cli --cluster create --cluster-replicas R` forms real
@@ -416,7 +487,7 @@ impl Sim {
             .conns
             .iter()
             .filter(|(_, c)| c.from == i || c.to == i)
-            .map(|(k, c)| (*k, c.clone()))
+            .map(|(k, c)| (k, c.clone()))
             .collect();
         let now = self.now;
         for (conn, c) in dropped {
@@ -444,7 +515,7 @@ impl Sim {
             .conns
             .iter()
             .filter(|(_, c)| self.side[c.from] != self.side[c.to])
-            .map(|(k, c)| (*k, c.clone()))
+            .map(|(k, c)| (k, c.clone()))
             .collect();
         let now = self.now;
         for (conn, c) in cut {
@@ -577,25 +648,11 @@ impl Sim {
                     }
                 }
                 Event::Deliver { conn, to, bytes } => {
-                    let open = self.conns.get(&conn).filter(|c| {
-                        // Closed meanwhile, or cut by a partition.
-                        self.alive[to] && self.side[c.from] == self.side[c.to] && !c.closed_at(to)
+                    steps.push(Step::Deliver {
+                        node: to,
+                        conn,
+                        bytes,
                     });
-                    match open {
-                        Some(c) => {
-                            let (link, peer) = match to == c.to {
-                                true => (c.inb, c.from),
-                                false => (c.out, c.to),
-                            };
-                            steps.push(Step::Deliver {
-                                node: to,
-                                link,
-                                peer,
-                                bytes,
-                            });
-                        }
-                        None => self.recycle(bytes),
-                    }
                 }
             }
         }
@@ -605,9 +662,12 @@ impl Sim {
             nodes,
             cron_at,
             alive,
+            side,
             start_at,
             addresses,
             ips,
+            conns,
+            links,
             spare,
             tracing,
             now,
@@ -617,9 +677,12 @@ impl Sim {
             now: *now,
             tracing: *tracing,
             alive,
+            side,
             start_at,
             addresses,
             ips,
+            conns,
+            links,
         };
         if threads == 1 {
             step::run(
@@ -690,18 +753,13 @@ impl Sim {
                 }
             }
             Rec::Accepted { from, out, inb } => {
-                let conn = self.next_conn;
-                self.next_conn += 1;
-                self.conns.insert(
-                    conn,
-                    Conn {
-                        from,
-                        to: i,
-                        out,
-                        inb,
-                        closed: [false; 2],
-                    },
-                );
+                let conn = self.conns.insert(Conn {
+                    from,
+                    to: i,
+                    out,
+                    inb,
+                    closed: [false; 2],
+                });
                 self.links.insert((from, out), conn);
                 self.links.insert((i, inb), conn);
                 if self.tracing {
@@ -719,7 +777,7 @@ impl Sim {
             }
             Rec::Transmit { links, mut bytes } => {
                 let last = links.len().saturating_sub(1);
-                for (k, link) in links.into_iter().enumerate() {
+                for (k, (link, target)) in links.into_iter().enumerate() {
                     let copy = match k == last {
                         true => std::mem::take(&mut bytes),
                         false => {
@@ -729,14 +787,18 @@ impl Sim {
                             copy
                         }
                     };
-                    self.transmit(i, link, copy);
+                    // Resolved by the step, unless the connection is newer than the batch.
+                    match target.or_else(|| self.link(i, link)) {
+                        Some(target) => self.transmit(i, target, copy),
+                        None => self.recycle(copy),
+                    }
                 }
             }
             Rec::Close(link) => {
                 let peer = self.peer_of(i, link);
                 self.mix(i, b"close", &[&peer.to_le_bytes()]);
                 let conn = self.links.get(&(i, link)).copied();
-                if let Some(c) = conn.and_then(|conn| self.conns.get_mut(&conn)) {
+                if let Some(c) = conn.and_then(|conn| self.conns.get_mut(conn)) {
                     let first = c.closed == [false; 2];
                     c.closed[usize::from(i == c.to && link == c.inb)] = true;
                     if let (true, Some(conn)) = (first, conn) {
@@ -823,20 +885,10 @@ impl Sim {
             .push(Reverse((self.now + delay, self.sequence, event)));
     }
 
-    /// Node `i` writes `bytes` on `link`: lost, duplicated or delivered after a latency,
-    /// as the faults draw.
-    fn transmit(&mut self, i: usize, link: LinkId, bytes: Vec<u8>) {
-        let peer = self.peer_of(i, link);
-        let Some(c) = self
-            .links
-            .get(&(i, link))
-            .and_then(|conn| Some((*conn, self.conns.get(conn)?)))
-        else {
-            self.recycle(bytes);
-            return;
-        };
-        let (conn, to) = (c.0, if c.1.from == i { c.1.to } else { c.1.from });
-        self.mix(i, b"send", &[&peer.to_le_bytes(), &bytes]);
+    /// Node `i` writes `bytes` on connection `conn` to node `to`: lost, duplicated or
+    /// delivered after a latency, as the faults draw.
+    fn transmit(&mut self, i: usize, (conn, to): (u64, usize), bytes: Vec<u8>) {
+        self.mix(i, b"send", &[&(to as u64).to_le_bytes(), &bytes]);
         if self.random() % 1000 < u64::from(self.faults.loss) {
             self.recycle(bytes);
             return;
@@ -861,7 +913,7 @@ impl Sim {
     }
 
     fn remove_conn(&mut self, conn: u64) {
-        if let Some(c) = self.conns.remove(&conn) {
+        if let Some(c) = self.conns.remove(conn) {
             for end in [(c.from, c.out), (c.to, c.inb)] {
                 if self.links.get(&end) == Some(&conn) {
                     self.links.remove(&end);
@@ -895,9 +947,12 @@ impl Sim {
             nodes,
             cron_at,
             alive,
+            side,
             start_at,
             addresses,
             ips,
+            conns,
+            links,
             spare,
             tracing,
             now,
@@ -907,9 +962,12 @@ impl Sim {
             now: *now,
             tracing: *tracing,
             alive,
+            side,
             start_at,
             addresses,
             ips,
+            conns,
+            links,
         };
         let mut recs = Vec::new();
         let mut closed = Vec::new();

@@ -8,15 +8,16 @@ use std::collections::HashMap;
 use redis_cluster_bus::Message;
 use redis_cluster_state::{ClusterNode, Instant, LinkId, Output};
 
+use crate::{Conns, Links, link_of};
+
 /// One event's work on one node.
 pub(crate) enum Step {
     /// The node's deadline came (it may be stale: see [`run`]).
     Cron { node: usize },
-    /// `bytes` arrive on the node's `link`, from node `peer`.
+    /// `bytes` arrive on connection `conn` (dropped if it closed or a partition cut it).
     Deliver {
         node: usize,
-        link: LinkId,
-        peer: usize,
+        conn: u64,
         bytes: Vec<u8>,
     },
     /// The node accepts the connection node `from` opened on its link `out`.
@@ -62,8 +63,12 @@ pub(crate) enum Rec {
     /// The node opens `link` to the node listening at its address (`None`: nobody, and the
     /// node was told the link is down).
     Connect { link: LinkId, to: Option<usize> },
-    /// The node writes `bytes` on each of `links`.
-    Transmit { links: Vec<LinkId>, bytes: Vec<u8> },
+    /// The node writes `bytes` on each of `links`, with the connection and the peer of
+    /// each as they were when the batch began (`None`: none then).
+    Transmit {
+        links: Vec<(LinkId, Option<(u64, usize)>)>,
+        bytes: Vec<u8>,
+    },
     /// The node closes `link`.
     Close(LinkId),
     /// The node's nodes.conf to save (when tracing).
@@ -86,11 +91,17 @@ pub(crate) struct Ctx<'a> {
     pub now: u64,
     pub tracing: bool,
     pub alive: &'a [bool],
+    /// Each node's side of the partition.
+    pub side: &'a [u8],
     pub start_at: &'a [u64],
     /// The node listening on each bus address.
     pub addresses: &'a HashMap<(String, u16), usize>,
     /// Each node's IP, as its peers see it.
     pub ips: &'a [String],
+    /// The connections, as they were when the batch began: the simulator adds those the
+    /// batch accepts only when it carries out the records.
+    pub conns: &'a Conns,
+    pub links: &'a Links,
 }
 
 /// Buffers kept for the next copies, at most this many.
@@ -136,9 +147,19 @@ pub(crate) fn run(
                 }
                 node.handle_timeout(now);
             }
-            Step::Deliver {
-                link, peer, bytes, ..
-            } => {
+            Step::Deliver { conn, bytes, .. } => {
+                let open = ctx.conns.get(conn).filter(|c| {
+                    // Closed, or cut by a partition.
+                    ctx.alive[i] && ctx.side[c.from] == ctx.side[c.to] && !c.closed_at(i)
+                });
+                let Some((link, peer)) = open.map(|c| match i == c.to {
+                    true => (c.inb, c.from),
+                    false => (c.out, c.to),
+                }) else {
+                    recycle(pool, bytes);
+                    out.push(Rec::Done { cron: None });
+                    continue;
+                };
                 if closed.contains(&(i, link)) {
                     recycle(pool, bytes);
                     out.push(Rec::Done { cron: None });
@@ -206,6 +227,10 @@ pub(crate) fn drain(
                 let mut bytes = pool.pop().unwrap_or_default();
                 bytes.clear();
                 bytes.extend_from_slice(&encoded);
+                let links = links
+                    .into_iter()
+                    .map(|link| (link, link_of(ctx.conns, ctx.links, i, link)))
+                    .collect();
                 out.push(Rec::Transmit { links, bytes });
             }
             Output::Close(link) => {
