@@ -210,7 +210,7 @@ pub(crate) fn drain(
     out: &mut Vec<Rec>,
 ) {
     let now = Instant::from_millis(ctx.now);
-    // Where the node writes each message; the record gets a copy.
+    // Where the node writes each message (it clears the buffer first).
     let mut encoded = pool.pop().unwrap_or_default();
     while let Some(output) = node.poll_output(&mut encoded) {
         match output {
@@ -224,9 +224,9 @@ pub(crate) fn drain(
                 }
             }
             Output::Transmit { links } => {
-                let mut bytes = pool.pop().unwrap_or_default();
-                bytes.clear();
-                bytes.extend_from_slice(&encoded);
+                // The record takes the written buffer; the next output goes to a spare one.
+                let spare = pool.pop().unwrap_or_default();
+                let bytes = std::mem::replace(&mut encoded, spare);
                 let links = links
                     .into_iter()
                     .map(|link| (link, link_of(ctx.conns, ctx.links, i, link)))
