@@ -658,32 +658,7 @@ impl Sim {
         }
         let order: Vec<usize> = steps.iter().map(Step::node).collect();
         let mut recs: Vec<Vec<Rec>> = (0..threads).map(|_| Vec::new()).collect();
-        let Self {
-            nodes,
-            cron_at,
-            alive,
-            side,
-            start_at,
-            addresses,
-            ips,
-            conns,
-            links,
-            spare,
-            tracing,
-            now,
-            ..
-        } = self;
-        let ctx = Ctx {
-            now: *now,
-            tracing: *tracing,
-            alive,
-            side,
-            start_at,
-            addresses,
-            ips,
-            conns,
-            links,
-        };
+        let (ctx, nodes, cron_at, spare) = self.split();
         if threads == 1 {
             step::run(
                 &ctx,
@@ -739,6 +714,38 @@ impl Sim {
                 }
             }
         }
+    }
+
+    /// What steps read ([`Ctx`]) apart from what they change: the nodes, their deadlines and
+    /// the spare buffers.
+    fn split(&mut self) -> (Ctx<'_>, &mut [ClusterNode], &mut [u64], &mut Vec<Vec<u8>>) {
+        let Self {
+            nodes,
+            cron_at,
+            alive,
+            side,
+            start_at,
+            addresses,
+            ips,
+            conns,
+            links,
+            spare,
+            tracing,
+            now,
+            ..
+        } = self;
+        let ctx = Ctx {
+            now: *now,
+            tracing: *tracing,
+            alive,
+            side,
+            start_at,
+            addresses,
+            ips,
+            conns,
+            links,
+        };
+        (ctx, nodes, cron_at, spare)
     }
 
     /// Carries out one record of node `i`; true at the end of its step.
@@ -943,32 +950,7 @@ impl Sim {
 
     /// Carries out node `i`'s outputs.
     fn drain(&mut self, i: usize) {
-        let Self {
-            nodes,
-            cron_at,
-            alive,
-            side,
-            start_at,
-            addresses,
-            ips,
-            conns,
-            links,
-            spare,
-            tracing,
-            now,
-            ..
-        } = self;
-        let ctx = Ctx {
-            now: *now,
-            tracing: *tracing,
-            alive,
-            side,
-            start_at,
-            addresses,
-            ips,
-            conns,
-            links,
-        };
+        let (ctx, nodes, cron_at, spare) = self.split();
         let mut recs = Vec::new();
         let mut closed = Vec::new();
         let (node, at) = (&mut nodes[i], &mut cron_at[i]);

@@ -9,7 +9,7 @@
 //! forward.
 
 use proptest::prelude::*;
-use redis_cluster_sim::{Faults, NODE_TIMEOUT, Sim};
+use redis_cluster_sim::{Faults, NODE_TIMEOUT, Sim, TraceLine};
 use redis_hash_slot::Slot;
 
 #[derive(Clone, Debug)]
@@ -103,6 +103,21 @@ proptest! {
     }
 }
 
+/// Runs `ops` on a fresh cluster set up by `setup`, then heals and runs two node timeouts:
+/// the trace, the digest and every node's CLUSTER NODES.
+fn outcome(seed: u64, ops: &[Op], setup: impl Fn(&mut Sim)) -> (Vec<TraceLine>, u64, Vec<String>) {
+    let mut sim = cluster(seed);
+    setup(&mut sim);
+    for op in ops {
+        apply(&mut sim, op);
+    }
+    sim.heal();
+    sim.set_faults(Faults::default());
+    sim.run_for(2 * NODE_TIMEOUT);
+    let nodes = sim.nodes().iter().map(|n| n.cluster_nodes()).collect();
+    (sim.trace().to_vec(), sim.digest(), nodes)
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(40))]
 
@@ -111,23 +126,12 @@ proptest! {
         seed in 0u64..1_000,
         ops in proptest::collection::vec(op(), 1..6),
     ) {
-        let run = |every_tick: bool| {
-            let mut sim = cluster(seed);
-            sim.set_walk_every_tick(every_tick);
-            for op in &ops {
-                apply(&mut sim, op);
-            }
-            sim.heal();
-            sim.set_faults(Faults::default());
-            sim.run_for(2 * NODE_TIMEOUT);
-            let nodes: Vec<String> = sim.nodes().iter().map(|n| n.cluster_nodes()).collect();
-            (sim.trace().to_vec(), nodes)
-        };
-        let (trace, nodes) = run(false);
-        let (every_trace, every_nodes) = run(true);
+        let (trace, digest, nodes) = outcome(seed, &ops, |_| {});
+        let every = outcome(seed, &ops, |sim| sim.set_walk_every_tick(true));
         prop_assert!(trace.len() > 100, "a run that did something");
-        prop_assert_eq!(trace, every_trace);
-        prop_assert_eq!(nodes, every_nodes);
+        prop_assert_eq!(trace, every.0);
+        prop_assert_eq!(digest, every.1);
+        prop_assert_eq!(nodes, every.2);
     }
 }
 
@@ -141,24 +145,12 @@ proptest! {
         seed in 0u64..1_000,
         ops in proptest::collection::vec(op(), 1..6),
     ) {
-        let run = |threads: usize| {
-            let mut sim = cluster(seed);
-            sim.set_threads(threads, 1);
-            for op in &ops {
-                apply(&mut sim, op);
-            }
-            sim.heal();
-            sim.set_faults(Faults::default());
-            sim.run_for(2 * NODE_TIMEOUT);
-            let nodes: Vec<String> = sim.nodes().iter().map(|n| n.cluster_nodes()).collect();
-            (sim.trace().to_vec(), sim.digest(), nodes)
-        };
-        let (trace, digest, nodes) = run(1);
-        let (split_trace, split_digest, split_nodes) = run(3);
+        let (trace, digest, nodes) = outcome(seed, &ops, |_| {});
+        let split = outcome(seed, &ops, |sim| sim.set_threads(3, 1));
         prop_assert!(trace.len() > 100, "a run that did something");
-        prop_assert_eq!(trace, split_trace);
-        prop_assert_eq!(digest, split_digest);
-        prop_assert_eq!(nodes, split_nodes);
+        prop_assert_eq!(trace, split.0);
+        prop_assert_eq!(digest, split.1);
+        prop_assert_eq!(nodes, split.2);
     }
 }
 
