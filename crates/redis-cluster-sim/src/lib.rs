@@ -331,11 +331,6 @@ impl Sim {
         self.digest = h;
     }
 
-    /// The node at the other end of node `i`'s `link`, as the digest names it.
-    fn peer_of(&self, i: usize, link: LinkId) -> u64 {
-        self.link(i, link).map_or(u64::MAX, |(_, to)| to as u64)
-    }
-
     /// The connection on node `i`'s `link` and the node at its other end.
     fn link(&self, i: usize, link: LinkId) -> Option<(u64, usize)> {
         link_of(&self.conns, &self.links, i, link)
@@ -802,14 +797,17 @@ impl Sim {
                 }
             }
             Rec::Close(link) => {
-                let peer = self.peer_of(i, link);
+                let target = self.link(i, link);
+                // The digest names the node at the other end (`u64::MAX`: none).
+                let peer = target.map_or(u64::MAX, |(_, to)| to as u64);
                 self.mix(i, b"close", &[&peer.to_le_bytes()]);
-                let conn = self.links.get(&(i, link)).copied();
-                if let Some(c) = conn.and_then(|conn| self.conns.get_mut(conn)) {
-                    let first = c.closed == [false; 2];
-                    c.closed[usize::from(i == c.to && link == c.inb)] = true;
-                    if let (true, Some(conn)) = (first, conn) {
-                        self.closing.push(conn);
+                if let Some((conn, _)) = target {
+                    if let Some(c) = self.conns.get_mut(conn) {
+                        let first = c.closed == [false; 2];
+                        c.closed[usize::from(i == c.to && link == c.inb)] = true;
+                        if first {
+                            self.closing.push(conn);
+                        }
                     }
                 }
             }

@@ -152,19 +152,17 @@ pub(crate) fn run(
                     // Closed, or cut by a partition.
                     ctx.alive[i] && ctx.side[c.from] == ctx.side[c.to] && !c.closed_at(i)
                 });
-                let Some((link, peer)) = open.map(|c| match i == c.to {
+                let end = open.map(|c| match i == c.to {
                     true => (c.inb, c.from),
                     false => (c.out, c.to),
-                }) else {
+                });
+                // Or closed by this node earlier in the batch.
+                let Some((link, peer)) = end.filter(|&(link, _)| !closed.contains(&(i, link)))
+                else {
                     recycle(pool, bytes);
                     out.push(Rec::Done { cron: None });
                     continue;
                 };
-                if closed.contains(&(i, link)) {
-                    recycle(pool, bytes);
-                    out.push(Rec::Done { cron: None });
-                    continue;
-                }
                 {
                     let message =
                         Message::decode(&bytes).expect("simulated nodes send valid messages");
