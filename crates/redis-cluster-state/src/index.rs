@@ -92,14 +92,23 @@ impl NodeIndex {
         }
     }
 
-    /// The table index in `id`'s home bucket, whoever's it is (a free one's mark past any
-    /// table): a plain load, so that a batch of them can overlap their cache misses ahead
-    /// of the look-ups proper (see `ClusterNode::fetch_gossip_nodes`).
+    /// Where `id`'s home bucket is (0 for an empty index): arithmetic only, no load, so
+    /// that a batch of look-ups can compute them all before their loads (see
+    /// `ClusterNode::fetch_gossip_nodes`).
     pub(crate) fn home(&self, id: &NodeId) -> u16 {
-        if self.buckets.is_empty() {
-            return EMPTY;
+        match self.buckets.is_empty() {
+            true => 0,
+            false => (self.hash(id) as usize & self.mask()) as u16,
         }
-        self.buckets[self.hash(id) as usize & self.mask()].at
+    }
+
+    /// The table index in the bucket at `bucket`, whoever's it is (a free one's mark past
+    /// any table): a plain load, so that a batch of them can overlap their cache misses
+    /// ahead of the look-ups proper.
+    pub(crate) fn bucket(&self, bucket: u16) -> u16 {
+        self.buckets
+            .get(usize::from(bucket))
+            .map_or(EMPTY, |b| b.at)
     }
 
     /// Maps `id` to `at`, replacing what `id` mapped to before.
@@ -213,8 +222,25 @@ mod tests {
                 }
                 prop_assert_eq!(index.len(), model.len());
                 prop_assert!(index.values().eq(model.values().copied()));
+                // The prefetch's home buckets name entries in use or are free, and the
+                // first id of every probe run sits in its home bucket.
+                let mut at_home = 0;
+                for n in 0..40 {
+                    let named = index.bucket(index.home(&id(n)));
+                    let held = named == EMPTY || model.values().any(|&at| at == named);
+                    prop_assert!(held, "home bucket names {}", named);
+                    at_home += usize::from(model.get(&id(n)) == Some(&named));
+                }
+                prop_assert_eq!(at_home == 0, model.is_empty());
             }
         }
+    }
+
+    #[test]
+    fn an_empty_index_has_no_home_entries() {
+        let index = NodeIndex::new(7);
+        assert_eq!(index.bucket(index.home(&id(1))), EMPTY);
+        assert_eq!(index.bucket(u16::MAX), EMPTY);
     }
 
     #[test]

@@ -141,9 +141,14 @@ impl Topology {
         self.nodes.touch(usize::from(at), address)
     }
 
-    /// The entry the id index's home bucket of `id` names, for [`Self::touch`].
+    /// Where the id index's home bucket of `id` is, for [`Self::bucket`].
     pub(crate) fn home(&self, id: &NodeId) -> u16 {
         self.index.home(id)
+    }
+
+    /// The entry the id index's bucket at `bucket` names, for [`Self::touch`].
+    pub(crate) fn bucket(&self, bucket: u16) -> u16 {
+        self.index.bucket(bucket)
     }
 
     /// Adds a node to the table (replacing one with the same id) and returns its index.
