@@ -95,20 +95,18 @@ impl NodeIndex {
     /// Where `id`'s home bucket is (0 for an empty index): arithmetic only, no load, so
     /// that a batch of look-ups can compute them all before their loads (see
     /// `ClusterNode::fetch_gossip_nodes`).
-    pub(crate) fn home(&self, id: &NodeId) -> u16 {
+    pub(crate) fn home(&self, id: &NodeId) -> u32 {
         match self.buckets.is_empty() {
             true => 0,
-            false => (self.hash(id) as usize & self.mask()) as u16,
+            false => self.hash(id) & self.mask() as u32,
         }
     }
 
     /// The table index in the bucket at `bucket`, whoever's it is (a free one's mark past
     /// any table): a plain load, so that a batch of them can overlap their cache misses
     /// ahead of the look-ups proper.
-    pub(crate) fn bucket(&self, bucket: u16) -> u16 {
-        self.buckets
-            .get(usize::from(bucket))
-            .map_or(EMPTY, |b| b.at)
+    pub(crate) fn bucket(&self, bucket: u32) -> u16 {
+        self.buckets.get(bucket as usize).map_or(EMPTY, |b| b.at)
     }
 
     /// Maps `id` to `at`, replacing what `id` mapped to before.
@@ -240,7 +238,7 @@ mod tests {
     fn an_empty_index_has_no_home_entries() {
         let index = NodeIndex::new(7);
         assert_eq!(index.bucket(index.home(&id(1))), EMPTY);
-        assert_eq!(index.bucket(u16::MAX), EMPTY);
+        assert_eq!(index.bucket(u32::MAX), EMPTY);
     }
 
     #[test]

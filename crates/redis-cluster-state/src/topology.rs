@@ -142,12 +142,12 @@ impl Topology {
     }
 
     /// Where the id index's home bucket of `id` is, for [`Self::bucket`].
-    pub(crate) fn home(&self, id: &NodeId) -> u16 {
+    pub(crate) fn home(&self, id: &NodeId) -> u32 {
         self.index.home(id)
     }
 
     /// The entry the id index's bucket at `bucket` names, for [`Self::touch`].
-    pub(crate) fn bucket(&self, bucket: u16) -> u16 {
+    pub(crate) fn bucket(&self, bucket: u32) -> u16 {
         self.index.bucket(bucket)
     }
 
