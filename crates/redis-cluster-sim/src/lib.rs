@@ -601,10 +601,11 @@ impl Sim {
         self.now = end;
     }
 
-    /// Splits large batches over `threads` threads (1 by default), each running the events
-    /// of a contiguous range of nodes; batches under `min_batch` events (0: the default) run
-    /// on the calling thread. The run is the same whatever the split: every node sees its
-    /// events in the same order, and the network acts on their outputs in the events' order.
+    /// Splits large batches over `threads` threads (1 by default): each thread takes the
+    /// next node of the batch not yet taken and runs that node's events; batches under
+    /// `min_batch` events (0: the default) run on the calling thread. The run is the same
+    /// whatever the split: every node sees its events in the same order, and the network
+    /// acts on their outputs in the events' order.
     pub fn set_threads(&mut self, threads: usize, min_batch: usize) {
         self.threads = threads.max(1);
         self.min_parallel = match min_batch {
@@ -621,7 +622,6 @@ impl Sim {
             true => self.threads.min(n).max(1),
             false => 1,
         };
-        let chunk = n.div_ceil(threads).max(1);
         let mut steps: Vec<Step> = Vec::with_capacity(events.len() + 1);
         for event in events.drain(..) {
             match event {
@@ -652,57 +652,69 @@ impl Sim {
             }
         }
         let order: Vec<usize> = steps.iter().map(Step::node).collect();
-        let mut recs: Vec<Vec<Rec>> = (0..threads).map(|_| Vec::new()).collect();
-        let (ctx, nodes, cron_at, spare) = self.split();
         if threads == 1 {
-            step::run(
-                &ctx,
-                0,
-                nodes,
-                cron_at,
-                steps.into_iter(),
-                spare,
-                &mut recs[0],
-            );
-        } else {
-            // Each thread's steps, in order, and a share of the spare buffers.
-            let mut shares: Vec<Vec<Step>> = (0..threads).map(|_| Vec::new()).collect();
-            for step in steps {
-                shares[step.node() / chunk].push(step);
-            }
-            let mut pools: Vec<Vec<Vec<u8>>> = (1..threads)
-                .map(|_| spare.split_off(spare.len() - spare.len() / threads))
-                .collect();
-            let ctx = &ctx;
-            std::thread::scope(|scope| {
-                let mut nodes = nodes.chunks_mut(chunk);
-                let mut crons = cron_at.chunks_mut(chunk);
-                let mut shares = shares.into_iter();
-                let mut recs = recs.iter_mut();
-                let mine = (nodes.next(), crons.next(), shares.next(), recs.next());
-                for (k, pool) in pools.iter_mut().enumerate() {
-                    let (Some(nodes), Some(crons), Some(share), Some(out)) =
-                        (nodes.next(), crons.next(), shares.next(), recs.next())
-                    else {
+            let mut recs = Vec::new();
+            let (ctx, nodes, cron_at, spare) = self.split();
+            step::run(&ctx, 0, nodes, cron_at, steps.into_iter(), spare, &mut recs);
+            let mut recs = recs.into_iter();
+            for node in order {
+                for rec in recs.by_ref() {
+                    if self.apply(node, rec) {
                         break;
-                    };
-                    let base = (k + 1) * chunk;
-                    scope.spawn(move || {
-                        step::run(ctx, base, nodes, crons, share.into_iter(), pool, out)
-                    });
+                    }
                 }
-                if let (Some(nodes), Some(crons), Some(share), Some(out)) = mine {
-                    step::run(ctx, 0, nodes, crons, share.into_iter(), spare, out);
-                }
-            });
-            for mut pool in pools {
-                spare.append(&mut pool);
             }
-            spare.truncate(SPARE_BUFFERS);
+            return;
         }
-        let mut streams: Vec<_> = recs.into_iter().map(Vec::into_iter).collect();
+        // The nodes of the batch, in increasing order, each with its steps: a share. The
+        // threads take shares as they come free, in the order the nodes first appear in the
+        // batch. (Halves of the node range, one per thread, left a thread idle for about a
+        // tenth of a split batch: a cron step that pings hundreds of nodes takes
+        // milliseconds, and a half could hold more of them than the other.)
+        let mut present = order.clone();
+        present.sort_unstable();
+        present.dedup();
+        let share_of = |node: usize| present.binary_search(&node).ok();
+        let (ctx, nodes, cron_at, spare) = self.split();
+        let mut shares = pick(nodes, cron_at, &present);
+        for step in steps {
+            if let Some(share) = share_of(step.node()).and_then(|k| shares.get_mut(k)) {
+                share.steps.push(step);
+            }
+        }
+        let mut unqueued: Vec<Option<&mut step::Share<'_>>> = shares.iter_mut().map(Some).collect();
+        // Popped from the end: the last share to take is first.
+        let mut queue: Vec<&mut step::Share<'_>> = order
+            .iter()
+            .filter_map(|&node| unqueued.get_mut(share_of(node)?)?.take())
+            .collect();
+        queue.reverse();
+        let queue = std::sync::Mutex::new(queue);
+        // A share of the spare buffers for each thread.
+        let mut pools: Vec<Vec<Vec<u8>>> = (1..threads)
+            .map(|_| spare.split_off(spare.len() - spare.len() / threads))
+            .collect();
+        let work = |pool: &mut Vec<Vec<u8>>| {
+            // A poisoned queue means another thread panicked: the scope passes that on.
+            while let Some(share) = queue.lock().ok().and_then(|mut q| q.pop()) {
+                step::run_share(&ctx, share, pool);
+            }
+        };
+        std::thread::scope(|scope| {
+            for pool in &mut pools {
+                scope.spawn(|| work(pool));
+            }
+            work(spare);
+        });
+        for mut pool in pools {
+            spare.append(&mut pool);
+        }
+        spare.truncate(SPARE_BUFFERS);
+        let mut streams: Vec<_> = shares.into_iter().map(|s| s.recs.into_iter()).collect();
         for node in order {
-            let stream = &mut streams[node / chunk];
+            let Some(stream) = share_of(node).and_then(|k| streams.get_mut(k)) else {
+                continue;
+            };
             for rec in stream.by_ref() {
                 if self.apply(node, rec) {
                     break;
@@ -957,6 +969,38 @@ impl Sim {
             self.apply(i, rec);
         }
     }
+}
+
+/// A share for each of `present` (node numbers in increasing order, each at most once):
+/// the node, its deadline entry, no steps yet.
+fn pick<'a>(
+    mut nodes: &'a mut [ClusterNode],
+    mut cron_at: &'a mut [u64],
+    present: &[usize],
+) -> Vec<step::Share<'a>> {
+    let mut shares = Vec::with_capacity(present.len());
+    let mut base = 0;
+    for &node in present {
+        let skip = node - base;
+        let (Some((state, rest)), Some((at, rest_at))) = (
+            core::mem::take(&mut nodes)
+                .get_mut(skip..)
+                .and_then(<[_]>::split_first_mut),
+            core::mem::take(&mut cron_at)
+                .get_mut(skip..)
+                .and_then(<[_]>::split_first_mut),
+        ) else {
+            break;
+        };
+        shares.push(step::Share {
+            state,
+            cron_at: at,
+            steps: Vec::new(),
+            recs: Vec::new(),
+        });
+        (nodes, cron_at, base) = (rest, rest_at, node + 1);
+    }
+    shares
 }
 
 /// An event as the digest spells it: by name and node id, independent of how `Debug`

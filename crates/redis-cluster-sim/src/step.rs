@@ -114,10 +114,18 @@ pub(crate) fn recycle(pool: &mut Vec<Vec<u8>>, bytes: Vec<u8>) {
     }
 }
 
+/// One node's part of a batch split over threads: the node, its earliest queued
+/// deadline, its steps in order, and the records they leave.
+pub(crate) struct Share<'a> {
+    pub(crate) state: &'a mut ClusterNode,
+    pub(crate) cron_at: &'a mut u64,
+    pub(crate) steps: Vec<Step>,
+    pub(crate) recs: Vec<Rec>,
+}
+
 /// Runs `steps`, in order, on `nodes` (node `base` first) and their `cron_at` entries (the
 /// time of each node's earliest queued deadline), appending their records to `out`. `pool`
-/// lends and takes back buffers. A delivery on a link its node closed earlier in the batch
-/// is dropped: the simulator only learns of the close when it carries the records out.
+/// lends and takes back buffers.
 pub(crate) fn run(
     ctx: &Ctx<'_>,
     base: usize,
@@ -127,74 +135,110 @@ pub(crate) fn run(
     pool: &mut Vec<Vec<u8>>,
     out: &mut Vec<Rec>,
 ) {
-    let now = Instant::from_millis(ctx.now);
     let mut closed: Vec<(usize, LinkId)> = Vec::new();
     for step in steps {
-        let i = step.node();
-        let k = i - base;
-        let (node, at) = (&mut nodes[k], &mut cron_at[k]);
-        match step {
-            Step::Cron { .. } => {
-                if *at != ctx.now {
-                    // Superseded by an earlier deadline, already run.
-                    out.push(Rec::Done { cron: None });
-                    continue;
-                }
-                *at = u64::MAX;
-                if !ctx.alive[i] {
-                    out.push(Rec::Done { cron: None });
-                    continue;
-                }
-                node.handle_timeout(now);
-            }
-            Step::Deliver { conn, bytes, .. } => {
-                let open = ctx.conns.get(conn).filter(|c| {
-                    // Closed, or cut by a partition.
-                    ctx.alive[i] && ctx.side[c.from] == ctx.side[c.to] && !c.closed_at(i)
-                });
-                let end = open.map(|c| match i == c.to {
-                    true => (c.inb, c.from),
-                    false => (c.out, c.to),
-                });
-                // Or closed by this node earlier in the batch.
-                let Some((link, peer)) = end.filter(|&(link, _)| !closed.contains(&(i, link)))
-                else {
-                    recycle(pool, bytes);
-                    out.push(Rec::Done { cron: None });
-                    continue;
-                };
-                {
-                    let message =
-                        Message::decode(&bytes).expect("simulated nodes send valid messages");
-                    let kind = match ctx.tracing {
-                        true => message.kind().name().unwrap_or("?"),
-                        false => "",
-                    };
-                    out.push(Rec::Delivered {
-                        len: bytes.len(),
-                        peer,
-                        kind,
-                    });
-                    node.handle_message(link, &ctx.ips[peer], &message, now);
-                }
-                recycle(pool, bytes);
-            }
-            Step::Accept {
-                from, out: link, ..
-            } => {
-                let inb = node.handle_accepted(now);
-                out.push(Rec::Accepted {
-                    from,
-                    out: link,
-                    inb,
-                });
-                continue;
-            }
-            Step::Connected { link, .. } => node.handle_connected(link, now),
-            Step::Refused { link, .. } => node.handle_link_down(link, now),
-        }
-        drain(ctx, i, node, at, pool, &mut closed, out);
+        let k = step.node() - base;
+        one(
+            ctx,
+            &mut nodes[k],
+            &mut cron_at[k],
+            step,
+            pool,
+            &mut closed,
+            out,
+        );
     }
+}
+
+/// Runs a share's steps, in order, leaving their records in it.
+pub(crate) fn run_share(ctx: &Ctx<'_>, share: &mut Share<'_>, pool: &mut Vec<Vec<u8>>) {
+    let mut closed: Vec<(usize, LinkId)> = Vec::new();
+    for step in core::mem::take(&mut share.steps) {
+        one(
+            ctx,
+            share.state,
+            share.cron_at,
+            step,
+            pool,
+            &mut closed,
+            &mut share.recs,
+        );
+    }
+}
+
+/// Runs one step on `node` (the one it names) and its `at` entry. A delivery on a link its
+/// node closed earlier in the batch (in `closed`) is dropped: the simulator only learns of
+/// the close when it carries the records out.
+fn one(
+    ctx: &Ctx<'_>,
+    node: &mut ClusterNode,
+    at: &mut u64,
+    step: Step,
+    pool: &mut Vec<Vec<u8>>,
+    closed: &mut Vec<(usize, LinkId)>,
+    out: &mut Vec<Rec>,
+) {
+    let now = Instant::from_millis(ctx.now);
+    let i = step.node();
+    match step {
+        Step::Cron { .. } => {
+            if *at != ctx.now {
+                // Superseded by an earlier deadline, already run.
+                out.push(Rec::Done { cron: None });
+                return;
+            }
+            *at = u64::MAX;
+            if !ctx.alive[i] {
+                out.push(Rec::Done { cron: None });
+                return;
+            }
+            node.handle_timeout(now);
+        }
+        Step::Deliver { conn, bytes, .. } => {
+            let open = ctx.conns.get(conn).filter(|c| {
+                // Closed, or cut by a partition.
+                ctx.alive[i] && ctx.side[c.from] == ctx.side[c.to] && !c.closed_at(i)
+            });
+            let end = open.map(|c| match i == c.to {
+                true => (c.inb, c.from),
+                false => (c.out, c.to),
+            });
+            // Or closed by this node earlier in the batch.
+            let Some((link, peer)) = end.filter(|&(link, _)| !closed.contains(&(i, link))) else {
+                recycle(pool, bytes);
+                out.push(Rec::Done { cron: None });
+                return;
+            };
+            {
+                let message = Message::decode(&bytes).expect("simulated nodes send valid messages");
+                let kind = match ctx.tracing {
+                    true => message.kind().name().unwrap_or("?"),
+                    false => "",
+                };
+                out.push(Rec::Delivered {
+                    len: bytes.len(),
+                    peer,
+                    kind,
+                });
+                node.handle_message(link, &ctx.ips[peer], &message, now);
+            }
+            recycle(pool, bytes);
+        }
+        Step::Accept {
+            from, out: link, ..
+        } => {
+            let inb = node.handle_accepted(now);
+            out.push(Rec::Accepted {
+                from,
+                out: link,
+                inb,
+            });
+            return;
+        }
+        Step::Connected { link, .. } => node.handle_connected(link, now),
+        Step::Refused { link, .. } => node.handle_link_down(link, now),
+    }
+    drain(ctx, i, node, at, pool, closed, out);
 }
 
 /// Takes node `i`'s outputs as records, then works out its next deadline.
