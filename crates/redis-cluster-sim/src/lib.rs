@@ -789,24 +789,14 @@ impl Sim {
                     self.schedule(latency, Event::Connect { from: i, to, link });
                 }
             }
-            Rec::Transmit { links, mut bytes } => {
-                let last = links.len().saturating_sub(1);
-                for (k, (link, target)) in links.into_iter().enumerate() {
-                    let copy = match k == last {
-                        true => std::mem::take(&mut bytes),
-                        false => {
-                            let mut copy = self.spare.pop().unwrap_or_default();
-                            copy.clear();
-                            copy.extend_from_slice(&bytes);
-                            copy
-                        }
-                    };
-                    // Resolved by the step, unless the connection is newer than the batch.
-                    match target.or_else(|| self.link(i, link)) {
-                        Some(target) => self.transmit(i, target, copy),
-                        None => self.recycle(copy),
-                    }
+            Rec::Transmit { first, last, bytes } => {
+                for (link, target) in first {
+                    let mut copy = self.spare.pop().unwrap_or_default();
+                    copy.clear();
+                    copy.extend_from_slice(&bytes);
+                    self.transmit_on(i, link, target, copy);
                 }
+                self.transmit_on(i, last.0, last.1, bytes);
             }
             Rec::Close(link) => {
                 let target = self.link(i, link);
@@ -900,6 +890,21 @@ impl Sim {
         self.sequence += 1;
         self.queue
             .push(Reverse((self.now + delay, self.sequence, event)));
+    }
+
+    /// Node `i` writes `bytes` on its `link`: on the connection and to the peer `target`
+    /// names (resolved by the step, unless the connection is newer than the batch).
+    fn transmit_on(
+        &mut self,
+        i: usize,
+        link: LinkId,
+        target: Option<(u64, usize)>,
+        bytes: Vec<u8>,
+    ) {
+        match target.or_else(|| self.link(i, link)) {
+            Some(target) => self.transmit(i, target, bytes),
+            None => self.recycle(bytes),
+        }
     }
 
     /// Node `i` writes `bytes` on connection `conn` to node `to`: lost, duplicated or

@@ -63,10 +63,14 @@ pub(crate) enum Rec {
     /// The node opens `link` to the node listening at its address (`None`: nobody, and the
     /// node was told the link is down).
     Connect { link: LinkId, to: Option<usize> },
-    /// The node writes `bytes` on each of `links`, with the connection and the peer of
-    /// each as they were when the batch began (`None`: none then).
+    /// The node writes `bytes` on each of `first` (a broadcast's links but its last), then
+    /// on `last`, with the connection and the peer of each as they were when the batch
+    /// began (`None`: none then). Most messages go on one link: their `first` is empty, and
+    /// takes no allocation (made on a worker thread, freed on the simulator's, every one
+    /// was a trip through the allocator's slow path).
     Transmit {
-        links: Vec<(LinkId, Option<(u64, usize)>)>,
+        first: Vec<(LinkId, Option<(u64, usize)>)>,
+        last: (LinkId, Option<(u64, usize)>),
         bytes: Vec<u8>,
     },
     /// The node closes `link`.
@@ -265,15 +269,19 @@ pub(crate) fn drain(
                     node.handle_link_down(link, now);
                 }
             }
-            Output::Transmit { links } => {
+            Output::Transmit { mut links } => {
+                let Some(link) = links.pop() else {
+                    continue;
+                };
                 // The record takes the written buffer; the next output goes to a spare one.
                 let spare = pool.pop().unwrap_or_default();
                 let bytes = std::mem::replace(&mut encoded, spare);
-                let links = links
-                    .into_iter()
-                    .map(|link| (link, link_of(ctx.conns, ctx.links, i, link)))
-                    .collect();
-                out.push(Rec::Transmit { links, bytes });
+                let target = |link| (link, link_of(ctx.conns, ctx.links, i, link));
+                out.push(Rec::Transmit {
+                    first: links.into_iter().map(target).collect(),
+                    last: target(link),
+                    bytes,
+                });
             }
             Output::Close(link) => {
                 closed.push((i, link));
