@@ -401,6 +401,21 @@ impl RealCluster {
             assert_eq!(reply, Frame::SimpleString("OK".into()));
         }
         cluster.wait_until("cluster_state:ok everywhere", |c| c.is_ok());
+        // A master learns of its replica from the replica's pings, which can come after the
+        // replica has synced, and until then passes an SPUBLISH to no replica (the likely
+        // cause of a replica's sharded message that a test waited 30 s for, once). Every
+        // node must see every replica as one, over a connected link.
+        cluster.wait_until("every replica known to every node", |c| {
+            c.nodes.iter().all(|node| {
+                let text = info(node, b"NODES");
+                let field = |line: &str, i: usize| line.split(' ').nth(i).unwrap_or("").to_owned();
+                let replicas = text
+                    .lines()
+                    .filter(|line| field(line, 2).contains("slave"))
+                    .count();
+                replicas == n - masters && text.lines().all(|line| field(line, 7) == "connected")
+            })
+        });
         cluster
     }
 
