@@ -226,3 +226,92 @@ fn inline_and_pipelined_commands_are_understood_by_the_server_as_by_us() {
         );
     }
 }
+
+/// Sends `request` then PING on a connection of its own, and returns the frames before PONG
+/// (`None` if the server closed the connection or did not answer PING).
+fn before_pong(server: &RedisServer, request: &[u8]) -> Option<Vec<Frame>> {
+    let mut stream = server.stream();
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .expect("a read timeout");
+    stream.write_all(request).expect("send");
+    stream.write_all(b"*1\r\n$4\r\nPING\r\n").expect("send");
+    let mut decoder = Decoder::new();
+    let mut buf = BytesMut::new();
+    let mut frames = Vec::new();
+    let mut chunk = [0u8; 1024];
+    loop {
+        while let Some(frame) = decoder.decode(&mut buf).expect("a valid reply") {
+            if frame == Frame::SimpleString("PONG".into()) {
+                return Some(frames);
+            }
+            frames.push(frame);
+        }
+        match stream.read(&mut chunk) {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    }
+}
+
+#[test]
+fn every_array_our_command_decoder_takes_the_server_reads_as_the_same_arguments() {
+    // A proxy passes a client's array on as it came (`Command::packed`). That is sound only if
+    // the server reads every array our decoder takes as the same arguments, ending where ours
+    // ends. Each byte of an ECHO is replaced by, or preceded by, a byte that makes a
+    // malformed array (a leading zero, a sign, a space, a lone CR or LF, ...), or is removed;
+    // every variant our decoder takes whole, as one command, goes to the server followed by
+    // PING, which must echo what we read and then answer PING (no bytes left over, no
+    // connection closed). An array the decoder refuses is not checked: it is stricter than
+    // the server (it wants `\r\n` where the server skips any two bytes).
+    let server = RedisServer::start_standalone(&[]);
+    let echo: &[u8] = b"*2\r\n$4\r\nECHO\r\n$5\r\nhe\r\no\r\n";
+    let bytes = b"0123456789+- \r\n\0*$:";
+    let mut variants: Vec<Vec<u8>> = vec![
+        echo.to_vec(),
+        // Counts of zero or less are skipped by the server, and by us.
+        [&b"*0\r\n"[..], echo].concat(),
+        [&b"*-1\r\n"[..], echo].concat(),
+        [&b"*-7\r\n"[..], echo].concat(),
+    ];
+    for at in 0..echo.len() {
+        let mut removed = echo.to_vec();
+        removed.remove(at);
+        variants.push(removed);
+        for &byte in bytes {
+            let mut replaced = echo.to_vec();
+            replaced[at] = byte;
+            variants.push(replaced);
+            let mut inserted = echo.to_vec();
+            inserted.insert(at, byte);
+            variants.push(inserted);
+        }
+    }
+    let mut taken = 0;
+    for variant in variants {
+        let mut buf = BytesMut::from(&variant[..]);
+        let Ok(Some(command)) = Decoder::new().decode_command(&mut buf) else {
+            continue;
+        };
+        if !buf.is_empty() || command.packed().is_none() {
+            continue;
+        }
+        taken += 1;
+        let shown = String::from_utf8_lossy(&variant).into_owned();
+        let packed = command.packed().unwrap_or_default();
+        assert!(variant.ends_with(packed), "{shown:?}: packed {packed:?}");
+        let replies = before_pong(&server, &variant)
+            .unwrap_or_else(|| panic!("{shown:?}: taken by us, the server closed or hung"));
+        let args: Vec<&[u8]> = command.args().collect();
+        match (args.as_slice(), replies.as_slice()) {
+            ([name, arg], [Frame::BulkString(echoed)]) if name.eq_ignore_ascii_case(b"ECHO") => {
+                assert_eq!(echoed.as_ref(), *arg, "{shown:?}");
+            }
+            // Another command (a letter of ECHO replaced): the server refuses it as unknown.
+            (_, [Frame::SimpleError(_)]) if !args[0].eq_ignore_ascii_case(b"ECHO") => {}
+            _ => panic!("{shown:?}: we read {args:?}, the server answered {replies:?}"),
+        }
+    }
+    // The payload's five bytes, each replaced by each of the bytes above, at least.
+    assert!(taken > 5 * (bytes.len() - 1), "only {taken} variants taken");
+}

@@ -26,6 +26,8 @@ const INLINE_ARGS: usize = 8;
 pub struct Command<B = Bytes> {
     bytes: B,
     args: Args,
+    /// Whether `bytes` is the command as it came: a RESP array of bulk strings.
+    multibulk: bool,
 }
 
 /// A command borrowed from the caller's input (owned only for an inline command with quotes).
@@ -44,7 +46,7 @@ enum Args {
 
 impl<B: AsRef<[u8]>> Command<B> {
     #[inline]
-    fn new(bytes: B, spans: &[(usize, usize)]) -> Self {
+    fn new(bytes: B, spans: &[(usize, usize)], multibulk: bool) -> Self {
         let small = spans.len() <= INLINE_ARGS && u32::try_from(bytes.as_ref().len()).is_ok();
         let args = if small {
             let mut inline = [(0, 0); INLINE_ARGS];
@@ -59,7 +61,11 @@ impl<B: AsRef<[u8]>> Command<B> {
         } else {
             Args::Heap(spans.to_vec())
         };
-        Self { bytes, args }
+        Self {
+            bytes,
+            args,
+            multibulk,
+        }
     }
 
     /// The span of argument `i`.
@@ -95,6 +101,35 @@ impl<B: AsRef<[u8]>> Command<B> {
     /// The arguments in order.
     pub fn args(&self) -> impl ExactSizeIterator<Item = &[u8]> + DoubleEndedIterator {
         (0..self.len()).map(|i| self.arg(i).unwrap_or_default())
+    }
+
+    /// The command's bytes as they came, when it came as a RESP array of bulk strings (the
+    /// form every client library sends): what a proxy can pass on to a server unchanged
+    /// instead of encoding its arguments again. A server reads the same arguments from these
+    /// bytes: the decoder wants the lengths the server's `string2ll` takes (no leading zero,
+    /// no `+`) and `\r\n` wherever the server skips two bytes, so it takes no array that
+    /// the server reads otherwise. `None` for an inline command, whose bytes are a line of
+    /// text (or its arguments unescaped), not RESP.
+    ///
+    /// ```
+    /// use bytes::BytesMut;
+    /// use redis_resp::Decoder;
+    ///
+    /// let mut buf = BytesMut::from(&b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\nGET k\r\n"[..]);
+    /// let mut decoder = Decoder::new();
+    /// let command = decoder.decode_command(&mut buf)?.expect("a command");
+    /// assert_eq!(command.packed(), Some(&b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n"[..]));
+    /// let inline = decoder.decode_command(&mut buf)?.expect("a command");
+    /// assert_eq!(inline.packed(), None);
+    /// # Ok::<(), redis_resp::DecodeError>(())
+    /// ```
+    pub fn packed(&self) -> Option<&[u8]> {
+        self.multibulk.then(|| self.bytes.as_ref())
+    }
+
+    /// [`Command::packed`], consuming the command: its buffer itself, without a copy.
+    pub fn into_packed(self) -> Option<B> {
+        self.multibulk.then_some(self.bytes)
     }
 }
 
@@ -163,7 +198,7 @@ impl CommandScanner {
                 }
                 Found::Multibulk(len) => {
                     let bytes = buf.split_to(len).freeze();
-                    let command = Command::new(bytes, &self.spans);
+                    let command = Command::new(bytes, &self.spans, true);
                     self.reset();
                     return Ok(Some(command));
                 }
@@ -175,7 +210,8 @@ impl CommandScanner {
                     if self.spans.is_empty() {
                         continue;
                     }
-                    let command = Command::new(unescaped.map_or(wire, Bytes::from), &self.spans);
+                    let command =
+                        Command::new(unescaped.map_or(wire, Bytes::from), &self.spans, false);
                     self.spans.clear();
                     return Ok(Some(command));
                 }
@@ -213,7 +249,7 @@ impl CommandScanner {
                 Found::Skip(len) => offset += len,
                 Found::Multibulk(len) => {
                     let bytes = Cow::Borrowed(rest.get(..len).unwrap_or_default());
-                    let command = Command::new(bytes, &self.spans);
+                    let command = Command::new(bytes, &self.spans, true);
                     self.reset();
                     return Ok(Status::Complete((command, offset + len)));
                 }
@@ -223,7 +259,7 @@ impl CommandScanner {
                     let unescaped = self.split_inline(text)?;
                     if !self.spans.is_empty() {
                         let bytes = unescaped.map_or(Cow::Borrowed(text), Cow::Owned);
-                        let command = Command::new(bytes, &self.spans);
+                        let command = Command::new(bytes, &self.spans, false);
                         self.spans.clear();
                         return Ok(Status::Complete((command, offset + len)));
                     }
