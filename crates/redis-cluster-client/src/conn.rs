@@ -85,6 +85,13 @@ impl Conn {
         self.owed.push_back((expect, now));
     }
 
+    /// Queues one command already encoded (a client's, as it sent it) whose reply is for
+    /// `expect`.
+    pub(crate) fn write_packed(&mut self, packed: &[u8], expect: Expect, now: Instant) {
+        self.out.extend_from_slice(packed);
+        self.owed.push_back((expect, now));
+    }
+
     /// When the oldest reply owed is late, for a timed connection.
     pub(crate) fn deadline(&self, timeout: std::time::Duration) -> Option<Instant> {
         if self.dedicated || self.pinned && self.owed.is_empty() {

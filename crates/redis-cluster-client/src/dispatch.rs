@@ -76,11 +76,14 @@ impl Engine {
             Ok(Route::Slot(slot)) => {
                 let mut call = Call::new(argv, Target::Slot { slot, read });
                 call.barrier = several || blocking;
+                call.packed = true;
                 one.push(call);
                 (Combine::One, one)
             }
             Ok(Route::Any) | Err(_) => {
-                one.push(Call::new(argv, Target::Any));
+                let mut call = Call::new(argv, Target::Any);
+                call.packed = true;
+                one.push(call);
                 (Combine::One, one)
             }
             // MSETNX split by slot could set some keys and report that it set none: only one
@@ -100,6 +103,7 @@ impl Engine {
                     [part] => {
                         let mut call = Call::new(argv, target(part));
                         call.barrier = part.groups.len() > 1;
+                        call.packed = true;
                         one.push(call);
                         one
                     }
@@ -502,7 +506,10 @@ impl Engine {
                 last = Expect::Visit(key);
             }
         }
-        c.write(&call.argv, last, now);
+        match &request.packed {
+            Some(packed) if call.packed => c.write_packed(packed, last, now),
+            _ => c.write(&call.argv, last, now),
+        }
         call.attempts += 1;
         if let Some(rare) = call.rare.as_deref_mut() {
             rare.queued_error = None;

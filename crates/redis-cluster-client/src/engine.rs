@@ -322,9 +322,66 @@ impl Engine {
         client: ClientId,
         argv: Vec<Bytes>,
     ) -> RequestId {
+        self.request(now, client, argv, None)
+    }
+
+    /// [`Engine::handle_request`] with the command's bytes as the client sent them, a RESP
+    /// array of `argv`'s bulk strings (what
+    /// [`Command::into_packed`](redis_resp::Command::into_packed) gives a proxy). Wherever the
+    /// command goes whole to one node those bytes are written as they are, instead of
+    /// `argv` encoded again; a command that is split, rewritten or made a transaction's is
+    /// encoded from `argv` as usual. `packed` must encode exactly `argv`: the engine routes
+    /// by `argv` and does not read `packed`.
+    ///
+    /// ```
+    /// use std::time::Instant;
+    /// use bytes::Bytes;
+    /// use redis_cluster_client::{Config, Engine, Output};
+    /// use redis_cluster_route::{Endpoint, SlotMap};
+    /// use redis_hash_slot::SlotRange;
+    ///
+    /// // One standalone server that serves every slot.
+    /// let server = Endpoint { host: "127.0.0.1".into(), port: 6379, ..Endpoint::default() };
+    /// let mut map = SlotMap::default();
+    /// map.assign_range(SlotRange::ALL, server);
+    /// let mut config = Config::new(Vec::new());
+    /// config.fixed_map = Some(map);
+    /// let now = Instant::now();
+    /// let mut engine = Engine::new(config, now);
+    /// let client = engine.open_client();
+    /// let argv = vec![Bytes::from_static(b"GET"), Bytes::from_static(b"k")];
+    /// let packed = Bytes::from_static(b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n");
+    /// engine.handle_packed_request(now, client, argv, packed.clone());
+    /// while let Some(output) = engine.poll_output() {
+    ///     if let Output::Connect { conn, .. } = output {
+    ///         engine.handle_connected(now, conn);
+    ///     }
+    /// }
+    /// let mut out = Vec::new();
+    /// engine.poll_transmit(&mut out).expect("bytes for the server");
+    /// assert!(out.ends_with(&packed));
+    /// ```
+    pub fn handle_packed_request(
+        &mut self,
+        now: Instant,
+        client: ClientId,
+        argv: Vec<Bytes>,
+        packed: Bytes,
+    ) -> RequestId {
+        self.request(now, client, argv, Some(packed))
+    }
+
+    fn request(
+        &mut self,
+        now: Instant,
+        client: ClientId,
+        argv: Vec<Bytes>,
+        packed: Option<Bytes>,
+    ) -> RequestId {
         let request = Request {
             client,
             unrouted: Some(argv),
+            packed,
             calls: Vec::new(),
             combine: Combine::One,
             reply: None,

@@ -52,6 +52,9 @@ pub(crate) struct Call {
     pub(crate) barrier: bool,
     /// A blocking command: a connection of its own.
     pub(crate) dedicated: bool,
+    /// Its `argv` is its request's whole command, unchanged: written as the request's
+    /// [`Request::packed`] bytes when it has them.
+    pub(crate) packed: bool,
     pub(crate) reply: Option<Reply>,
     /// What few calls need (a redirect, a retry, a transaction), made on first use.
     pub(crate) rare: Option<Box<Rare>>,
@@ -84,6 +87,7 @@ impl Call {
             state: CallState::Queued,
             barrier: false,
             dedicated: false,
+            packed: false,
             reply: None,
             rare: None,
         }
@@ -183,6 +187,12 @@ pub(crate) struct Request {
     pub(crate) client: ClientId,
     /// The command as the client sent it, until it is routed (it waits for a slot map).
     pub(crate) unrouted: Option<Vec<Bytes>>,
+    /// The command's bytes as the client sent them ([`Engine::handle_packed_request`]):
+    /// written for a call whose `argv` is the whole command ([`Call::packed`]) instead of
+    /// encoding `argv` again.
+    ///
+    /// [`Engine::handle_packed_request`]: crate::Engine::handle_packed_request
+    pub(crate) packed: Option<Bytes>,
     pub(crate) calls: Vec<Call>,
     pub(crate) combine: Combine,
     /// Its reply, while an earlier request of its client is owed one.
@@ -537,6 +547,7 @@ mod tests {
         Request {
             client: ClientId(1),
             unrouted: None,
+            packed: None,
             calls: (0..calls)
                 .map(|_| Call::new(Vec::new(), Target::Any))
                 .collect(),

@@ -139,6 +139,7 @@ mod tests {
         Request {
             client: ClientId(client),
             unrouted: None,
+            packed: None,
             calls: Vec::new(),
             combine: Combine::One,
             reply: None,

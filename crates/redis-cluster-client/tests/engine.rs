@@ -299,6 +299,57 @@ fn a_split_goes_per_slot_one_write_per_node_and_merges_by_key() {
 }
 
 #[test]
+fn a_packed_command_goes_as_the_client_sent_it_where_it_goes_whole() {
+    let (mut h, client) = started(2);
+    // The client's bytes name the command in lower case, `argv` in upper case: which of the
+    // two a node reads tells whether the engine wrote the client's bytes or encoded argv.
+    let send = |h: &mut Harness, line: &str| {
+        let lower: Vec<Bytes> = argv(&line.to_lowercase());
+        let mut packed = Vec::new();
+        redis_resp::encode_command(&lower, &mut packed);
+        h.engine
+            .handle_packed_request(h.now, client, argv(line), Bytes::from(packed));
+    };
+    // "foo" moved before the engine knew: the MOVED makes it send the command again.
+    let from = h.cluster.node_of("foo");
+    h.cluster.owner[usize::from(slot("foo"))] = 1 - from;
+    send(&mut h, "SET foo 1");
+    h.settle(10);
+    // One key per node: an MGET split in two is encoded from argv.
+    let (a, b) = (
+        (0..)
+            .map(|i| format!("k{i}"))
+            .find(|k| h.cluster.node_of(k) == 0),
+        (0..)
+            .map(|i| format!("k{i}"))
+            .find(|k| h.cluster.node_of(k) == 1),
+    );
+    let (a, b) = (a.expect("a key of node 0"), b.expect("a key of node 1"));
+    send(&mut h, &format!("MGET {a} {b}"));
+    // PING goes to every master: each gets a copy encoded from argv.
+    send(&mut h, "PING");
+    h.settle(10);
+    assert_eq!(
+        h.replies_of(client),
+        [
+            ok(),
+            Frame::Array(vec![Frame::NullBulkString, Frame::NullBulkString]),
+            Frame::SimpleString(Bytes::from_static(b"PONG")),
+        ]
+    );
+    let mut names: Vec<String> = h
+        .cluster
+        .links
+        .values()
+        .flat_map(|l| l.seen.iter())
+        .map(|a| String::from_utf8_lossy(&a[0]).into_owned())
+        .filter(|n| !matches!(n.as_str(), "CLUSTER" | "INFO"))
+        .collect();
+    names.sort();
+    assert_eq!(names, ["MGET", "MGET", "PING", "PING", "set", "set"]);
+}
+
+#[test]
 fn msetnx_across_slots_is_refused_and_del_sums() {
     let (mut h, client) = started(3);
     h.engine
