@@ -21,7 +21,7 @@ use tokio::sync::{Notify, mpsc};
 use tokio::task::AbortHandle;
 
 use super::cluster::{Argv, Pending, Pool};
-use super::driver::{Answer, EngineClient, Gate, PushTx, Reporter, Submitter};
+use super::driver::{self, Answer, EngineClient, Gate, PushTx, Reporter, Submitter};
 use super::log;
 use super::stats::Stats;
 use redis_cluster_proto::resp::server_limits::OutputLimit;
@@ -106,13 +106,13 @@ struct Outbox {
     run: Option<(usize, Instant)>,
     /// The engine's way in (a pool with an engine), and the run's commands not sent yet.
     engine: Option<Submitter>,
-    commands: Vec<Argv>,
+    commands: Vec<driver::Command>,
 }
 
 impl Outbox {
     /// One more command for the engine, that arrived at `arrived` and holds a place in the
     /// window.
-    fn engine(&mut self, arrived: Instant, argv: Argv) {
+    fn engine(&mut self, arrived: Instant, argv: Argv, packed: Option<Bytes>) {
         match &mut self.run {
             // One read's commands share their arrival.
             Some((count, at)) if *at == arrived => *count += 1,
@@ -121,7 +121,7 @@ impl Outbox {
                 self.run = Some((1, arrived));
             }
         }
-        self.commands.push(argv);
+        self.commands.push((argv, packed));
     }
 
     /// Sends the run so far: its commands to the engine, its count to the writer.
@@ -323,6 +323,7 @@ pub(crate) async fn serve(mut stream: TcpStream, pool: Arc<Pool>) {
                     // copied) from four to eight to sixteen on a 10-key MGET.
                     let mut argv: Argv = Vec::with_capacity(command.len());
                     argv.extend((0..command.len()).filter_map(|i| command.arg_bytes(i)));
+                    let packed = command.into_packed();
                     if pool.client_timeout.is_some() && !session.subscriber {
                         session.subscriber = argv.first().is_some_and(|name| {
                             [&b"SUBSCRIBE"[..], b"PSUBSCRIBE", b"SSUBSCRIBE"]
@@ -337,7 +338,7 @@ pub(crate) async fn serve(mut stream: TcpStream, pool: Arc<Pool>) {
                             break 'read;
                         }
                         Action::Engine(argv) => {
-                            outbox.engine(started, argv);
+                            outbox.engine(started, argv, packed);
                             continue;
                         }
                         Action::Reply(pending) => Item::Reply(pending, started, permit),

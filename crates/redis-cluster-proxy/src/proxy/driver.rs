@@ -110,7 +110,7 @@ enum ToEngine {
     /// per command was about 2.5 % of the proxy's CPU on GET (perf).
     Requests {
         client: ClientId,
-        argvs: Vec<Vec<Bytes>>,
+        commands: Vec<Command>,
     },
     Wire(Wire),
     /// The masters moved (a Sentinel switch).
@@ -156,6 +156,11 @@ impl EngineClient {
     }
 }
 
+/// A client's command for the engine: its arguments, and its bytes as the client sent them
+/// when it came as a RESP array
+/// ([`Command::into_packed`](redis_cluster_proto::resp::Command::into_packed)).
+pub(crate) type Command = (Vec<Bytes>, Option<Bytes>);
+
 /// A client's reader's way to the engine: the commands of one read go as one message.
 pub(crate) struct Submitter {
     id: ClientId,
@@ -165,10 +170,10 @@ pub(crate) struct Submitter {
 impl Submitter {
     /// Sends commands, oldest first; their answers come on the client's answers channel, in
     /// that order, after those of the commands sent before them.
-    pub(crate) fn requests(&self, argvs: Vec<Vec<Bytes>>) {
+    pub(crate) fn requests(&self, commands: Vec<Command>) {
         let _ = self.tx.send(ToEngine::Requests {
             client: self.id,
-            argvs,
+            commands,
         });
     }
 }
@@ -367,9 +372,16 @@ impl Task {
                 self.clients.remove(&client);
                 self.engine.close_client(now, client);
             }
-            ToEngine::Requests { client, argvs } => {
-                for argv in argvs {
-                    self.engine.handle_request(now, client, argv);
+            ToEngine::Requests { client, commands } => {
+                for (argv, packed) in commands {
+                    match packed {
+                        // The client's own bytes go on to the server wherever the command
+                        // goes whole: no encoding of its arguments again.
+                        Some(packed) => {
+                            self.engine.handle_packed_request(now, client, argv, packed)
+                        }
+                        None => self.engine.handle_request(now, client, argv),
+                    };
                 }
             }
             ToEngine::Wire(Wire::Connected(conn, writer)) => {
