@@ -2,8 +2,8 @@
 //! what `redis-cluster-proxy` spends in `redis-cluster-client` for each command it serves.
 //!
 //! Run with `cargo bench --bench client`. Each iteration is one round of pipelining clients
-//! (one, or 50 as `redis-benchmark -c 50` has them): each client's 16 commands handed to
-//! [`Engine::handle_request`], the bytes [`Engine::poll_transmit`] gives for each backend
+//! (one, or 50 as `redis-benchmark -c 50` has them): each client's 16 commands handed to the
+//! engine, the bytes [`Engine::poll_transmit`] gives for each backend
 //! connection, the replies those backends sent to the same bytes fed back with
 //! [`Engine::handle_data`], and every reply taken from [`Engine::poll_output`] and reported
 //! written, as the proxy's writer reports them. As in the proxy, replies the engine passes on
@@ -12,7 +12,9 @@
 //! README has both rounds side by side). The backends' replies are recorded once, before the
 //! measurement, from what a scripted server answers to what the engine wrote; every
 //! iteration checks that the engine wrote as many bytes to each connection and answered
-//! every command. Set-ups:
+//! every command. Each command is handed as the proxy hands it, with the bytes its client sent
+//! ([`Engine::handle_packed_request`]); the `, argv` rows hand its arguments alone
+//! ([`Engine::handle_request`]), which the engine encodes again. Set-ups:
 //! - `one server`: a static pool of one master ([`Config::fixed_map`]);
 //! - `three servers`: a static pool of three masters, the slots split in three;
 //! - `cluster`: a three-master cluster, its map read from `CLUSTER SHARDS`.
@@ -28,7 +30,7 @@ use bytes::{Bytes, BytesMut};
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use redis_cluster_proto::client::{ClientId, Config, ConnId, Engine, Output};
 use redis_cluster_proto::hash_slot::SlotRange;
-use redis_cluster_proto::resp::{Decoder, Frame, encode, encoded_len};
+use redis_cluster_proto::resp::{Decoder, Frame, encode, encode_command, encoded_len};
 use redis_cluster_proto::route::{Endpoint, SlotMap};
 
 /// Commands per round, as `redis-benchmark -P 16` pipelines them.
@@ -168,12 +170,21 @@ impl Bench {
         bench
     }
 
-    /// Hands `commands` to the engine and runs the connections until it asks nothing more;
-    /// with `learn`, answers with the scripted server and records it. Returns the replies.
-    fn round(&mut self, commands: &[Vec<Bytes>], learn: bool) -> usize {
+    /// Hands `commands` to the engine (with their bytes, when they have them) and runs the
+    /// connections until it asks nothing more; with `learn`, answers with the scripted server
+    /// and records it. Returns the replies.
+    fn round(&mut self, commands: &[Command], learn: bool) -> usize {
         for &client in &self.clients {
-            for argv in commands {
-                self.engine.handle_request(self.now, client, argv.clone());
+            for (argv, packed) in commands {
+                let argv = argv.clone();
+                match packed {
+                    Some(packed) => {
+                        let packed = packed.clone();
+                        self.engine
+                            .handle_packed_request(self.now, client, argv, packed)
+                    }
+                    None => self.engine.handle_request(self.now, client, argv),
+                };
             }
         }
         let mut replies = 0;
@@ -209,18 +220,28 @@ impl Bench {
     }
 }
 
-fn commands(name: &str) -> Vec<Vec<Bytes>> {
+/// A command's arguments, and the bytes a client sent for it when the engine is given them.
+type Command = (Vec<Bytes>, Option<Bytes>);
+
+/// A round's commands named `name`, with their bytes when `packed`.
+fn commands(name: &str, packed: bool) -> Vec<Command> {
     let key = |i: usize| Bytes::from(format!("key:{i:06}"));
     (0..PIPELINE)
         .map(|i| {
             let name = Bytes::copy_from_slice(name.as_bytes());
-            match name.as_ref() {
+            let argv: Vec<Bytes> = match name.as_ref() {
                 b"GET" => vec![name, key(i)],
                 b"SET" => vec![name, key(i), Bytes::from(vec![b'v'; 64])],
                 _ => std::iter::once(name)
                     .chain((0..10).map(|j| key(i * 10 + j)))
                     .collect(),
-            }
+            };
+            let bytes = packed.then(|| {
+                let mut bytes = Vec::new();
+                encode_command(&argv, &mut bytes);
+                Bytes::from(bytes)
+            });
+            (argv, bytes)
         })
         .collect()
 }
@@ -235,8 +256,15 @@ fn engine(c: &mut Criterion) {
             let mut group = c.benchmark_group(name);
             let per_round = clients * PIPELINE;
             group.throughput(Throughput::Elements(per_round as u64));
-            for name in ["GET", "SET", "MGET"] {
-                let commands = commands(name);
+            for (name, packed) in [
+                ("GET", true),
+                ("SET", true),
+                ("MGET", true),
+                ("GET", false),
+                ("SET", false),
+                ("MGET", false),
+            ] {
+                let commands = commands(name, packed);
                 let mut bench = Bench::new(setup, clients);
                 // The first rounds learn what the backends answer (the first has a new
                 // connection's set-up in it); the same round again must write the same bytes
@@ -245,6 +273,11 @@ fn engine(c: &mut Criterion) {
                 assert_eq!(bench.round(&commands, true), per_round);
                 assert_eq!(bench.round(&commands, false), per_round);
                 let label = if name == "MGET" { "MGET10" } else { name };
+                let label = if packed {
+                    label.to_string()
+                } else {
+                    format!("{label}, argv")
+                };
                 group.bench_function(BenchmarkId::from_parameter(label), |b| {
                     b.iter(|| assert_eq!(bench.round(&commands, false), per_round));
                 });
