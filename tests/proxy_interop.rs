@@ -233,6 +233,25 @@ fn a_pipeline_gets_its_replies_in_order() {
             "MGET {i}"
         );
     }
+
+    // Inline commands and arrays in one write, as a client may send them: an array goes on
+    // as the bytes the client sent (a lowercase name, a value holding CRLF, counts of zero
+    // or less between commands, skipped as the server skips them), an inline command, and an
+    // MGET split over two masters (slots 11698 and 4394), as their arguments encoded.
+    client.send_raw(
+        b"SET inline:a one\r\n\
+          *3\r\n$3\r\nset\r\n$5\r\nbin:b\r\n$4\r\nc\r\nd\r\n\
+          *0\r\n*-1\r\n\
+          GET bin:b\r\n\
+          *2\r\n$3\r\nget\r\n$8\r\ninline:a\r\n\
+          *3\r\n$4\r\nmget\r\n$8\r\ninline:a\r\n$5\r\nbin:b\r\n",
+    );
+    let (one, crlf) = (bulk("one"), bulk("c\r\nd"));
+    assert_eq!(client.read_reply(), ok(), "inline SET");
+    assert_eq!(client.read_reply(), ok(), "set as an array");
+    assert_eq!(client.read_reply(), crlf, "inline GET");
+    assert_eq!(client.read_reply(), one, "get as an array");
+    assert_eq!(client.read_reply(), Frame::Array(vec![one, crlf]), "MGET");
 }
 
 #[test]

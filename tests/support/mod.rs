@@ -318,6 +318,11 @@ impl Client {
         self.stream.write_all(&out).expect("write to redis-server");
     }
 
+    /// Sends bytes as they are (inline commands, hand-made arrays), without reading.
+    pub fn send_raw(&mut self, bytes: &[u8]) {
+        self.stream.write_all(bytes).expect("write to redis-server");
+    }
+
     /// Reads one reply.
     pub fn read_reply(&mut self) -> Frame {
         let mut chunk = [0u8; 16 * 1024];
