@@ -195,9 +195,12 @@ impl RedisServer {
                 let log = std::fs::read_to_string(self.dir.join("redis.log")).unwrap_or_default();
                 return Err(format!("exited with {status}: {stderr}{log}"));
             }
-            // A connection reset or a wrong answer is not ready yet (or another process's
-            // listener on a port this one failed to bind: then the child exits, seen above).
-            if TcpStream::connect(("127.0.0.1", self.port)).is_ok_and(answers_ping) {
+            // A connection reset or a wrong answer is not ready yet. Another process's
+            // listener on a port this one failed to bind answers too, before the child has
+            // exited (a test once sent its cluster's slots to another test's node): the
+            // server must be this child.
+            let pid = self.child.id();
+            if TcpStream::connect(("127.0.0.1", self.port)).is_ok_and(|s| is_process(s, pid)) {
                 return Ok(());
             }
             std::thread::sleep(Duration::from_millis(20));
@@ -249,32 +252,75 @@ fn bounded(stream: TcpStream) -> TcpStream {
     stream
 }
 
-/// Whether `stream` answers PING with PONG; any I/O error is a no.
-fn answers_ping(stream: TcpStream) -> bool {
+/// Whether `stream` answers PING with PONG and is the server of process `pid` (its `INFO
+/// server`'s `process_id`); any I/O error is a no.
+fn is_process(stream: TcpStream, pid: u32) -> bool {
     let mut stream = bounded(stream);
-    let mut reply = [0u8; 7];
-    stream.write_all(b"*1\r\n$4\r\nPING\r\n").is_ok()
-        && stream.read_exact(&mut reply).is_ok()
-        && &reply == b"+PONG\r\n"
+    let mut out = Vec::new();
+    encode_command(&[&b"PING"[..]], &mut out);
+    encode_command(&[&b"INFO"[..], b"server"], &mut out);
+    if stream.write_all(&out).is_err() {
+        return false;
+    }
+    let (mut decoder, mut buf, mut replies) = (Decoder::new(), BytesMut::new(), Vec::new());
+    let mut chunk = [0u8; 4096];
+    while replies.len() < 2 {
+        match decoder.decode(&mut buf) {
+            Ok(Some(frame)) => {
+                replies.push(frame);
+                continue;
+            }
+            Ok(None) => {}
+            Err(_) => return false,
+        }
+        match stream.read(&mut chunk) {
+            Ok(0) | Err(_) => return false,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    }
+    let info = String::from_utf8_lossy(replies[1].as_bytes().unwrap_or_default()).into_owned();
+    let line = format!("process_id:{pid}");
+    replies[0] == Frame::SimpleString("PONG".into()) && info.lines().any(|l| l.trim_end() == line)
 }
 
-/// `n` different ports that were free a moment ago (separate calls to [`free_port`] can
-/// answer the same port twice: each releases it before the next asks).
+/// The ports handed out in this process. Tests run at once on threads, and the kernel can
+/// give a port released by one test's [`free_port`] to the next test's: one CI run had two
+/// tests' servers meet on one port (a cluster's slots sent to another test's node, a proxy
+/// refusing another test's connections). A port is handed out once per process.
+static HANDED_OUT: std::sync::Mutex<std::collections::BTreeSet<u16>> =
+    std::sync::Mutex::new(std::collections::BTreeSet::new());
+
+/// Whether `port` was not handed out before in this process (and is now).
+fn first_hand(port: u16) -> bool {
+    HANDED_OUT
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .insert(port)
+}
+
+/// `n` different ports that were free a moment ago and that no other test of this process
+/// was given (separate calls to [`free_port`] could answer the same port twice: each
+/// releases it before the next asks).
 pub fn free_ports(n: usize) -> Vec<u16> {
-    let held: Vec<TcpListener> = (0..n)
-        .map(|_| TcpListener::bind(("127.0.0.1", 0)).expect("bind an ephemeral port"))
-        .collect();
+    let (mut held, mut passed) = (Vec::new(), Vec::new());
+    while held.len() < n {
+        let listener = TcpListener::bind(("127.0.0.1", 0)).expect("bind an ephemeral port");
+        let port = listener.local_addr().expect("its address").port();
+        // A port handed out before is held too until the end, so as not to be given again.
+        if first_hand(port) {
+            held.push(listener);
+        } else {
+            passed.push(listener);
+        }
+    }
     held.iter()
         .map(|l| l.local_addr().expect("its address").port())
         .collect()
 }
 
-/// A port that was free a moment ago.
+/// A port that was free a moment ago, and that no other test of this process was given.
 pub fn free_port() -> u16 {
-    TcpListener::bind(("127.0.0.1", 0))
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("bind an ephemeral port on 127.0.0.1")
+    free_ports(1)[0]
 }
 
 /// A blocking client for tests: commands out with `encode_command`, replies in through our
