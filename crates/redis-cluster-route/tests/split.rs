@@ -370,9 +370,10 @@ proptest! {
 
 proptest! {
     /// With every slot on one shard, `routed_whole` (which hashes few keys) answers as
-    /// `routed_by` with that one shard (which hashes them all).
+    /// `routed_by` with that one shard (which hashes them all), and `routed_unsplit` the same
+    /// but for a split, which is always of one part: the slot of that part.
     #[test]
-    fn routed_whole_is_routed_by_one_shard(
+    fn routed_whole_and_unsplit_are_routed_by_one_shard(
         argv in prop_oneof![
             command(),
             // Commands that do not split, over one key, several or none, some of the
@@ -386,6 +387,23 @@ proptest! {
                 }),
         ]
     ) {
-        prop_assert_eq!(TABLE.routed_whole(&argv), TABLE.routed_by(&argv, |_| 0));
+        let whole = TABLE.routed_whole(&argv);
+        prop_assert_eq!(&whole, &TABLE.routed_by(&argv, |_| 0));
+        match (whole, TABLE.routed_unsplit(&argv)) {
+            (Ok(whole), Ok(unsplit)) => {
+                prop_assert_eq!(
+                    (whole.spec.name, whole.keys),
+                    (unsplit.spec.name, unsplit.keys)
+                );
+                match &whole.route {
+                    Route::Split(split) => {
+                        prop_assert_eq!(split.parts().len(), 1);
+                        prop_assert_eq!(unsplit.route, Route::Slot(split.parts()[0].slot));
+                    }
+                    route => prop_assert_eq!(&unsplit.route, route),
+                }
+            }
+            (whole, unsplit) => prop_assert_eq!(whole, unsplit),
+        }
     }
 }
