@@ -848,6 +848,39 @@ fn a_static_pool_shards_by_slot_range() {
         ])
     );
     assert_eq!(mget_calls(&low), before + 1);
+    // An MSETNX whose keys one server holds runs there whole, all or nothing, where the
+    // server's table lets it span slots (Redis 7.0's `multi_shard` tip; the later versions
+    // dropped it, and their MSETNX over several slots is refused as SUNION's is); over both
+    // servers it is refused (split, it could not be all or nothing).
+    let crossslot =
+        Frame::SimpleError("CROSSSLOT Keys in request don't hash to the same slot".into());
+    let info = low.client().command(&argv("INFO server"));
+    let table = redis_cluster_proto::route::CommandTable::for_info(&String::from_utf8_lossy(
+        info.as_bytes().unwrap_or_default(),
+    ));
+    let spans = matches!(
+        table.route(&argv("MSETNX b x c y")),
+        Ok(redis_cluster_proto::route::Route::Split(_))
+    );
+    let (first, second, values) = if spans {
+        let values = vec![bulk("x"), bulk("y"), Frame::NullBulkString];
+        (Frame::Integer(1), Frame::Integer(0), values)
+    } else {
+        let values = vec![Frame::NullBulkString; 3];
+        (crossslot.clone(), crossslot.clone(), values)
+    };
+    assert_eq!(
+        client.command(&argv("MSETNX b x c y")),
+        first,
+        "{}",
+        table.server
+    );
+    assert_eq!(client.command(&argv("MSETNX c z f w")), second);
+    assert_eq!(
+        low.client().command(&argv("MGET b c f")),
+        Frame::Array(values)
+    );
+    assert_eq!(client.command(&argv("MSETNX bar 1 foo 2")), crossslot);
     // The same pool as an extra kind in a nutcracker YAML file, beside a nutcracker pool.
     let yaml = format!(
         "twem:\n  listen: 127.0.0.1:0\n  redis: true\n  servers:\n   - 127.0.0.1:{}:1\n\

@@ -52,10 +52,11 @@ impl Engine {
         // nutcracker send them, where a cluster needs one command per slot (a 10-key MGET
         // through one server was ten calls). While a range is held (a failover), the split
         // stays by slot: holds are by range. One master for every slot (a proxy in front of
-        // one server) needs no key's shard, and the keys are not all hashed.
+        // one server) needs no key's shard: the keys are not all hashed, and a command over
+        // several slots goes whole without a split being built.
         let routed = if self.config.fixed_map.is_some() && self.holds.is_empty() {
             if self.one_master {
-                self.table.routed_whole(&argv)
+                self.table.routed_unsplit(&argv)
             } else {
                 self.table
                     .routed_by(&argv, |slot| map.shard_index(slot).unwrap_or(usize::MAX))
@@ -86,9 +87,11 @@ impl Engine {
                 one.push(call);
                 (Combine::One, one)
             }
-            // MSETNX split by slot could set some keys and report that it set none: only one
-            // node can give its all-or-nothing answer.
-            Ok(Route::Split(_)) if argv[0].eq_ignore_ascii_case(b"MSETNX") => {
+            // MSETNX split over nodes could set some keys and report that it set none: only
+            // one node can give its all-or-nothing answer. Whole on one node, it is atomic.
+            Ok(Route::Split(split))
+                if split.parts().len() > 1 && argv[0].eq_ignore_ascii_case(b"MSETNX") =>
+            {
                 self.finish(id, error_frame(errors::CROSSSLOT));
                 return;
             }

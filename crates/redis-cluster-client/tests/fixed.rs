@@ -99,6 +99,48 @@ fn a_given_map_is_used_as_is_and_nothing_asks_the_nodes_for_one() {
     assert_eq!(h.engine.poll_timeout(), None, "no reload is ever due");
 }
 
+#[test]
+fn msetnx_goes_whole_to_the_one_server_of_its_keys_and_is_refused_over_two() {
+    // One server for every slot: whole, all or nothing there, as a standalone server runs it
+    // (a and b are in slots 15495 and 3300).
+    let (mut h, client) = given();
+    h.cluster.standalone = true;
+    for line in ["MSETNX a 1 b 2", "MSETNX b 3 c 4", "MGET a b c"] {
+        h.engine.handle_request(h.now, client, argv(line));
+    }
+    h.settle(10);
+    let values = vec![bulk("1"), bulk("2"), Frame::NullBulkString];
+    assert_eq!(
+        h.replies_of(client),
+        [Frame::Integer(1), Frame::Integer(0), Frame::Array(values)]
+    );
+    let whole: Vec<String> = ran(&h, 0)
+        .into_iter()
+        .filter(|c| c.starts_with("MSETNX"))
+        .collect();
+    assert_eq!(whole, ["MSETNX a 1 b 2", "MSETNX b 3 c 4"]);
+
+    // Two servers: whole on the one that holds every key (b, c and f are node 0's); over
+    // both, only a split could run it, and a split is not all or nothing: refused.
+    let (mut h, client) = two_halves(false);
+    for line in ["MSETNX b 1 c 2 f 3", "MSETNX a 1 b 2"] {
+        h.engine.handle_request(h.now, client, argv(line));
+    }
+    h.settle(10);
+    let crossslot = Frame::SimpleError(Bytes::from_static(
+        b"CROSSSLOT Keys in request don't hash to the same slot",
+    ));
+    assert_eq!(h.replies_of(client), [Frame::Integer(1), crossslot]);
+    let msetnx = |n| -> Vec<String> {
+        ran(&h, n)
+            .into_iter()
+            .filter(|c| c.starts_with("MSETNX"))
+            .collect()
+    };
+    assert_eq!(msetnx(0), ["MSETNX b 1 c 2 f 3"]);
+    assert!(msetnx(1).is_empty());
+}
+
 /// Two standalone servers, half the slots each (nodes that check no slot), replies handed
 /// on as bytes with `raw`; a started engine and its client.
 fn two_halves(raw: bool) -> (Harness, redis_cluster_client::ClientId) {

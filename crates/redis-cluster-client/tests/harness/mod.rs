@@ -493,6 +493,16 @@ pub fn exec(store: &mut HashMap<Vec<u8>, Vec<u8>>, args: &[Bytes]) -> Frame {
             }
             ok()
         }
+        b"MSETNX" => {
+            let pairs = || args[1..].chunks(2);
+            if pairs().any(|pair| store.contains_key(&pair[0][..])) {
+                return Frame::Integer(0);
+            }
+            for pair in pairs() {
+                store.insert(pair[0].to_vec(), pair[1].to_vec());
+            }
+            Frame::Integer(1)
+        }
         b"MGET" => Frame::Array(args[1..].iter().map(|k| value(store.get(&k[..]))).collect()),
         b"DEL" => Frame::Integer(
             args[1..]
