@@ -35,6 +35,11 @@ pub(crate) enum Expect {
     Info,
 }
 
+/// The most room a connection's output buffer is given ahead of its first write: a batch
+/// larger than this grows as before, and an idle connection's hint costs nothing until it
+/// writes again.
+pub(crate) const OUT_HINT_MAX: usize = 64 * 1024;
+
 /// A backend connection.
 #[derive(Debug)]
 pub(crate) struct Conn {
@@ -55,6 +60,9 @@ pub(crate) struct Conn {
     pub(crate) open: bool,
     /// Bytes not yet handed to the driver.
     pub(crate) out: Vec<u8>,
+    /// The size of the last batch handed to the driver (at most [`OUT_HINT_MAX`]): the room
+    /// `out` gets at its next first write, instead of growing from nothing by doubling.
+    pub(crate) out_hint: usize,
     /// Replies owed, oldest first, with when each was asked.
     pub(crate) owed: VecDeque<(Expect, Instant)>,
     /// Bytes received and not yet decoded.
@@ -73,6 +81,7 @@ impl Conn {
             subscriber: None,
             open: false,
             out: Vec::new(),
+            out_hint: 0,
             owed: VecDeque::new(),
             input: BytesMut::new(),
             decoder: Decoder::new(),
@@ -81,6 +90,7 @@ impl Conn {
 
     /// Queues one command whose reply is for `expect`.
     pub(crate) fn write<A: AsRef<[u8]>>(&mut self, argv: &[A], expect: Expect, now: Instant) {
+        self.make_room();
         encode_command(argv, &mut self.out);
         self.owed.push_back((expect, now));
     }
@@ -88,8 +98,28 @@ impl Conn {
     /// Queues one command already encoded (a client's, as it sent it) whose reply is for
     /// `expect`.
     pub(crate) fn write_packed(&mut self, packed: &[u8], expect: Expect, now: Instant) {
+        self.make_room();
         self.out.extend_from_slice(packed);
         self.owed.push_back((expect, now));
+    }
+
+    /// Gives an `out` that was handed away as much room as the last batch took.
+    #[inline]
+    fn make_room(&mut self) {
+        if self.out.capacity() == 0 {
+            self.out.reserve(self.out_hint);
+        }
+    }
+
+    /// Hands the bytes owed to the driver: appended to `out`, or swapped into it when it is
+    /// empty (no copy).
+    pub(crate) fn take_out(&mut self, out: &mut Vec<u8>) {
+        self.out_hint = self.out.len().min(OUT_HINT_MAX);
+        if out.is_empty() {
+            std::mem::swap(out, &mut self.out);
+        } else {
+            out.append(&mut self.out);
+        }
     }
 
     /// When the oldest reply owed is late, for a timed connection.
@@ -98,5 +128,38 @@ impl Conn {
             return None;
         }
         self.owed.front().map(|(_, at)| *at + timeout)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Conn, Expect, OUT_HINT_MAX};
+    use std::time::Instant;
+
+    #[test]
+    fn a_connection_starts_its_next_batch_with_the_room_of_its_last() {
+        let now = Instant::now();
+        let mut conn = Conn::new("a:1".into(), "a".into(), 2, false);
+        for _ in 0..16 {
+            conn.write_packed(b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n", Expect::Setup, now);
+        }
+        let batch = conn.out.len();
+        let mut out = Vec::new();
+        conn.take_out(&mut out);
+        assert_eq!(out.len(), batch, "handed over whole");
+        assert_eq!(conn.out.capacity(), 0, "handed over, not copied");
+        conn.write(&[&b"PING"[..]], Expect::Setup, now);
+        assert!(
+            conn.out.capacity() >= batch,
+            "{} < {batch}",
+            conn.out.capacity()
+        );
+        // Appended to bytes already there, and a huge batch gives a bounded hint.
+        conn.out.resize(OUT_HINT_MAX * 2, b'x');
+        let mut out = b"before".to_vec();
+        conn.take_out(&mut out);
+        assert_eq!(out.len(), 6 + OUT_HINT_MAX * 2);
+        assert!(conn.out.is_empty());
+        assert_eq!(conn.out_hint, OUT_HINT_MAX);
     }
 }

@@ -588,11 +588,7 @@ impl Engine {
             if !c.open || c.out.is_empty() {
                 continue;
             }
-            if out.is_empty() {
-                std::mem::swap(out, &mut c.out);
-            } else {
-                out.append(&mut c.out);
-            }
+            c.take_out(out);
             return Some(conn);
         }
         None
