@@ -107,7 +107,13 @@ struct Outbox {
     /// The engine's way in (a pool with an engine), and the run's commands not sent yet.
     engine: Option<Submitter>,
     commands: Vec<driver::Command>,
+    /// How many commands the last run sent the engine (at most [`LAST_RUN_MAX`]): the room
+    /// the next run's vector starts with.
+    last_run: usize,
 }
+
+/// The most room a run's vector of commands is given before its first push.
+const LAST_RUN_MAX: usize = 1024;
 
 impl Outbox {
     /// One more command for the engine, that arrived at `arrived` and holds a place in the
@@ -121,6 +127,10 @@ impl Outbox {
                 self.run = Some((1, arrived));
             }
         }
+        if self.commands.capacity() == 0 {
+            // As many as the last run: a vector handed to the engine is not coming back.
+            self.commands.reserve(self.last_run);
+        }
         self.commands.push((argv, packed));
     }
 
@@ -128,6 +138,7 @@ impl Outbox {
     fn flush(&mut self) {
         if let Some((count, arrived)) = self.run.take() {
             if let Some(engine) = &self.engine {
+                self.last_run = self.commands.len().min(LAST_RUN_MAX);
                 engine.requests(std::mem::take(&mut self.commands));
             }
             let _ = self.tx.send(Item::Engine { count, arrived });
@@ -222,9 +233,16 @@ pub(crate) async fn serve(mut stream: TcpStream, pool: Arc<Pool>) {
     let cut_off: Arc<OnceLock<AbortHandle>> = Arc::default();
     // Whether the proxy, not the client, ended the connection.
     let mut by_proxy = false;
-    // Taken when bytes are waiting and given back once every command in it is handled: an
-    // idle client holds no buffer (each held 16 KiB, as much again as the rest of it).
+    // Taken when bytes are waiting. Once every command in it is handled it is given back,
+    // unless it is small (`KEEP_ROOM`): a client that has sent nothing holds no buffer, and
+    // one between commands at most `KEEP_ROOM` (each held 16 KiB from its start, as much
+    // again as the rest of it).
     let mut buf = BytesMut::new();
+    // Whether `buf` has had more than `KEEP_ROOM` since it was last given back.
+    let mut large = false;
+    // How much the next read asks for: at most the pool's `read_buffer`, sized to what the
+    // client sends (see `next_room`).
+    let mut room = FIRST_ROOM.min(pool.read_buffer);
     // `proto_max_bulk_len` bounds each argument; the whole command is bounded by
     // `client_query_buffer_limit`, checked after each read, so not by the decoder.
     let mut decoder = Decoder::with_config(DecoderConfig {
@@ -293,6 +311,7 @@ pub(crate) async fn serve(mut stream: TcpStream, pool: Arc<Pool>) {
         run: None,
         engine: session.engine.as_ref().map(EngineClient::submitter),
         commands: Vec::new(),
+        last_run: 0,
     };
     'read: loop {
         // When this read's commands arrived (the latency counter's start): one clock
@@ -389,8 +408,9 @@ pub(crate) async fn serve(mut stream: TcpStream, pool: Arc<Pool>) {
         // `client_timeout`, as the server's `timeout`: a client that sent nothing for that
         // long and is owed no reply is closed (never a subscriber).
         let idle = pool.client_timeout.filter(|_| !session.subscriber);
-        if buf.is_empty() {
+        if buf.is_empty() && large {
             buf = BytesMut::new();
+            large = false;
         }
         tokio::select! {
             ready = rd.readable() => if ready.is_err() {
@@ -409,8 +429,17 @@ pub(crate) async fn serve(mut stream: TcpStream, pool: Arc<Pool>) {
                 break;
             }
         }
-        buf.reserve(pool.read_buffer);
-        match read_once(&mut rd, &mut buf).await {
+        buf.reserve(room);
+        large |= buf.capacity() > KEEP_ROOM;
+        let before = buf.len();
+        let read = read_once(&mut rd, &mut buf).await;
+        room = next_room(
+            room,
+            buf.len() - before,
+            buf.capacity() == buf.len(),
+            pool.read_buffer,
+        );
+        match read {
             Ok(0) => break,
             // `client_query_buffer_limit`: as the server, what is held unparsed after a read
             // is checked, and a client past it is closed without a reply.
@@ -445,6 +474,31 @@ pub(crate) async fn serve(mut stream: TcpStream, pool: Arc<Pool>) {
     };
     counter.fetch_add(1, Ordering::Relaxed);
     stats.connected.fetch_sub(1, Ordering::Relaxed);
+}
+
+/// The first read's room, and the least any read asks for.
+const FIRST_ROOM: usize = 1024;
+
+/// The largest room a client's buffer keeps while it waits for the next read. Kept, the
+/// buffer is used again in place when the commands read into it are done by then (a client
+/// that waits for its replies before it sends more) instead of a new one being allocated.
+const KEEP_ROOM: usize = 4 * FIRST_ROOM;
+
+/// The room for the read after one that read `got` bytes (`filled`: all the room it had), at
+/// most `max`. A buffer that was filled doubles; one that was filled to less than a quarter
+/// halves. Each read's buffer is a new allocation whenever the commands of the last one are
+/// still in flight (they are slices of it), and a small one is much cheaper to allocate and
+/// free: a client that pipelines a few hundred bytes at a time (16 GETs are about 600) is read
+/// with 1 KiB, not `max` (16 KiB unless `-m` says otherwise).
+fn next_room(room: usize, got: usize, filled: bool, max: usize) -> usize {
+    let least = FIRST_ROOM.min(max);
+    if filled {
+        room.saturating_mul(2).min(max)
+    } else if got < room / 4 {
+        (room / 2).max(least)
+    } else {
+        room
+    }
 }
 
 /// Reads once what the socket holds into `buf`'s spare room, as tokio's `AsyncRead` reads:
@@ -875,7 +929,29 @@ async fn write_replies(
 mod tests {
     use std::time::{Duration, Instant};
 
-    use super::{OutputLimit, OutputLimitCheck};
+    use super::{FIRST_ROOM, OutputLimit, OutputLimitCheck, next_room};
+
+    #[test]
+    fn a_read_asks_for_what_the_client_sends() {
+        let max = 16 * 1024;
+        // Filled: more was waiting, so the next read asks for twice as much, up to `max`.
+        assert_eq!(next_room(FIRST_ROOM, FIRST_ROOM, true, max), 2 * FIRST_ROOM);
+        assert_eq!(next_room(max, max, true, max), max);
+        // Most of it used: the same again.
+        assert_eq!(next_room(4096, 2000, false, max), 4096);
+        // Under a quarter used: half, never under the first room.
+        assert_eq!(next_room(4096, 1000, false, max), 2048);
+        assert_eq!(next_room(FIRST_ROOM, 0, false, max), FIRST_ROOM);
+        // A `read_buffer` (`-m`) under the first room bounds every read.
+        assert_eq!(next_room(512, 512, true, 512), 512);
+        assert_eq!(next_room(512, 0, false, 512), 512);
+        // Growing from the first room reaches `max` and stops there.
+        let mut room = FIRST_ROOM;
+        for _ in 0..10 {
+            room = next_room(room, room, true, max);
+        }
+        assert_eq!(room, max);
+    }
 
     #[test]
     fn a_subscriber_is_cut_past_the_hard_limit_or_over_the_soft_one_too_long() {
