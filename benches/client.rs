@@ -12,9 +12,10 @@
 //! README has both rounds side by side). The backends' replies are recorded once, before the
 //! measurement, from what a scripted server answers to what the engine wrote; every
 //! iteration checks that the engine wrote as many bytes to each connection and answered
-//! every command. Each command is handed as the proxy hands it, with the bytes its client sent
-//! ([`Engine::handle_packed_request`]); the `, argv` rows hand its arguments alone
-//! ([`Engine::handle_request`]), which the engine encodes again. Set-ups:
+//! every command. Each command is handed as the proxy hands it, as the decoder read it from
+//! the client's bytes ([`Engine::handle_command`]: the bytes are passed on, the argument
+//! vector is one a finished request left); the `, argv` rows hand its arguments alone in a
+//! new vector ([`Engine::handle_request`]), which the engine encodes again. Set-ups:
 //! - `one server`: a static pool of one master ([`Config::fixed_map`]);
 //! - `three servers`: a static pool of three masters, the slots split in three;
 //! - `cluster`: a three-master cluster, its map read from `CLUSTER SHARDS`.
@@ -175,15 +176,15 @@ impl Bench {
     /// and records it. Returns the replies.
     fn round(&mut self, commands: &[Command], learn: bool) -> usize {
         for &client in &self.clients {
-            for (argv, packed) in commands {
-                let argv = argv.clone();
-                match packed {
-                    Some(packed) => {
-                        let packed = packed.clone();
+            for command in commands {
+                match command {
+                    Command::Decoded(command) => {
                         self.engine
-                            .handle_packed_request(self.now, client, argv, packed)
+                            .handle_command(self.now, client, command.clone())
                     }
-                    None => self.engine.handle_request(self.now, client, argv),
+                    Command::Argv(argv) => {
+                        self.engine.handle_request(self.now, client, argv.clone())
+                    }
                 };
             }
         }
@@ -220,10 +221,15 @@ impl Bench {
     }
 }
 
-/// A command's arguments, and the bytes a client sent for it when the engine is given them.
-type Command = (Vec<Bytes>, Option<Bytes>);
+/// A command as the engine is given it.
+enum Command {
+    /// As the decoder read it from the bytes a client sent (the proxy's way).
+    Decoded(redis_cluster_proto::resp::Command),
+    /// Its arguments alone.
+    Argv(Vec<Bytes>),
+}
 
-/// A round's commands named `name`, with their bytes when `packed`.
+/// A round's commands named `name`, decoded from their bytes when `packed`.
 fn commands(name: &str, packed: bool) -> Vec<Command> {
     let key = |i: usize| Bytes::from(format!("key:{i:06}"));
     (0..PIPELINE)
@@ -236,12 +242,16 @@ fn commands(name: &str, packed: bool) -> Vec<Command> {
                     .chain((0..10).map(|j| key(i * 10 + j)))
                     .collect(),
             };
-            let bytes = packed.then(|| {
-                let mut bytes = Vec::new();
-                encode_command(&argv, &mut bytes);
-                Bytes::from(bytes)
-            });
-            (argv, bytes)
+            if !packed {
+                return Command::Argv(argv);
+            }
+            let mut bytes = Vec::new();
+            encode_command(&argv, &mut bytes);
+            let mut input = BytesMut::from(&bytes[..]);
+            match Decoder::new().decode_command(&mut input) {
+                Ok(Some(command)) if input.is_empty() => Command::Decoded(command),
+                other => panic!("{argv:?} does not decode back: {other:?}"),
+            }
         })
         .collect()
 }

@@ -371,6 +371,56 @@ impl Engine {
         self.request(now, client, argv, Some(packed))
     }
 
+    /// A client's command as [`Decoder::decode_command`](redis_resp::Decoder::decode_command)
+    /// gives it: what a proxy reads from its clients. Its arguments go into a vector that a
+    /// finished request left (no allocation in a steady pipeline), and a command that came
+    /// as a RESP array is passed on as its bytes wherever it goes whole to one node, as
+    /// [`Engine::handle_packed_request`] does; an inline command is encoded as an array.
+    ///
+    /// ```
+    /// use std::time::Instant;
+    /// use bytes::BytesMut;
+    /// use redis_cluster_client::{Config, Engine, Output};
+    /// use redis_cluster_route::{Endpoint, SlotMap};
+    /// use redis_hash_slot::SlotRange;
+    /// use redis_resp::Decoder;
+    ///
+    /// // One standalone server that serves every slot.
+    /// let server = Endpoint { host: "127.0.0.1".into(), port: 6379, ..Endpoint::default() };
+    /// let mut map = SlotMap::default();
+    /// map.assign_range(SlotRange::ALL, server);
+    /// let mut config = Config::new(Vec::new());
+    /// config.fixed_map = Some(map);
+    /// let now = Instant::now();
+    /// let mut engine = Engine::new(config, now);
+    /// let client = engine.open_client();
+    /// // What a client sent: an array, then an inline command.
+    /// let mut input = BytesMut::from(&b"*2\r\n$3\r\nget\r\n$1\r\nk\r\nGET j\r\n"[..]);
+    /// let mut decoder = Decoder::new();
+    /// while let Ok(Some(command)) = decoder.decode_command(&mut input) {
+    ///     engine.handle_command(now, client, command);
+    /// }
+    /// while let Some(output) = engine.poll_output() {
+    ///     if let Output::Connect { conn, .. } = output {
+    ///         engine.handle_connected(now, conn);
+    ///     }
+    /// }
+    /// let mut out = Vec::new();
+    /// engine.poll_transmit(&mut out).expect("bytes for the server");
+    /// assert!(out.ends_with(b"*2\r\n$3\r\nget\r\n$1\r\nk\r\n*2\r\n$3\r\nGET\r\n$1\r\nj\r\n"));
+    /// ```
+    pub fn handle_command(
+        &mut self,
+        now: Instant,
+        client: ClientId,
+        command: redis_resp::Command,
+    ) -> RequestId {
+        let mut argv = self.requests.spare_argv();
+        argv.reserve(command.len());
+        argv.extend((0..command.len()).filter_map(|i| command.arg_bytes(i)));
+        self.request(now, client, argv, command.into_packed())
+    }
+
     fn request(
         &mut self,
         now: Instant,

@@ -3,6 +3,8 @@
 //! probed a group and compared, here it is an index and one comparison, and a request's
 //! entry is one that a request just answered left (still in the cache).
 
+use bytes::Bytes;
+
 use crate::RequestId;
 use crate::request::{Call, Request};
 
@@ -17,6 +19,10 @@ const INDEX_MASK: u64 = (1 << INDEX_BITS) - 1;
 /// does not keep its room.
 const SPARE_CALLS: usize = 4;
 
+/// The most arguments an argument vector kept for the next request has room for: a vector
+/// with more goes back to the allocator. Kept vectors are empty (they hold no buffer).
+const SPARE_ARGS: usize = 16;
+
 /// One entry: the id of the request it holds (or held last), the request, and the emptied
 /// vector of calls of the last one, for the next.
 #[derive(Debug)]
@@ -24,6 +30,8 @@ struct Entry {
     id: RequestId,
     request: Option<Request>,
     spare: Vec<Call>,
+    /// The argument vector of the request it held last, emptied.
+    spare_argv: Vec<Bytes>,
 }
 
 /// The requests in flight, by id.
@@ -66,6 +74,7 @@ impl Requests {
                     id,
                     request: Some(request),
                     spare: Vec::new(),
+                    spare_argv: Vec::new(),
                 });
                 id
             }
@@ -112,6 +121,17 @@ impl Requests {
         let Some(request) = entry.request.as_mut() else {
             return false;
         };
+        // The first call's arguments (a one-call request's are the command's own), or the
+        // command's when it was never routed.
+        let argv = match request.calls.first_mut() {
+            Some(call) => &mut call.argv,
+            None => request.unrouted.get_or_insert_default(),
+        };
+        if argv.capacity() <= SPARE_ARGS && argv.capacity() > entry.spare_argv.capacity() {
+            let mut argv = std::mem::take(argv);
+            argv.clear();
+            entry.spare_argv = argv;
+        }
         if request.calls.capacity() <= SPARE_CALLS {
             let mut calls = std::mem::take(&mut request.calls);
             calls.clear();
@@ -124,6 +144,20 @@ impl Requests {
     }
 
     /// How many requests are in flight.
+    /// An empty argument vector for the request [`Requests::insert`] stores next: the one
+    /// the entry it takes kept from its last request (no allocation), or a new one.
+    #[inline]
+    pub(crate) fn spare_argv(&mut self) -> Vec<Bytes> {
+        match self.free.last() {
+            Some(&index) => self
+                .entries
+                .get_mut(index as usize)
+                .map(|entry| std::mem::take(&mut entry.spare_argv))
+                .unwrap_or_default(),
+            None => Vec::new(),
+        }
+    }
+
     pub(crate) fn len(&self) -> usize {
         self.len
     }
@@ -131,7 +165,7 @@ impl Requests {
 
 #[cfg(test)]
 mod tests {
-    use super::{Requests, SPARE_CALLS};
+    use super::{Requests, SPARE_ARGS, SPARE_CALLS};
     use crate::request::{Combine, Request};
     use crate::{ClientId, RequestId};
 
@@ -211,6 +245,42 @@ mod tests {
     }
 
     /// Against a map, through many inserts and removals in a scattered order.
+    #[test]
+    fn an_entry_keeps_an_empty_argument_vector_for_its_next_request() {
+        use crate::request::{Call, Target};
+        use bytes::Bytes;
+        let mut requests = Requests::default();
+        assert_eq!(requests.spare_argv().capacity(), 0, "no entry yet");
+        // A buffer the command's arguments are slices of: a kept vector must not hold it.
+        let buffer = Bytes::from(b"GETkey".to_vec());
+        let routed = |argv: Vec<Bytes>| {
+            let mut r = request(1);
+            r.calls.push(Call::new(argv, Target::Any));
+            r
+        };
+        let a = requests.insert(routed(vec![buffer.slice(..3), buffer.slice(3..)]));
+        assert!(requests.discard(&a));
+        let argv = requests.spare_argv();
+        assert!(argv.is_empty());
+        assert!(argv.capacity() >= 2, "the last request's vector");
+        assert_eq!(requests.spare_argv().capacity(), 0, "taken once");
+        // A request never routed gives its command's vector back too.
+        let b = requests.insert(request(2));
+        if let Some(r) = requests.get_mut(&b) {
+            r.unrouted = Some(Vec::with_capacity(5));
+        }
+        assert!(requests.discard(&b));
+        assert!(requests.spare_argv().capacity() >= 5);
+        // Room for many arguments goes back to the allocator.
+        let c = requests.insert(routed(Vec::with_capacity(SPARE_ARGS + 1)));
+        assert!(requests.discard(&c));
+        assert_eq!(requests.spare_argv().capacity(), 0);
+        // With every entry in use, a new vector.
+        let _d = requests.insert(request(3));
+        assert_eq!(requests.spare_argv().capacity(), 0);
+        assert!(buffer.is_unique(), "no kept vector holds the command's bytes");
+    }
+
     #[test]
     fn the_slab_answers_as_a_map() {
         let mut requests = Requests::default();
