@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use redis_cluster_proto::resp::{
-    Config as DecoderConfig, Decoder, Frame, Limits, encode, encoded_len,
+    Command, Config as DecoderConfig, Decoder, Frame, Limits, encode, encoded_len,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -21,7 +21,7 @@ use tokio::sync::{Notify, mpsc};
 use tokio::task::AbortHandle;
 
 use super::cluster::{Argv, Pending, Pool};
-use super::driver::{self, Answer, EngineClient, Gate, PushTx, Reporter, Submitter};
+use super::driver::{Answer, EngineClient, Gate, PushTx, Reporter, Submitter};
 use super::log;
 use super::stats::Stats;
 use redis_cluster_proto::resp::server_limits::OutputLimit;
@@ -106,7 +106,7 @@ struct Outbox {
     run: Option<(usize, Instant)>,
     /// The engine's way in (a pool with an engine), and the run's commands not sent yet.
     engine: Option<Submitter>,
-    commands: Vec<driver::Command>,
+    commands: Vec<Command>,
     /// How many commands the last run sent the engine (at most [`LAST_RUN_MAX`]): the room
     /// the next run's vector starts with.
     last_run: usize,
@@ -118,7 +118,7 @@ const LAST_RUN_MAX: usize = 1024;
 impl Outbox {
     /// One more command for the engine, that arrived at `arrived` and holds a place in the
     /// window.
-    fn engine(&mut self, arrived: Instant, argv: Argv, packed: Option<Bytes>) {
+    fn engine(&mut self, arrived: Instant, command: Command) {
         match &mut self.run {
             // One read's commands share their arrival.
             Some((count, at)) if *at == arrived => *count += 1,
@@ -131,7 +131,7 @@ impl Outbox {
             // As many as the last run: a vector handed to the engine is not coming back.
             self.commands.reserve(self.last_run);
         }
-        self.commands.push((argv, packed));
+        self.commands.push(command);
     }
 
     /// Sends the run so far: its commands to the engine, its count to the writer.
@@ -180,7 +180,7 @@ enum Action {
     Reply(Pending),
     ReplyAndClose(Pending),
     /// A command for the engine: its answer is the client's next one from the engine.
-    Engine(Argv),
+    Engine(Command),
 }
 
 fn error(text: &str) -> Frame {
@@ -338,26 +338,21 @@ pub(crate) async fn serve(mut stream: TcpStream, pool: Arc<Pool>) {
                     }
                     let started = arrived;
                     stats.commands.fetch_add(1, Ordering::Relaxed);
-                    // Sized first: collected through `filter_map`, the vector grew (and was
-                    // copied) from four to eight to sixteen on a 10-key MGET.
-                    let mut argv: Argv = Vec::with_capacity(command.len());
-                    argv.extend((0..command.len()).filter_map(|i| command.arg_bytes(i)));
-                    let packed = command.into_packed();
                     if pool.client_timeout.is_some() && !session.subscriber {
-                        session.subscriber = argv.first().is_some_and(|name| {
+                        session.subscriber = command.arg(0).is_some_and(|name| {
                             [&b"SUBSCRIBE"[..], b"PSUBSCRIBE", b"SSUBSCRIBE"]
                                 .iter()
                                 .any(|s| name.eq_ignore_ascii_case(s))
                         });
                     }
-                    let item = match handle(&pool, &mut session, argv).await {
+                    let item = match handle(&pool, &mut session, command).await {
                         Action::Close => Item::Close,
                         Action::Quit => {
                             outbox.send(Item::Close);
                             break 'read;
                         }
-                        Action::Engine(argv) => {
-                            outbox.engine(started, argv, packed);
+                        Action::Engine(command) => {
+                            outbox.engine(started, command);
                             continue;
                         }
                         Action::Reply(pending) => Item::Reply(pending, started, permit),
@@ -619,12 +614,12 @@ async fn idle_for(limit: Option<Duration>, window: &Window) {
 
 /// A nutcracker pool's commands as nutcracker takes them; every other pool's go to its
 /// engine.
-async fn handle(pool: &Pool, session: &mut Session, argv: Argv) -> Action {
+async fn handle(pool: &Pool, session: &mut Session, command: Command) -> Action {
     // The name in capitals, on the stack for every name a command table has (the longest
     // is 17 bytes): no allocation per command.
     let mut stack = [0u8; 32];
     let heap;
-    let first = argv.first().map_or(&[][..], |n| n.as_ref());
+    let first = command.arg(0).unwrap_or_default();
     let name: &[u8] = if first.len() <= stack.len() {
         let name = &mut stack[..first.len()];
         name.copy_from_slice(first);
@@ -635,10 +630,13 @@ async fn handle(pool: &Pool, session: &mut Session, argv: Argv) -> Action {
         &heap
     };
     if pool.ring().is_some() {
+        let argv: Argv = (0..command.len())
+            .filter_map(|i| command.arg_bytes(i))
+            .collect();
         return as_nutcracker(pool, session, name, argv).await;
     }
     match &session.engine {
-        Some(_) => as_engine(pool, name, argv),
+        Some(_) => as_engine(pool, name, command),
         None => Action::Reply(Pending::Ready(error("ERR the pool has no engine"))),
     }
 }
@@ -646,28 +644,28 @@ async fn handle(pool: &Pool, session: &mut Session, argv: Argv) -> Action {
 /// The commands of a pool with an engine: the proxy answers what is about itself (QUIT,
 /// SELECT, INFO of its own, CLIENT SETNAME, AUTH, MONITOR); the engine everything else,
 /// transactions, Pub/Sub and HELLO included.
-fn as_engine(pool: &Pool, name: &[u8], argv: Argv) -> Action {
+fn as_engine(pool: &Pool, name: &[u8], command: Command) -> Action {
     if name == b"QUIT" {
         return Action::ReplyAndClose(Pending::Ready(ok()));
     }
-    match about_the_proxy(pool, name, &argv) {
+    match about_the_proxy(pool, name, command.arg(1)) {
         Some(frame) => Action::Reply(Pending::Ready(frame)),
-        None => Action::Engine(argv),
+        None => Action::Engine(command),
     }
 }
 
 /// The commands about the proxy itself, answered by it in every kind of pool but
 /// nutcracker's: SELECT (0 only), INFO of its own sections, CLIENT SETNAME / SETINFO, AUTH
-/// (no client password), MONITOR (refused).
-fn about_the_proxy(pool: &Pool, name: &[u8], argv: &[Bytes]) -> Option<Frame> {
+/// (no client password), MONITOR (refused). `first` is the argument after the name.
+fn about_the_proxy(pool: &Pool, name: &[u8], first: Option<&[u8]>) -> Option<Frame> {
     Some(match name {
-        b"SELECT" => match argv.get(1).map(|db| db.as_ref()) {
+        b"SELECT" => match first {
             Some(b"0") => ok(),
             _ => error("ERR SELECT is not allowed in cluster mode"),
         },
-        b"INFO" if proxy_section(argv) => Frame::BulkString(Bytes::from(info(pool))),
+        b"INFO" if proxy_section(first) => Frame::BulkString(Bytes::from(info(pool))),
         b"CLIENT" => {
-            let sub = argv.get(1).map(|s| s.to_ascii_uppercase());
+            let sub = first.map(<[u8]>::to_ascii_uppercase);
             match sub.as_deref() {
                 Some(b"SETNAME") | Some(b"SETINFO") => ok(),
                 _ => error("ERR CLIENT is not supported by the proxy"),
@@ -680,9 +678,9 @@ fn about_the_proxy(pool: &Pool, name: &[u8], argv: &[Bytes]) -> Option<Frame> {
 }
 
 /// Whether INFO asks for the proxy's own section (none named, or proxy, all, default,
-/// everything); other sections are a node's.
-fn proxy_section(argv: &[Bytes]) -> bool {
-    let section = argv.get(1).map(|s| s.to_ascii_lowercase());
+/// everything); other sections are a node's. `section` is INFO's first argument.
+fn proxy_section(section: Option<&[u8]>) -> bool {
+    let section = section.map(<[u8]>::to_ascii_lowercase);
     matches!(
         section.as_deref(),
         None | Some(b"proxy") | Some(b"all") | Some(b"default") | Some(b"everything")

@@ -156,10 +156,9 @@ impl EngineClient {
     }
 }
 
-/// A client's command for the engine: its arguments, and its bytes as the client sent them
-/// when it came as a RESP array
-/// ([`Command::into_packed`](redis_cluster_proto::resp::Command::into_packed)).
-pub(crate) type Command = (Vec<Bytes>, Option<Bytes>);
+/// A client's command for the engine, as the decoder gave it
+/// ([`Engine::handle_command`](redis_cluster_proto::client::Engine::handle_command)).
+pub(crate) type Command = redis_cluster_proto::resp::Command;
 
 /// A client's reader's way to the engine: the commands of one read go as one message.
 pub(crate) struct Submitter {
@@ -373,15 +372,8 @@ impl Task {
                 self.engine.close_client(now, client);
             }
             ToEngine::Requests { client, commands } => {
-                for (argv, packed) in commands {
-                    match packed {
-                        // The client's own bytes go on to the server wherever the command
-                        // goes whole: no encoding of its arguments again.
-                        Some(packed) => {
-                            self.engine.handle_packed_request(now, client, argv, packed)
-                        }
-                        None => self.engine.handle_request(now, client, argv),
-                    };
+                for command in commands {
+                    self.engine.handle_command(now, client, command);
                 }
             }
             ToEngine::Wire(Wire::Connected(conn, writer)) => {
