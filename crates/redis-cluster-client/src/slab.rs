@@ -24,7 +24,7 @@ const SPARE_CALLS: usize = 4;
 const SPARE_ARGS: usize = 16;
 
 /// One entry: the id of the request it holds (or held last), the request, and the emptied
-/// vector of calls of the last one, for the next.
+/// vectors of calls and of arguments of the last one, for the next.
 #[derive(Debug)]
 struct Entry {
     id: RequestId,
@@ -143,7 +143,6 @@ impl Requests {
         true
     }
 
-    /// How many requests are in flight.
     /// An empty argument vector for the request [`Requests::insert`] stores next: the one
     /// the entry it takes kept from its last request (no allocation), or a new one.
     #[inline]
@@ -158,6 +157,7 @@ impl Requests {
         }
     }
 
+    /// How many requests are in flight.
     pub(crate) fn len(&self) -> usize {
         self.len
     }
@@ -244,7 +244,6 @@ mod tests {
         assert_eq!(requests.take_spare(&c).capacity(), 0);
     }
 
-    /// Against a map, through many inserts and removals in a scattered order.
     #[test]
     fn an_entry_keeps_an_empty_argument_vector_for_its_next_request() {
         use crate::request::{Call, Target};
@@ -278,9 +277,13 @@ mod tests {
         // With every entry in use, a new vector.
         let _d = requests.insert(request(3));
         assert_eq!(requests.spare_argv().capacity(), 0);
-        assert!(buffer.is_unique(), "no kept vector holds the command's bytes");
+        assert!(
+            buffer.is_unique(),
+            "no kept vector holds the command's bytes"
+        );
     }
 
+    /// Against a map, through many inserts and removals in a scattered order.
     #[test]
     fn the_slab_answers_as_a_map() {
         let mut requests = Requests::default();
