@@ -298,6 +298,70 @@ fn a_split_goes_per_slot_one_write_per_node_and_merges_by_key() {
     }
 }
 
+/// Commands handed as the decoder reads them (`handle_command`: arguments in a vector a
+/// finished request left, an array's bytes passed on) get the replies the same commands get
+/// as new argument vectors, through enough rounds that most vectors are recycled ones, with
+/// argument counts on both sides of what a kept vector may hold.
+#[test]
+fn decoded_commands_answer_as_argument_vectors_do() {
+    let keys = |i: usize, n: usize| -> Vec<String> {
+        (0..n).map(|j| format!("{{t{}}}{j}", i % 3)).collect()
+    };
+    let lines: Vec<String> = (0..300)
+        .map(|i| match i % 6 {
+            0 => format!("SET k{i} v{i}"),
+            1 => format!("GET k{}", i - 1),
+            2 => {
+                let pairs: Vec<String> = keys(i, i % 13 + 1)
+                    .into_iter()
+                    .map(|k| format!("{k} {i}"))
+                    .collect();
+                format!("MSET {}", pairs.join(" "))
+            }
+            3 => format!("MGET {}", keys(i, i % 23 + 1).join(" ")),
+            4 => format!("MGET k{} k{}", i - 4, i - 3),
+            _ => "PING".to_string(),
+        })
+        .collect();
+    let run = |decoded: bool| {
+        let (mut h, client) = started(2);
+        for (n, line) in lines.iter().enumerate() {
+            if decoded {
+                // Arrays and inline commands, as a client may mix them.
+                let wire = if n % 2 == 0 {
+                    let mut bytes = Vec::new();
+                    redis_resp::encode_command(&argv(line), &mut bytes);
+                    bytes
+                } else {
+                    format!("{line}\r\n").into_bytes()
+                };
+                let mut input = bytes::BytesMut::from(&wire[..]);
+                let command = redis_resp::Decoder::new()
+                    .decode_command(&mut input)
+                    .expect("a command")
+                    .expect("a whole one");
+                assert!(input.is_empty());
+                h.engine.handle_command(h.now, client, command);
+            } else {
+                h.engine.handle_request(h.now, client, argv(line));
+            }
+            // Requests finish now and then: their entries and vectors are taken again.
+            if n % 25 == 24 {
+                h.settle(10);
+            }
+        }
+        h.settle(10);
+        h.replies_of(client)
+    };
+    let decoded = run(true);
+    assert_eq!(decoded.len(), lines.len());
+    assert!(
+        !decoded.iter().any(|f| matches!(f, Frame::SimpleError(_))),
+        "{decoded:?}"
+    );
+    assert_eq!(decoded, run(false));
+}
+
 #[test]
 fn a_packed_command_goes_as_the_client_sent_it_where_it_goes_whole() {
     let (mut h, client) = started(2);
