@@ -398,33 +398,43 @@ impl CommandTable {
     }
 
     /// [`CommandTable::routed_whole`] for a caller that sends every command whole to the one
-    /// node that serves every slot: a `multi_shard` command over several slots, which
-    /// `routed_whole` makes a split of one part, is [`Route::Slot`] of its first key, and no
-    /// split is built (without it, a proxy in front of one server spent 14 % less CPU on
-    /// 10-key MGETs). Every other command routes as in `routed_whole`.
+    /// node that serves every slot, as a proxy in front of one standalone server does (predixy
+    /// and nutcracker forward such commands as they are).
+    ///
+    /// A command whose keys hash to several slots is [`Route::Slot`] of its first key, where
+    /// `routed_whole` answers [`Route::CrossSlot`] (SUNION, RENAME, an MSETNX on tables that
+    /// give it no `multi_shard` tip, a command whose key groups are not whole) or builds a
+    /// split of one part (a `multi_shard` MGET or MSET): no split is built (without one, a
+    /// proxy in front of one server spent 14 % less CPU on 10-key MGETs). The server then
+    /// answers the command as a standalone server does, its arity errors included. Every
+    /// other command routes as in `routed_whole`; [`Routed::keys`] is the same.
     ///
     /// The command runs whole on that node: an MSETNX over several slots is all or nothing,
     /// as on one server.
     ///
     /// ```
     /// use redis_cluster_route::{CommandTable, Route};
+    /// use redis_hash_slot::key_slot;
     ///
     /// let argv = ["MGET", "a", "b", "c"]; // slots 15495, 3300, 7365
     /// let routed = CommandTable::REDIS_7_0.routed_unsplit(&argv)?;
     /// let Route::Slot(slot) = routed.route else { panic!("one slot") };
     /// assert_eq!((u16::from(slot), routed.keys), (15495, 3));
-    /// // Not whole key groups: refused as by `routed_whole`.
-    /// let odd = ["MSET", "a", "1", "b"];
-    /// assert_eq!(CommandTable::REDIS_7_0.routed_unsplit(&odd)?.route, Route::CrossSlot);
+    /// // No `multi_shard` tip: a cluster refuses it; the one server runs it.
+    /// let union = ["SUNION", "b", "a"];
+    /// let unsplit = CommandTable::REDIS_7_0.routed_unsplit(&union)?.route;
+    /// assert_eq!(unsplit, Route::Slot(key_slot(b"b")));
+    /// assert_eq!(CommandTable::REDIS_7_0.routed_whole(&union)?.route, Route::CrossSlot);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn routed_unsplit<A: AsRef<[u8]>>(&self, argv: &[A]) -> Result<Routed, KeyError> {
         let spec = self.checked(argv)?;
         let keys = Keys::routing(spec, argv);
         let answer = keys.slot(argv);
-        let multi_shard = spec.tips.request_policy() == Some(RequestPolicy::MultiShard);
-        let first = match key_groups(spec, argv) {
-            Some((prefix, _)) if multi_shard && answer == SlotAnswer::CrossSlot => argv.get(prefix),
+        // Over several slots, the server's first key (which `slot` hashed first).
+        let first = match (answer, spec.tips.request_policy()) {
+            (_, Some(RequestPolicy::Special)) => None,
+            (SlotAnswer::CrossSlot, _) => keys.positions().next().and_then(|at| argv.get(at)),
             _ => None,
         };
         let route = match first {

@@ -371,7 +371,8 @@ proptest! {
 proptest! {
     /// With every slot on one shard, `routed_whole` (which hashes few keys) answers as
     /// `routed_by` with that one shard (which hashes them all), and `routed_unsplit` the same
-    /// but for a split, which is always of one part: the slot of that part.
+    /// but for a split, which is always of one part (the slot of that part), and for a
+    /// command over several slots that a cluster refuses (its first key's slot).
     #[test]
     fn routed_whole_and_unsplit_are_routed_by_one_shard(
         argv in prop_oneof![
@@ -399,6 +400,11 @@ proptest! {
                     Route::Split(split) => {
                         prop_assert_eq!(split.parts().len(), 1);
                         prop_assert_eq!(unsplit.route, Route::Slot(split.parts()[0].slot));
+                    }
+                    Route::CrossSlot => {
+                        let keys = TABLE.routing_keys(&argv).expect("routed");
+                        let first = keys.positions().next().expect("a key");
+                        prop_assert_eq!(unsplit.route, Route::Slot(key_slot(&argv[first])));
                     }
                     route => prop_assert_eq!(&unsplit.route, route),
                 }
