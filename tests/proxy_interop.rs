@@ -848,38 +848,44 @@ fn a_static_pool_shards_by_slot_range() {
         ])
     );
     assert_eq!(mget_calls(&low), before + 1);
-    // An MSETNX whose keys one server holds runs there whole, all or nothing, where the
-    // server's table lets it span slots (Redis 7.0's `multi_shard` tip; the later versions
-    // dropped it, and their MSETNX over several slots is refused as SUNION's is); over both
-    // servers it is refused (split, it could not be all or nothing).
+    // An MSETNX whose keys one server holds runs there whole, all or nothing, whether the
+    // server's table gives it the `multi_shard` tip (Redis 7.0) or not (the later versions);
+    // over both servers it is refused (split, it could not be all or nothing).
     let crossslot =
         Frame::SimpleError("CROSSSLOT Keys in request don't hash to the same slot".into());
-    let info = low.client().command(&argv("INFO server"));
-    let table = redis_cluster_proto::route::CommandTable::for_info(&String::from_utf8_lossy(
-        info.as_bytes().unwrap_or_default(),
-    ));
-    let spans = matches!(
-        table.route(&argv("MSETNX b x c y")),
-        Ok(redis_cluster_proto::route::Route::Split(_))
-    );
-    let (first, second, values) = if spans {
-        let values = vec![bulk("x"), bulk("y"), Frame::NullBulkString];
-        (Frame::Integer(1), Frame::Integer(0), values)
-    } else {
-        let values = vec![Frame::NullBulkString; 3];
-        (crossslot.clone(), crossslot.clone(), values)
-    };
-    assert_eq!(
-        client.command(&argv("MSETNX b x c y")),
-        first,
-        "{}",
-        table.server
-    );
-    assert_eq!(client.command(&argv("MSETNX c z f w")), second);
+    assert_eq!(client.command(&argv("MSETNX b x c y")), Frame::Integer(1));
+    assert_eq!(client.command(&argv("MSETNX c z f w")), Frame::Integer(0));
     assert_eq!(
         low.client().command(&argv("MGET b c f")),
-        Frame::Array(values)
+        Frame::Array(vec![bulk("x"), bulk("y"), Frame::NullBulkString])
     );
+    // So does a command that a cluster refuses over several slots (no `multi_shard` tip),
+    // and with keys on both servers it is refused.
+    assert_eq!(client.command(&argv("RENAME b f")), ok());
+    assert_eq!(low.client().command(&argv("GET f")), bulk("x"));
+    assert_eq!(client.command(&argv("RENAME f foo")), crossslot);
+    // One server for every slot: whatever the keys, the command is the server's to answer.
+    let one = format!(
+        "[[pool]]\nkind = \"static\"\nlisten = \"127.0.0.1:0\"\n\
+         servers = [{{ address = \"127.0.0.1:{}\", slots = \"0-16383\" }}]\n",
+        low.port()
+    );
+    let mut alone = Client::connect(toy_proxy::start(&one)[0]);
+    let mut direct = low.client();
+    assert_eq!(alone.command(&argv("SADD s1 a b")), Frame::Integer(2));
+    assert_eq!(alone.command(&argv("SADD s2 b c")), Frame::Integer(2));
+    for line in [
+        "SUNIONSTORE s3 s1 s2",
+        "SCARD s3",
+        "SINTER s1 s2",
+        "MSET a 1 b",
+    ] {
+        assert_eq!(
+            alone.command(&argv(line)),
+            direct.command(&argv(line)),
+            "{line}"
+        );
+    }
     assert_eq!(client.command(&argv("MSETNX bar 1 foo 2")), crossslot);
     // The same pool as an extra kind in a nutcracker YAML file, beside a nutcracker pool.
     let yaml = format!(

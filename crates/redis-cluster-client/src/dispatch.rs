@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use redis_cluster_route::{CommandFlags, Part, ReadFrom, Route};
-use redis_hash_slot::Slot;
+use redis_hash_slot::{Slot, key_slot};
 use redis_resp::{Frame, errors};
 
 use crate::conn::{Conn, Expect};
@@ -58,8 +58,18 @@ impl Engine {
             if self.one_master {
                 self.table.routed_unsplit(&argv)
             } else {
-                self.table
-                    .routed_by(&argv, |slot| map.shard_index(slot).unwrap_or(usize::MAX))
+                let shard = |slot| map.shard_index(slot).unwrap_or(usize::MAX);
+                let mut routed = self.table.routed_by(&argv, shard);
+                // A command a cluster refuses over several slots (SUNION, RENAME) runs on
+                // the one server that holds all its keys, as predixy sends it.
+                if let Ok(r) = &mut routed {
+                    if r.route == Route::CrossSlot {
+                        if let Some(slot) = one_shard(&self.table, &argv, shard) {
+                            r.route = Route::Slot(slot);
+                        }
+                    }
+                }
+                routed
             }
         } else {
             self.table.routed(&argv)
@@ -678,4 +688,21 @@ fn fan(argv: &[Bytes], nodes: Vec<String>) -> Vec<Call> {
         .into_iter()
         .map(|node| Call::new(argv.to_vec(), Target::Node(node)))
         .collect()
+}
+
+/// The slot of the first key of `argv` when every key is on the same `shard`, else `None`.
+fn one_shard(
+    table: &redis_cluster_route::CommandTable,
+    argv: &[Bytes],
+    shard: impl Fn(Slot) -> usize,
+) -> Option<Slot> {
+    let keys = table.routing_keys(argv).ok()?;
+    let mut slots = keys
+        .positions()
+        .map(|at| argv.get(at).map(|key| key_slot(key)));
+    let first = slots.next()??;
+    let home = shard(first);
+    slots
+        .all(|slot| slot.is_some_and(|slot| shard(slot) == home))
+        .then_some(first)
 }

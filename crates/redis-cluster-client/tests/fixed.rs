@@ -141,6 +141,51 @@ fn msetnx_goes_whole_to_the_one_server_of_its_keys_and_is_refused_over_two() {
     assert!(msetnx(1).is_empty());
 }
 
+#[test]
+fn a_command_a_cluster_refuses_over_two_slots_runs_on_the_server_of_all_its_keys() {
+    // RENAME has no `multi_shard` tip: over two slots a cluster answers CROSSSLOT. One server
+    // for every slot runs it as a standalone server does (a 15495, b 3300).
+    let (mut h, client) = given();
+    h.cluster.standalone = true;
+    for line in ["SET a 1", "RENAME a b", "GET b", "MSET a 1 b"] {
+        h.engine.handle_request(h.now, client, argv(line));
+    }
+    h.settle(10);
+    // Not whole key groups: the server's own answer.
+    let arity = Frame::SimpleError(Bytes::from_static(
+        b"ERR wrong number of arguments for 'mset' command",
+    ));
+    assert_eq!(h.replies_of(client), [ok(), ok(), bulk("1"), arity]);
+    let renames: Vec<String> = ran(&h, 0)
+        .into_iter()
+        .filter(|c| c.starts_with("RENAME"))
+        .collect();
+    assert_eq!(renames, ["RENAME a b"]);
+
+    // Two servers: on node 0 when it holds both keys (b, c and f are node 0's, a node 1's);
+    // refused when they are on both.
+    let (mut h, client) = two_halves(false);
+    for line in ["SET b 1", "RENAME b c", "RENAME c f", "RENAME f a", "GET f"] {
+        h.engine.handle_request(h.now, client, argv(line));
+    }
+    h.settle(10);
+    let crossslot = Frame::SimpleError(Bytes::from_static(
+        b"CROSSSLOT Keys in request don't hash to the same slot",
+    ));
+    assert_eq!(
+        h.replies_of(client),
+        [ok(), ok(), ok(), crossslot, bulk("1")]
+    );
+    let renamed = |n| -> Vec<String> {
+        ran(&h, n)
+            .into_iter()
+            .filter(|c| c.starts_with("RENAME"))
+            .collect()
+    };
+    assert_eq!(renamed(0), ["RENAME b c", "RENAME c f"]);
+    assert!(renamed(1).is_empty());
+}
+
 /// Two standalone servers, half the slots each (nodes that check no slot), replies handed
 /// on as bytes with `raw`; a started engine and its client.
 fn two_halves(raw: bool) -> (Harness, redis_cluster_client::ClientId) {

@@ -487,6 +487,10 @@ pub fn exec(store: &mut HashMap<Vec<u8>, Vec<u8>>, args: &[Bytes]) -> Frame {
             store.insert(args[1].to_vec(), args[2].to_vec());
             ok()
         }
+        b"MSET" | b"MSETNX" if args.len() % 2 == 0 => err(&format!(
+            "ERR wrong number of arguments for '{}' command",
+            String::from_utf8_lossy(&args[0]).to_lowercase()
+        )),
         b"MSET" => {
             for pair in args[1..].chunks(2) {
                 store.insert(pair[0].to_vec(), pair[1].to_vec());
@@ -528,6 +532,13 @@ pub fn exec(store: &mut HashMap<Vec<u8>, Vec<u8>>, args: &[Bytes]) -> Frame {
                 None => err("ERR value is not an integer or out of range"),
             }
         }
+        b"RENAME" => match store.remove(&args[1][..]) {
+            Some(v) => {
+                store.insert(args[2].to_vec(), v);
+                ok()
+            }
+            None => err("ERR no such key"),
+        },
         b"PING" => Frame::SimpleString(Bytes::from_static(b"PONG")),
         b"TYPE" if store.contains_key(&args[1][..]) => {
             Frame::SimpleString(Bytes::from_static(b"string"))
