@@ -124,10 +124,12 @@ impl Requests {
         // The first call's arguments (a one-call request's are the command's own), or the
         // command's when it was never routed.
         let argv = match request.calls.first_mut() {
-            Some(call) => &mut call.argv,
-            None => request.unrouted.get_or_insert_default(),
+            Some(call) => Some(&mut call.argv),
+            None => request.unrouted.as_mut(),
         };
-        if argv.capacity() <= SPARE_ARGS && argv.capacity() > entry.spare_argv.capacity() {
+        if let Some(argv) = argv.filter(|argv| {
+            argv.capacity() <= SPARE_ARGS && argv.capacity() > entry.spare_argv.capacity()
+        }) {
             let mut argv = std::mem::take(argv);
             argv.clear();
             entry.spare_argv = argv;

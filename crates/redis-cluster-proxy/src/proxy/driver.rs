@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use redis_cluster_proto::client::{ClientId, Config, ConnId, Counters, Engine, IdHasher, Output};
 use redis_cluster_proto::hash_slot::SlotRange;
-use redis_cluster_proto::resp::Frame;
+use redis_cluster_proto::resp::{Command, Frame};
 use redis_cluster_proto::route::{Endpoint, ReadFrom, SlotMap};
 use tokio::sync::{mpsc, oneshot};
 
@@ -155,10 +155,6 @@ impl EngineClient {
         }
     }
 }
-
-/// A client's command for the engine, as the decoder gave it
-/// ([`Engine::handle_command`](redis_cluster_proto::client::Engine::handle_command)).
-pub(crate) type Command = redis_cluster_proto::resp::Command;
 
 /// A client's reader's way to the engine: the commands of one read go as one message.
 pub(crate) struct Submitter {
