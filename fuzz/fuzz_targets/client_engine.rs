@@ -4,16 +4,20 @@
 //! passes. It never panics, and once every backend is gone and time has run out every
 //! request has exactly one answer, each client's in the order it asked.
 //!
+//! Commands come as argument vectors (`handle_request`) or as a proxy decodes them
+//! (`handle_command`).
+//!
 //! Input: a list of steps, each a byte naming the step and the bytes it uses.
 #![no_main]
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use libfuzzer_sys::fuzz_target;
 use redis_cluster_client::{ClientId, Config, ConnId, Engine, Output, RequestId};
 use redis_cluster_route::Endpoint;
+use redis_resp::Decoder;
 
 const COMMANDS: &[&str] = &[
     "GET k",
@@ -115,14 +119,34 @@ fuzz_target!(|input: &[u8]| {
             0 => {
                 let client = clients[pick % 2];
                 let line = COMMANDS[(pick / 2) % COMMANDS.len()];
-                let argv = line
-                    .split(' ')
-                    .map(|a| Bytes::copy_from_slice(a.as_bytes()))
-                    .collect();
-                asked
-                    .entry(client)
-                    .or_default()
-                    .push(engine.handle_request(now, client, argv));
+                let id = if pick < 128 {
+                    let argv = line
+                        .split(' ')
+                        .map(|a| Bytes::copy_from_slice(a.as_bytes()))
+                        .collect();
+                    engine.handle_request(now, client, argv)
+                } else {
+                    // As a proxy hands it on: decoded from an array or an inline line, its
+                    // arguments in a vector a finished request left.
+                    let mut wire = BytesMut::new();
+                    if pick & 0x40 == 0 {
+                        let args: Vec<&str> = line.split(' ').collect();
+                        wire.extend_from_slice(format!("*{}\r\n", args.len()).as_bytes());
+                        for arg in args {
+                            wire.extend_from_slice(
+                                format!("${}\r\n{arg}\r\n", arg.len()).as_bytes(),
+                            );
+                        }
+                    } else {
+                        wire.extend_from_slice(line.as_bytes());
+                        wire.extend_from_slice(b"\r\n");
+                    }
+                    match Decoder::new().decode_command(&mut wire) {
+                        Ok(Some(command)) => engine.handle_command(now, client, command),
+                        other => panic!("{line:?} does not decode: {other:?}"),
+                    }
+                };
+                asked.entry(client).or_default().push(id);
             }
             1 => {
                 if let Some(conn) = nth(&conns) {
