@@ -54,26 +54,25 @@ impl Engine {
         // stays by slot: holds are by range. One master for every slot (a proxy in front of
         // one server) needs no key's shard: the keys are not all hashed, and a command over
         // several slots goes whole without a split being built.
-        let routed = if self.config.fixed_map.is_some() && self.holds.is_empty() {
+        let shard = |slot| map.shard_index(slot).unwrap_or(usize::MAX);
+        let mut routed = if self.config.fixed_map.is_some() && self.holds.is_empty() {
             if self.one_master {
                 self.table.routed_unsplit(&argv)
             } else {
-                let shard = |slot| map.shard_index(slot).unwrap_or(usize::MAX);
-                let mut routed = self.table.routed_by(&argv, shard);
-                // A command a cluster refuses over several slots (SUNION, RENAME) runs on
-                // the one server that holds all its keys, as predixy sends it.
-                if let Ok(r) = &mut routed {
-                    if r.route == Route::CrossSlot {
-                        if let Some(slot) = one_shard(&self.table, &argv, shard) {
-                            r.route = Route::Slot(slot);
-                        }
-                    }
-                }
-                routed
+                self.table.routed_by(&argv, shard)
             }
         } else {
             self.table.routed(&argv)
         };
+        // A command a cluster refuses over several slots (SUNION, RENAME) runs on the one
+        // standalone server that holds all its keys, as predixy sends it, held or not.
+        if let (Some(_), Ok(r)) = (&self.config.fixed_map, &mut routed) {
+            if r.route == Route::CrossSlot {
+                if let Some(slot) = one_shard(&self.table, &argv, shard) {
+                    r.route = Route::Slot(slot);
+                }
+            }
+        }
         let (route, spec, keys) = match routed {
             Ok(r) => (Ok(r.route), Some(r.spec), r.keys),
             Err(e) => (Err(e), self.table.lookup(&argv), 0),

@@ -293,6 +293,32 @@ fn a_held_range_sends_nothing_until_released_and_then_in_order_to_the_new_master
 }
 
 #[test]
+fn a_command_over_two_slots_of_one_server_waits_out_a_hold_and_runs_on_the_new_master() {
+    // While held, commands route slot by slot; a RENAME over two slots (a 15495, b 3300)
+    // still runs whole, on the server the map names once released.
+    let (mut h, client) = given();
+    h.cluster.standalone = true;
+    h.engine.handle_request(h.now, client, argv("SET a 1"));
+    h.settle(5);
+    h.engine
+        .hold(h.now, SlotRange::ALL, h.now + Duration::from_secs(5));
+    h.engine.handle_request(h.now, client, argv("RENAME a b"));
+    h.engine.handle_request(h.now, client, argv("GET b"));
+    wait(&mut h, 1000);
+    assert_eq!(h.replies_of(client), [ok()], "nothing answered while held");
+    promote(&mut h, 1);
+    h.engine.set_slot_map(h.now, all_to(1));
+    h.engine.release(h.now, SlotRange::ALL);
+    h.settle(10);
+    assert_eq!(h.replies_of(client), [ok(), ok(), bulk("1")]);
+    let on_new: Vec<String> = ran(&h, 1)
+        .into_iter()
+        .filter(|c| !c.starts_with("INFO"))
+        .collect();
+    assert_eq!(on_new, ["RENAME a b", "GET b"]);
+}
+
+#[test]
 fn a_hold_that_ends_before_the_switch_answers_masterdown_and_later_commands_flow() {
     let (mut h, client) = given();
     h.engine
