@@ -886,6 +886,18 @@ fn a_static_pool_shards_by_slot_range() {
             "{line}"
         );
     }
+    // A WATCH and a transaction over several slots ("a" 15495, "s1" 15224) run there too.
+    let queued = || Frame::SimpleString("QUEUED".into());
+    for (line, want) in [
+        ("WATCH a s1", ok()),
+        ("MULTI", ok()),
+        ("SET a 2", queued()),
+        ("SCARD s1", queued()),
+        ("EXEC", Frame::Array(vec![ok(), Frame::Integer(2)])),
+    ] {
+        assert_eq!(alone.command(&argv(line)), want, "{line}");
+    }
+    assert_eq!(direct.command(&argv("GET a")), bulk("2"));
     assert_eq!(client.command(&argv("MSETNX bar 1 foo 2")), crossslot);
     // The same pool as an extra kind in a nutcracker YAML file, beside a nutcracker pool.
     let yaml = format!(

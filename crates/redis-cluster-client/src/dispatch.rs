@@ -66,9 +66,9 @@ impl Engine {
         };
         // A command a cluster refuses over several slots (SUNION, RENAME) runs on the one
         // standalone server that holds all its keys, as predixy sends it, held or not.
-        if let (Some(_), Ok(r)) = (&self.config.fixed_map, &mut routed) {
+        if let Ok(r) = &mut routed {
             if r.route == Route::CrossSlot {
-                if let Some(slot) = one_shard(&self.table, &argv, shard) {
+                if let Some(slot) = self.one_server_slot(&argv) {
                     r.route = Route::Slot(slot);
                 }
             }
@@ -203,6 +203,31 @@ impl Engine {
         let queue = &mut state.slots.entry(u16::from(slot)).or_default().keys;
         queue.push_back(key);
         Some((client, slot, queue.len() == 1))
+    }
+
+    /// With masters the caller names (standalone servers, which check no slots), the slot of
+    /// the first key of `argv` when one master holds every key; `None` otherwise, and in a
+    /// cluster.
+    pub(crate) fn one_server_slot(&self, argv: &[Bytes]) -> Option<Slot> {
+        let map = self
+            .map
+            .as_ref()
+            .filter(|_| self.config.fixed_map.is_some())?;
+        one_shard(&self.table, argv, |slot| {
+            map.shard_index(slot).unwrap_or(usize::MAX)
+        })
+    }
+
+    /// Whether slots `a` and `b` are one node's to run a command over both: the same slot,
+    /// or, with masters the caller names, the same master.
+    pub(crate) fn same_server(&self, a: Slot, b: Slot) -> bool {
+        let shard = |map: &redis_cluster_route::SlotMap, slot| map.shard_index(slot);
+        a == b
+            || self
+                .map
+                .as_ref()
+                .filter(|_| self.config.fixed_map.is_some())
+                .is_some_and(|map| shard(map, a).is_some() && shard(map, a) == shard(map, b))
     }
 
     /// Sends a call queued alone for its client's slot: what [`Engine::pump`] does for such

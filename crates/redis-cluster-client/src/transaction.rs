@@ -102,21 +102,28 @@ impl Engine {
     }
 
     /// The one slot of a transaction's commands (`None` when none has a key), or the error
-    /// the client gets instead.
+    /// the client gets instead. With masters the caller names, which check no slots, the
+    /// keys need only be on one master: the slot is then the first key's.
     fn transaction_slot(&self, commands: &[Vec<Bytes>]) -> Result<Option<Slot>, Frame> {
         let mut slot: Option<Slot> = None;
         for argv in commands {
-            match self.table.route(argv) {
-                Ok(Route::Slot(s)) if slot.is_none_or(|known| known == s) => slot = Some(s),
-                Ok(Route::Any) | Err(_) => {}
-                Ok(Route::Slot(_) | Route::CrossSlot | Route::Split(_)) => {
-                    return Err(error_frame(errors::CROSSSLOT));
-                }
+            let here = match self.table.route(argv) {
+                Ok(Route::Slot(s)) => s,
+                Ok(Route::Any) | Err(_) => continue,
+                Ok(Route::CrossSlot | Route::Split(_)) => match self.one_server_slot(argv) {
+                    Some(s) => s,
+                    None => return Err(error_frame(errors::CROSSSLOT)),
+                },
                 Ok(Route::AllShards(_) | Route::AllNodes(_) | Route::Special) => {
                     return Err(error_frame(
                         "ERR a command for every node cannot run inside a cluster transaction",
                     ));
                 }
+            };
+            match slot {
+                None => slot = Some(here),
+                Some(known) if self.same_server(known, here) => {}
+                Some(_) => return Err(error_frame(errors::CROSSSLOT)),
             }
         }
         Ok(slot)
@@ -133,7 +140,7 @@ impl Engine {
             }
         };
         let pinned = match self.watch_of(client) {
-            Some((_, Some(watched))) if slot.is_some_and(|s| s != watched) => {
+            Some((_, Some(watched))) if slot.is_some_and(|s| !self.same_server(s, watched)) => {
                 self.unwatch(now, client);
                 return self.finish(id, error_frame(errors::CROSSSLOT));
             }
@@ -167,15 +174,16 @@ impl Engine {
     fn watch(&mut self, now: Instant, id: RequestId, client: ClientId, argv: Vec<Bytes>) {
         let slot = match self.table.route(&argv) {
             Ok(Route::Slot(slot)) => Some(slot),
-            Ok(Route::CrossSlot | Route::Split(_)) => {
-                return self.finish(id, error_frame(errors::CROSSSLOT));
-            }
+            Ok(Route::CrossSlot | Route::Split(_)) => match self.one_server_slot(&argv) {
+                Some(slot) => Some(slot),
+                None => return self.finish(id, error_frame(errors::CROSSSLOT)),
+            },
             // A wrong arity: the server's own error, from the node.
             _ => None,
         };
         let proto = self.clients.get(&client).map_or(2, |s| s.proto);
         let conn = match self.watch_of(client) {
-            Some((_, Some(watched))) if slot.is_some_and(|s| s != watched) => {
+            Some((_, Some(watched))) if slot.is_some_and(|s| !self.same_server(s, watched)) => {
                 return self.finish(id, error_frame(errors::CROSSSLOT));
             }
             Some((conn, watched)) => {

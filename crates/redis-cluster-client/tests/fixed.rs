@@ -186,6 +186,68 @@ fn a_command_a_cluster_refuses_over_two_slots_runs_on_the_server_of_all_its_keys
     assert!(renamed(1).is_empty());
 }
 
+#[test]
+fn a_transaction_or_watch_over_several_slots_runs_on_the_server_of_all_its_keys() {
+    // b, c and f are node 0's (slots 3300, 7365, 3168), a node 1's (15495).
+    let (mut h, client) = two_halves(false);
+    let lines = [
+        "MULTI",
+        "SET b 1",
+        "SET c 2",
+        "MGET b f",
+        "EXEC", // one server: runs
+        "MULTI",
+        "SET a 1",
+        "SET b 2",
+        "EXEC", // two servers: refused
+        "WATCH b c",
+        "MULTI",
+        "SET f 3",
+        "EXEC", // WATCH and EXEC on node 0
+        "WATCH b",
+        "WATCH a", // a WATCH on node 0 cannot take node 1's key
+    ];
+    for line in lines {
+        h.engine.handle_request(h.now, client, argv(line));
+    }
+    h.settle(20);
+    let queued = || Frame::SimpleString(Bytes::from_static(b"QUEUED"));
+    let crossslot = Frame::SimpleError(Bytes::from_static(
+        b"CROSSSLOT Keys in request don't hash to the same slot",
+    ));
+    let mget = Frame::Array(vec![bulk("1"), Frame::NullBulkString]);
+    assert_eq!(
+        h.replies_of(client),
+        [
+            ok(),
+            queued(),
+            queued(),
+            queued(),
+            Frame::Array(vec![ok(), ok(), mget]),
+            ok(),
+            queued(),
+            queued(),
+            crossslot.clone(),
+            ok(),
+            ok(),
+            queued(),
+            Frame::Array(vec![ok()]),
+            ok(),
+            crossslot,
+        ]
+    );
+    let sets = |n| -> Vec<String> {
+        ran(&h, n)
+            .into_iter()
+            .filter(|c| c.starts_with("SET"))
+            .collect()
+    };
+    // The WATCH's connection closed after its EXEC, and its link with it: the store tells.
+    assert_eq!(sets(0), ["SET b 1", "SET c 2"]);
+    assert_eq!(h.cluster.store.get(&b"f"[..]), Some(&b"3".to_vec()));
+    assert!(sets(1).is_empty());
+}
+
 /// Two standalone servers, half the slots each (nodes that check no slot), replies handed
 /// on as bytes with `raw`; a started engine and its client.
 fn two_halves(raw: bool) -> (Harness, redis_cluster_client::ClientId) {
