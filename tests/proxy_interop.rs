@@ -898,6 +898,20 @@ fn a_static_pool_shards_by_slot_range() {
         assert_eq!(alone.command(&argv(line)), want, "{line}");
     }
     assert_eq!(direct.command(&argv("GET a")), bulk("2"));
+    // Shard channels of several slots too: the server takes them, and SPUBLISH reaches them.
+    let mut subscriber = Client::connect(toy_proxy::start(&one)[0]);
+    subscriber.send(&[&argv("SSUBSCRIBE a s1")]);
+    for (channel, count) in [("a", 1), ("s1", 2)] {
+        let want = Frame::Array(vec![
+            bulk("ssubscribe"),
+            bulk(channel),
+            Frame::Integer(count),
+        ]);
+        assert_eq!(subscriber.read_reply(), want);
+    }
+    assert_eq!(alone.command(&argv("SPUBLISH s1 news")), Frame::Integer(1));
+    let message = Frame::Array(vec![bulk("smessage"), bulk("s1"), bulk("news")]);
+    assert_eq!(subscriber.read_reply(), message);
     assert_eq!(client.command(&argv("MSETNX bar 1 foo 2")), crossslot);
     // The same pool as an extra kind in a nutcracker YAML file, beside a nutcracker pool.
     let yaml = format!(

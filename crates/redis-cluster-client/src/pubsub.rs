@@ -87,12 +87,16 @@ impl Engine {
                 self.forward(conn, &argv);
             }
             b"ssubscribe" if argv.len() > 1 => {
+                // Channels of several slots: the one standalone server that holds them all
+                // takes them, as it takes keys.
                 let slot = match self.table.route(&argv) {
-                    Ok(Route::Slot(slot)) => slot,
-                    _ => {
-                        self.finish(id, error_frame(errors::CROSSSLOT));
-                        return None;
-                    }
+                    Ok(Route::Slot(slot)) => Some(slot),
+                    Ok(Route::CrossSlot) => self.one_server_slot(&argv),
+                    _ => None,
+                };
+                let Some(slot) = slot else {
+                    self.finish(id, error_frame(errors::CROSSSLOT));
+                    return None;
                 };
                 let Some(addr) = self.master_of(slot) else {
                     self.finish(id, error_frame(errors::CLUSTERDOWN_UNBOUND));

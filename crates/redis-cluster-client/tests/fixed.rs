@@ -248,6 +248,43 @@ fn a_transaction_or_watch_over_several_slots_runs_on_the_server_of_all_its_keys(
     assert!(sets(1).is_empty());
 }
 
+#[test]
+fn shard_channels_of_several_slots_are_subscribed_on_the_server_of_them_all() {
+    // b and c are node 0's (slots 3300, 7365), a node 1's (15495).
+    let (mut h, sub) = two_halves(false);
+    let publisher = h.engine.open_client();
+    h.engine.handle_request(h.now, sub, argv("SSUBSCRIBE b c"));
+    h.engine
+        .handle_request(h.now, publisher, argv("SSUBSCRIBE b a"));
+    h.settle(10);
+    h.engine
+        .handle_request(h.now, publisher, argv("SPUBLISH c news"));
+    h.settle(10);
+    let crossslot = Frame::SimpleError(Bytes::from_static(
+        b"CROSSSLOT Keys in request don't hash to the same slot",
+    ));
+    assert_eq!(h.replies_of(publisher), [crossslot, Frame::Integer(1)]);
+    let pushes: Vec<Frame> = h
+        .pushes
+        .iter()
+        .filter(|p| p.0 == sub)
+        .map(|p| p.1.clone())
+        .collect();
+    let frame = |parts: &[&str], n: Option<i64>| {
+        let mut items: Vec<Frame> = parts.iter().map(|p| bulk(p)).collect();
+        items.extend(n.map(Frame::Integer));
+        Frame::Array(items)
+    };
+    assert_eq!(
+        pushes,
+        [
+            frame(&["ssubscribe", "b"], Some(1)),
+            frame(&["ssubscribe", "c"], Some(2)),
+            frame(&["smessage", "c", "news"], None),
+        ]
+    );
+}
+
 /// Two standalone servers, half the slots each (nodes that check no slot), replies handed
 /// on as bytes with `raw`; a started engine and its client.
 fn two_halves(raw: bool) -> (Harness, redis_cluster_client::ClientId) {
