@@ -213,9 +213,7 @@ impl Engine {
             .map
             .as_ref()
             .filter(|_| self.config.fixed_map.is_some())?;
-        one_shard(&self.table, argv, |slot| {
-            map.shard_index(slot).unwrap_or(usize::MAX)
-        })
+        one_shard(&self.table, argv, |slot| map.shard_index(slot))
     }
 
     /// Whether slots `a` and `b` are one node's to run a command over both: the same slot,
@@ -714,19 +712,20 @@ fn fan(argv: &[Bytes], nodes: Vec<String>) -> Vec<Call> {
         .collect()
 }
 
-/// The slot of the first key of `argv` when every key is on the same `shard`, else `None`.
+/// The slot of the first key of `argv` when every key is on the same `shard` (`None` for a
+/// slot no shard serves), else `None`.
 fn one_shard(
     table: &redis_cluster_route::CommandTable,
     argv: &[Bytes],
-    shard: impl Fn(Slot) -> usize,
+    shard: impl Fn(Slot) -> Option<usize>,
 ) -> Option<Slot> {
     let keys = table.routing_keys(argv).ok()?;
     let mut slots = keys
         .positions()
         .map(|at| argv.get(at).map(|key| key_slot(key)));
     let first = slots.next()??;
-    let home = shard(first);
+    let home = shard(first)?;
     slots
-        .all(|slot| slot.is_some_and(|slot| shard(slot) == home))
+        .all(|slot| slot.is_some_and(|slot| shard(slot) == Some(home)))
         .then_some(first)
 }

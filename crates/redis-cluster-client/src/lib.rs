@@ -56,8 +56,8 @@
 //! and EXEC then answers EXECABORT); EXEC sends MULTI, the commands and EXEC in one write to
 //! the node of their one slot (with masters the caller names, which check no slots: to the
 //! one master that holds all their keys), so that nothing of another client comes between
-//! them on a shared connection; a queued command's MOVED sends the whole transaction again where the
-//! slot is. WATCH opens a connection of the client's own to the watched keys' node, kept
+//! them on a shared connection; a queued command's MOVED sends the whole transaction again
+//! where the slot is. WATCH opens a connection of the client's own to the watched keys' node, kept
 //! until EXEC, DISCARD or UNWATCH; a lost WATCH connection makes the next EXEC fail as a
 //! touched key does (a null reply).
 //!
