@@ -54,6 +54,14 @@ fn ran(h: &Harness, n: usize) -> Vec<String> {
         .collect()
 }
 
+/// What node `n` ran of the commands whose text starts with `prefix`, in order.
+fn ran_of(h: &Harness, n: usize, prefix: &str) -> Vec<String> {
+    ran(h, n)
+        .into_iter()
+        .filter(|c| c.starts_with(prefix))
+        .collect()
+}
+
 /// Lets `ms` pass in steps of 10 ms, every write delivered and answered, without jumping to
 /// the next deadline as `Harness::settle` does.
 fn wait(h: &mut Harness, ms: u64) {
@@ -114,11 +122,10 @@ fn msetnx_goes_whole_to_the_one_server_of_its_keys_and_is_refused_over_two() {
         h.replies_of(client),
         [Frame::Integer(1), Frame::Integer(0), Frame::Array(values)]
     );
-    let whole: Vec<String> = ran(&h, 0)
-        .into_iter()
-        .filter(|c| c.starts_with("MSETNX"))
-        .collect();
-    assert_eq!(whole, ["MSETNX a 1 b 2", "MSETNX b 3 c 4"]);
+    assert_eq!(
+        ran_of(&h, 0, "MSETNX"),
+        ["MSETNX a 1 b 2", "MSETNX b 3 c 4"]
+    );
 
     // Two servers: whole on the one that holds every key (b, c and f are node 0's); over
     // both, only a split could run it, and a split is not all or nothing: refused.
@@ -131,14 +138,8 @@ fn msetnx_goes_whole_to_the_one_server_of_its_keys_and_is_refused_over_two() {
         b"CROSSSLOT Keys in request don't hash to the same slot",
     ));
     assert_eq!(h.replies_of(client), [Frame::Integer(1), crossslot]);
-    let msetnx = |n| -> Vec<String> {
-        ran(&h, n)
-            .into_iter()
-            .filter(|c| c.starts_with("MSETNX"))
-            .collect()
-    };
-    assert_eq!(msetnx(0), ["MSETNX b 1 c 2 f 3"]);
-    assert!(msetnx(1).is_empty());
+    assert_eq!(ran_of(&h, 0, "MSETNX"), ["MSETNX b 1 c 2 f 3"]);
+    assert!(ran_of(&h, 1, "MSETNX").is_empty());
 }
 
 #[test]
@@ -156,11 +157,7 @@ fn a_command_a_cluster_refuses_over_two_slots_runs_on_the_server_of_all_its_keys
         b"ERR wrong number of arguments for 'mset' command",
     ));
     assert_eq!(h.replies_of(client), [ok(), ok(), bulk("1"), arity]);
-    let renames: Vec<String> = ran(&h, 0)
-        .into_iter()
-        .filter(|c| c.starts_with("RENAME"))
-        .collect();
-    assert_eq!(renames, ["RENAME a b"]);
+    assert_eq!(ran_of(&h, 0, "RENAME"), ["RENAME a b"]);
 
     // Two servers: on node 0 when it holds both keys (b, c and f are node 0's, a node 1's);
     // refused when they are on both.
@@ -176,14 +173,8 @@ fn a_command_a_cluster_refuses_over_two_slots_runs_on_the_server_of_all_its_keys
         h.replies_of(client),
         [ok(), ok(), ok(), crossslot, bulk("1")]
     );
-    let renamed = |n| -> Vec<String> {
-        ran(&h, n)
-            .into_iter()
-            .filter(|c| c.starts_with("RENAME"))
-            .collect()
-    };
-    assert_eq!(renamed(0), ["RENAME b c", "RENAME c f"]);
-    assert!(renamed(1).is_empty());
+    assert_eq!(ran_of(&h, 0, "RENAME"), ["RENAME b c", "RENAME c f"]);
+    assert!(ran_of(&h, 1, "RENAME").is_empty());
 }
 
 #[test]
@@ -236,16 +227,10 @@ fn a_transaction_or_watch_over_several_slots_runs_on_the_server_of_all_its_keys(
             crossslot,
         ]
     );
-    let sets = |n| -> Vec<String> {
-        ran(&h, n)
-            .into_iter()
-            .filter(|c| c.starts_with("SET"))
-            .collect()
-    };
     // The WATCH's connection closed after its EXEC, and its link with it: the store tells.
-    assert_eq!(sets(0), ["SET b 1", "SET c 2"]);
+    assert_eq!(ran_of(&h, 0, "SET"), ["SET b 1", "SET c 2"]);
     assert_eq!(h.cluster.store.get(&b"f"[..]), Some(&b"3".to_vec()));
-    assert!(sets(1).is_empty());
+    assert!(ran_of(&h, 1, "SET").is_empty());
 }
 
 #[test]
@@ -320,14 +305,8 @@ fn keys_one_master_serves_go_to_it_as_one_command() {
     h.settle(10);
     let values: Vec<Frame> = (1..=6).map(|n| bulk(&n.to_string())).collect();
     assert_eq!(h.replies_of(client), [ok(), Frame::Array(values)]);
-    let keyed = |n| -> Vec<String> {
-        ran(&h, n)
-            .into_iter()
-            .filter(|c| c.starts_with("M"))
-            .collect()
-    };
-    assert_eq!(keyed(0), ["MSET b 2 c 3 f 6", "MGET b c f"]);
-    assert_eq!(keyed(1), ["MSET a 1 d 4 e 5", "MGET a d e"]);
+    assert_eq!(ran_of(&h, 0, "M"), ["MSET b 2 c 3 f 6", "MGET b c f"]);
+    assert_eq!(ran_of(&h, 1, "M"), ["MSET a 1 d 4 e 5", "MGET a d e"]);
 }
 
 #[test]
