@@ -371,13 +371,30 @@ impl Client {
 
     /// Reads one reply.
     pub fn read_reply(&mut self) -> Frame {
+        self.try_read_reply().expect("read a reply")
+    }
+
+    /// Sends one command and reads its reply, or says why the connection failed: for a
+    /// server that may drop its clients meanwhile (Sentinel's `CLIENT KILL TYPE normal` on
+    /// an instance it reconfigures).
+    pub fn try_command(&mut self, argv: &[&[u8]]) -> std::io::Result<Frame> {
+        let mut out = Vec::new();
+        encode_command(argv, &mut out);
+        self.stream.write_all(&out)?;
+        self.try_read_reply()
+    }
+
+    /// Reads one reply, or says why the connection failed (closed: `UnexpectedEof`).
+    pub fn try_read_reply(&mut self) -> std::io::Result<Frame> {
         let mut chunk = [0u8; 16 * 1024];
         loop {
             if let Some(frame) = self.decoder.decode(&mut self.buf).expect("a valid reply") {
-                return frame;
+                return Ok(frame);
             }
-            let n = self.stream.read(&mut chunk).expect("read a reply");
-            assert!(n > 0, "redis-server closed the connection");
+            let n = self.stream.read(&mut chunk)?;
+            if n == 0 {
+                return Err(std::io::ErrorKind::UnexpectedEof.into());
+            }
             self.buf.extend_from_slice(&chunk[..n]);
         }
     }
